@@ -1,0 +1,17 @@
+"""The one exception tree of memory_core; foreign errors (apsw) are wrapped at the edge."""
+
+from __future__ import annotations
+
+__all__ = ["InvalidInputError", "MemoryCoreError", "StorageError"]
+
+
+class MemoryCoreError(Exception):
+    """Root of every error memory_core raises on purpose."""
+
+
+class StorageError(MemoryCoreError):
+    """The SQLite database could not be opened, migrated, read or written."""
+
+
+class InvalidInputError(MemoryCoreError):
+    """A transcript or message handed to memory_core is not of the expected shape."""

@@ -1,0 +1,210 @@
+"""The append-only message log, branch detection and the durable formation queue.
+
+Invariants:
+- ``log`` rows are never updated or deleted (SQLite triggers enforce it); everything
+  else in memory is derived from them and can be rebuilt.
+- A message is appended once: its chain hash is unique, so resending a history appends
+  only the turns that are new.
+- Every appended user/assistant/tool turn is queued in the same transaction, so a crash
+  after the append loses nothing: the queue is drained on the next start.
+- The path of the latest append is the live branch. Sibling subtrees hanging off that
+  path (an edited or regenerated turn's predecessor) are recorded as superseded, and so
+  is the memory derived from them; a path that becomes live again is restored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from .chain import chain_hashes, conversation_id, message_text
+from .db import transaction
+from .errors import InvalidInputError
+
+__all__ = ["AppendResult", "LogMessage", "append_messages"]
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+@dataclass(frozen=True)
+class LogMessage:
+    """One message to log: the message as received and when it was said."""
+
+    message: Mapping[str, Any]
+    ts: float
+    ext_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append did: the conversation, new rows, and branch bookkeeping."""
+
+    conversation_id: str
+    appended: int
+    already_stored: int
+    superseded: int
+    restored: int
+    hashes: tuple[str, ...]
+
+
+def append_messages(
+    conn: apsw.Connection,
+    messages: Sequence[LogMessage],
+    *,
+    explicit_conversation: str | None,
+    source: str,
+    now: float,
+) -> AppendResult:
+    """Append the new messages of ``messages`` (a whole history) in one transaction."""
+    bodies = [_validated(m.message, i) for i, m in enumerate(messages)]
+    if not bodies:
+        raise InvalidInputError("no messages to append")
+    conv = conversation_id(bodies, explicit_conversation)
+    hashes = chain_hashes(bodies, conv)
+    with transaction(conn):
+        stored = _stored_ids(conn, hashes)
+        appended = 0
+        for position, (item, body, digest) in enumerate(zip(messages, bodies, hashes, strict=True)):
+            if digest in stored:
+                continue
+            parent = hashes[position - 1] if position else None
+            stored[digest] = _insert(conn, item, body, digest, parent, conv, position, source, now)
+            appended += 1
+        superseded, restored = _settle_branches(conn, hashes, stored, now)
+    return AppendResult(
+        conversation_id=conv,
+        appended=appended,
+        already_stored=len(hashes) - appended,
+        superseded=superseded,
+        restored=restored,
+        hashes=tuple(hashes),
+    )
+
+
+def _validated(message: Mapping[str, Any], index: int) -> Mapping[str, Any]:
+    if not isinstance(message, Mapping):
+        raise InvalidInputError(f"messages[{index}] must be an object")
+    role = message.get("role")
+    if role not in _ROLES:
+        raise InvalidInputError(f"messages[{index}].role must be one of {sorted(_ROLES)}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise InvalidInputError(f"messages[{index}].content must be a string, a list or null")
+    return message
+
+
+def _stored_ids(conn: apsw.Connection, hashes: Sequence[str]) -> dict[str, int]:
+    marks = ",".join("?" * len(hashes))
+    rows = conn.execute(f"SELECT hash, id FROM log WHERE hash IN ({marks})", tuple(hashes))
+    return {digest: row_id for digest, row_id in rows}
+
+
+def _insert(
+    conn: apsw.Connection,
+    item: LogMessage,
+    body: Mapping[str, Any],
+    digest: str,
+    parent: str | None,
+    conv: str,
+    position: int,
+    source: str,
+    now: float,
+) -> int:
+    role = str(body["role"])
+    name = body.get("name")
+    conn.execute(
+        "INSERT INTO log (hash, parent_hash, conversation_id, position, role, name, ext_id,"
+        " message, text, ts, logged_at, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            digest,
+            parent,
+            conv,
+            position,
+            role,
+            str(name) if name is not None else None,
+            item.ext_id,
+            json.dumps(dict(body), ensure_ascii=False, separators=(",", ":")),
+            message_text(body.get("content")),
+            item.ts,
+            now,
+            source,
+        ),
+    )
+    row_id = int(conn.last_insert_rowid())
+    if role in ("user", "assistant"):
+        conn.execute("INSERT INTO queue (log_id, queued_at) VALUES (?, ?)", (row_id, now))
+    return row_id
+
+
+def _settle_branches(
+    conn: apsw.Connection, hashes: Sequence[str], ids: Mapping[str, int], now: float
+) -> tuple[int, int]:
+    """Make ``hashes`` the live path: supersede sibling subtrees, restore the path."""
+    path_ids = [ids[h] for h in hashes]
+    restored = _restore(conn, path_ids)
+    parents = hashes[:-1]
+    if not parents:
+        return 0, restored
+    on_path = set(hashes)
+    marks = ",".join("?" * len(parents))
+    siblings = [
+        (digest, parent)
+        for digest, parent in conn.execute(
+            f"SELECT hash, parent_hash FROM log WHERE parent_hash IN ({marks})", tuple(parents)
+        )
+        if digest not in on_path
+    ]
+    superseded = 0
+    child_of = {hashes[i - 1]: hashes[i] for i in range(1, len(hashes))}
+    for digest, parent in siblings:
+        superseded += _supersede_subtree(conn, digest, child_of[parent], now)
+    return superseded, restored
+
+
+def _restore(conn: apsw.Connection, path_ids: Sequence[int]) -> int:
+    marks = ",".join("?" * len(path_ids))
+    back = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT log_id FROM superseded WHERE log_id IN ({marks})", tuple(path_ids)
+        )
+    ]
+    if back:
+        marks = ",".join("?" * len(back))
+        conn.execute(f"DELETE FROM superseded WHERE log_id IN ({marks})", tuple(back))
+        conn.execute(f"UPDATE fragments SET superseded = 0 WHERE log_id IN ({marks})", tuple(back))
+    return len(back)
+
+
+def _supersede_subtree(conn: apsw.Connection, root: str, replacement: str, now: float) -> int:
+    ids = [
+        row[0]
+        for row in conn.execute(
+            """
+        WITH RECURSIVE sub(hash, id) AS (
+            SELECT hash, id FROM log WHERE hash = ?
+            UNION ALL
+            SELECT log.hash, log.id FROM log JOIN sub ON log.parent_hash = sub.hash
+        )
+        SELECT id FROM sub WHERE id NOT IN (SELECT log_id FROM superseded)
+        """,
+            (root,),
+        )
+    ]
+    if not ids:
+        return 0
+    conn.execute(
+        "INSERT INTO branches (abandoned_hash, replacement_hash, detected_at) VALUES (?,?,?)",
+        (root, replacement, now),
+    )
+    branch_id = conn.last_insert_rowid()
+    conn.executemany(
+        "INSERT INTO superseded (log_id, branch_id) VALUES (?, ?)", [(i, branch_id) for i in ids]
+    )
+    marks = ",".join("?" * len(ids))
+    conn.execute(f"UPDATE fragments SET superseded = 1 WHERE log_id IN ({marks})", tuple(ids))
+    return len(ids)

@@ -1,0 +1,216 @@
+"""Retrieval, first version: FTS5 BM25 over the live (non-superseded) fragments.
+
+The question becomes an OR of its content words, each quoted so that no user text is
+ever read as FTS5 query syntax. Fragments whose log rows are already in the request
+(``exclude_hashes``) are skipped: the model sees them in the history anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import apsw
+
+from .errors import StorageError
+
+__all__ = ["Hit", "query_terms", "search"]
+
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+_MAX_TERMS = 32
+_STOP = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "don",
+        "didn",
+        "doesn",
+        "isn",
+        "wasn",
+        "weren",
+        "ll",
+        "ve",
+        "re",
+        "d",
+        "m",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved fragment with its provenance and its BM25 score (higher is better)."""
+
+    fragment_id: int
+    score: float
+    text: str
+    role: str
+    speaker: str | None
+    conversation_id: str
+    ts: float
+    log_hash: str
+    ext_id: str | None
+
+
+def query_terms(question: str) -> list[str]:
+    """Content words of ``question``, lowercased, first occurrence order, bounded."""
+    terms: dict[str, None] = {}
+    for word in _TERM.findall(question.lower()):
+        if word not in _STOP and (len(word) > 1 or word.isdigit()):
+            terms.setdefault(word, None)
+    return list(terms)[:_MAX_TERMS]
+
+
+def search(
+    conn: apsw.Connection,
+    question: str,
+    *,
+    limit: int,
+    exclude_hashes: Collection[str] = (),
+) -> list[Hit]:
+    """The ``limit`` best live fragments for ``question`` by BM25."""
+    terms = query_terms(question)
+    if not terms or limit <= 0:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    try:
+        rows = conn.execute(
+            "SELECT f.id, -bm25(fragments_fts) AS score, f.text, f.role, f.speaker,"
+            " f.conversation_id, f.ts, log.hash, log.ext_id"
+            " FROM fragments_fts JOIN fragments f ON f.id = fragments_fts.rowid"
+            " JOIN log ON log.id = f.log_id"
+            " WHERE fragments_fts MATCH ? AND f.superseded = 0"
+            " ORDER BY bm25(fragments_fts) LIMIT ?",
+            (match, limit + len(exclude_hashes)),
+        )
+        hits = [Hit(*row) for row in rows]
+    except apsw.Error as exc:
+        raise StorageError(f"search failed: {exc}") from exc
+    excluded = set(exclude_hashes)
+    return [h for h in hits if h.log_hash not in excluded][:limit]

@@ -1,0 +1,168 @@
+"""MemoryStore: one tenant's memory, the facade the proxy and the scripts use.
+
+A store owns one SQLite file and two connections: a writer (appends, formation,
+receipts) and a reader (search), each behind its own lock, so a search never waits for
+a formation pass (WAL lets the reader see the last committed state). Every method is
+synchronous and thread-safe; callers in an event loop run them in executors.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from .db import connect, transaction
+from .errors import StorageError
+from .formation import FormationResult, process_queue
+from .log import AppendResult, LogMessage, append_messages
+from .migrations import migrate
+from .names import NameIndex
+from .reconstruction import Reconstruction, reconstruct
+from .retrieval import Hit, search
+from .tokens import TokenCounter, default_counter
+
+__all__ = ["MemoryStore", "Recall", "StoreStats"]
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What retrieval found for a question and the text rendered from it."""
+
+    hits: tuple[Hit, ...]
+    context: Reconstruction
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Sizes of the store, for health and metrics."""
+
+    log_messages: int
+    fragments: int
+    live_fragments: int
+    queued: int
+    failed: int
+    names: int
+
+
+class MemoryStore:
+    """One tenant's memory in one SQLite file (created and migrated on open)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self._clock = clock
+        self._counter = counter or default_counter()
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = connect(path)
+        migrate(self._writer)
+        self._reader = connect(path)
+        self.names = NameIndex(self._load_names())
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter used for budgets."""
+        return self._counter
+
+    def close(self) -> None:
+        """Close both connections (idempotent)."""
+        with self._write_lock, self._read_lock:
+            self._writer.close()
+            self._reader.close()
+
+    def append(
+        self,
+        messages: Sequence[LogMessage],
+        *,
+        conversation: str | None = None,
+        source: str = "proxy",
+    ) -> AppendResult:
+        """Durably log the new turns of a history; formation happens in :meth:`form`."""
+        with self._write_lock:
+            return append_messages(
+                self._writer,
+                messages,
+                explicit_conversation=conversation,
+                source=source,
+                now=self._clock(),
+            )
+
+    def form(self, limit: int = 1000) -> FormationResult:
+        """Derive memory from queued log rows (drains up to ``limit`` rows)."""
+        with self._write_lock:
+            result = process_queue(self._writer, now=self._clock(), limit=limit)
+        self.names.add(result.names)
+        return result
+
+    def form_all(self) -> int:
+        """Drain the whole queue; returns the number of rows processed."""
+        total = 0
+        while True:
+            result = self.form()
+            total += result.processed
+            if result.processed == 0:
+                return total
+
+    def recall(
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+    ) -> Recall:
+        """Retrieve and reconstruct memory for ``question``."""
+        with self._read_lock:
+            hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
+        context = reconstruct(hits, budget_tokens=budget_tokens, counter=self._counter)
+        return Recall(tuple(hits), context)
+
+    def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
+        """Store the receipt of a request that used memory."""
+        text = json.dumps(body, ensure_ascii=False, default=str)
+        with self._write_lock, transaction(self._writer):
+            self._writer.execute(
+                "INSERT OR REPLACE INTO receipts (id, created_at, body) VALUES (?, ?, ?)",
+                (receipt_id, self._clock(), text),
+            )
+
+    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        """A stored receipt, or None."""
+        with self._read_lock:
+            row = self._reader.execute(
+                "SELECT body FROM receipts WHERE id = ?", (receipt_id,)
+            ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def stats(self) -> StoreStats:
+        """Counts of what the store holds."""
+        with self._read_lock:
+            try:
+                row = self._reader.execute(
+                    "SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fragments),"
+                    " (SELECT count(*) FROM fragments WHERE superseded = 0),"
+                    " (SELECT count(*) FROM queue WHERE attempts < 5),"
+                    " (SELECT count(*) FROM queue WHERE attempts >= 5)"
+                ).fetchone()
+            except apsw.Error as exc:
+                raise StorageError(f"cannot read store statistics: {exc}") from exc
+        assert row is not None
+        log_messages, fragments, live, queued, failed = row
+        return StoreStats(log_messages, fragments, live, queued, failed, names=len(self.names))
+
+    def _load_names(self) -> list[str]:
+        with self._read_lock:
+            return [row[0] for row in self._reader.execute("SELECT name FROM entities")]

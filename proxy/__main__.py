@@ -1,0 +1,5 @@
+"""``python -m proxy`` is ``areamem``."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""Non-chat endpoints: models, health, metrics and the ``/memory`` admin API.
+
+Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from memory_core import InvalidInputError, LogMessage, MemoryCoreError, query_terms
+
+from .errors import ApiError
+from .services import SERVICES
+from .tenants import tenant_of
+
+__all__ = ["healthz", "ingest", "metrics", "models", "receipt", "search"]
+
+_MAX_INGEST_MESSAGES = 100_000
+
+
+async def models(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    tenant_of(request, svc.config.auth)
+    created = int(svc.config.source.stat().st_mtime)
+    data = [
+        {"id": name, "object": "model", "created": created, "owned_by": "areamem"}
+        for name in svc.router.advertised()
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    error = svc.policies.last_error
+    return web.json_response(
+        {
+            "status": "ok",
+            "policy": str(svc.policies.current.source),
+            "policy_error": str(error) if error else None,
+            "tenants_open": len(svc.tenants.opened()),
+        }
+    )
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(
+        body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+    )
+
+
+async def ingest(request: web.Request) -> web.Response:
+    """Store a transcript as if it had passed through the proxy, then form memory."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    payload = await _json_body(request, svc.config.server.max_body_bytes)
+    conversation = payload.get("conversation_id")
+    if conversation is not None and (not isinstance(conversation, str) or not conversation):
+        raise ApiError(400, "'conversation_id' must be a non-empty string", param="conversation_id")
+    messages = _transcript(payload.get("messages"))
+    memory = svc.tenants.get(tenant)
+    try:
+        result = await memory.append(messages, conversation, "ingest")
+        formed = await memory.form()
+    except InvalidInputError as exc:
+        raise ApiError(400, str(exc), param="messages") from exc
+    except MemoryCoreError as exc:
+        svc.metrics.memory_failures.labels(stage="ingest").inc()
+        raise ApiError(
+            500,
+            f"memory could not store the transcript: {exc}",
+            type_="server_error",
+            code="memory_error",
+        ) from exc
+    svc.metrics.ingested.inc(result.appended)
+    return web.json_response(
+        {
+            "conversation_id": result.conversation_id,
+            "appended": result.appended,
+            "already_stored": result.already_stored,
+            "superseded": result.superseded,
+            "fragments_formed": formed,
+        }
+    )
+
+
+async def search(request: web.Request) -> web.Response:
+    """What retrieval would return for ``q`` (``k`` fragments, ``budget`` tokens)."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    query = request.query.get("q", "")
+    if not query.strip():
+        raise ApiError(400, "query parameter 'q' is required", param="q")
+    k = _int_param(request, "k", 8, 1, 200)
+    budget = _int_param(request, "budget", 600, 1, 100_000)
+    began = time.perf_counter()
+    try:
+        recall = await svc.tenants.get(tenant).recall(
+            query, limit=k, budget_tokens=budget, exclude_hashes=()
+        )
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"search failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    return web.json_response(
+        {
+            "query": query,
+            "terms": query_terms(query),
+            "hits": [
+                {
+                    "fragment_id": h.fragment_id,
+                    "score": h.score,
+                    "text": h.text,
+                    "role": h.role,
+                    "speaker": h.speaker,
+                    "conversation_id": h.conversation_id,
+                    "ts": h.ts,
+                    "ext_id": h.ext_id,
+                }
+                for h in recall.hits
+            ],
+            "context": recall.context.text,
+            "tokens": recall.context.tokens,
+            "elapsed_ms": round((time.perf_counter() - began) * 1000, 3),
+        }
+    )
+
+
+async def receipt(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    receipt_id = request.match_info["receipt_id"]
+    body = await svc.tenants.get(tenant).receipt(receipt_id)
+    if body is None:
+        raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
+    return web.json_response(body)
+
+
+async def _json_body(request: web.Request, limit: int) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(
+            413, f"Request body too large: the limit is {limit} bytes.", code="request_too_large"
+        )
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise ApiError(
+            413, f"Request body too large: the limit is {limit} bytes.", code="request_too_large"
+        ) from exc
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return payload
+
+
+def _transcript(value: Any) -> list[LogMessage]:
+    if not isinstance(value, list) or not value:
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    if len(value) > _MAX_INGEST_MESSAGES:
+        raise ApiError(400, f"at most {_MAX_INGEST_MESSAGES} messages per call", param="messages")
+    now = time.time()
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ApiError(400, f"messages[{i}] must be an object", param=f"messages[{i}]")
+        message = {k: v for k, v in item.items() if k not in ("timestamp", "id")}
+        ts = _timestamp(item.get("timestamp"), i, now)
+        ext = item.get("id")
+        out.append(LogMessage(message, ts, None if ext is None else str(ext)))
+    return out
+
+
+def _timestamp(value: Any, index: int, default: float) -> float:
+    """Epoch seconds from a number or an ISO 8601 string (naive means UTC)."""
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.UTC)
+            return parsed.timestamp()
+    raise ApiError(
+        400,
+        f"messages[{index}].timestamp must be epoch seconds or an ISO 8601 "
+        f"date-time, got {value!r}",
+        param=f"messages[{index}].timestamp",
+    )
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ApiError(
+            400, f"query parameter '{name}' must be an integer in [{low}, {high}]", param=name
+        )
+    return value

@@ -1,0 +1,95 @@
+"""The proxy's exception tree, and the OpenAI-style error objects clients receive.
+
+Foreign errors (aiohttp, litellm, memory_core) are translated once, where they are
+caught: the upstream adapters and the memory adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = [
+    "ApiError",
+    "ConfigError",
+    "ProxyError",
+    "UpstreamError",
+    "UpstreamStreamError",
+    "error_body",
+]
+
+
+class ProxyError(Exception):
+    """Root of every error the proxy raises on purpose."""
+
+
+class ConfigError(ProxyError):
+    """The configuration file is unreadable or invalid; names the file, key and reason."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
+        self.file, self.key, self.reason = file, key, reason
+
+
+class ApiError(ProxyError):
+    """An error answered to the client as an OpenAI error object with an HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = (
+            status,
+            message,
+            type_,
+            code,
+            param,
+        )
+
+    def body(self) -> bytes:
+        """The JSON body of the error response."""
+        return error_body(self.message, type_=self.type, code=self.code, param=self.param)
+
+
+class UpstreamError(ApiError):
+    """The upstream failed before answering; ``raw`` is its own error body when it sent one."""
+
+    def __init__(self, status: int, message: str, *, code: str, raw: bytes | None = None) -> None:
+        super().__init__(status, message, type_="upstream_error", code=code)
+        self.raw = raw
+
+    def body(self) -> bytes:
+        """The upstream's own OpenAI-style error when it sent one, else ours."""
+        if self.raw is not None and _is_openai_error(self.raw):
+            return self.raw
+        return super().body()
+
+
+class UpstreamStreamError(ProxyError):
+    """The upstream stream broke after the response had started."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def error_body(
+    message: str, *, type_: str, code: str | None = None, param: str | None = None
+) -> bytes:
+    """``{"error": {...}}`` as the OpenAI API writes it."""
+    error: dict[str, Any] = {"message": message, "type": type_, "param": param, "code": code}
+    return json.dumps({"error": error}).encode()
+
+
+def _is_openai_error(raw: bytes) -> bool:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)

@@ -1,0 +1,57 @@
+"""Prometheus metrics, in a registry owned by the app (no global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    """Counters and latency histograms of one proxy instance."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "areamem_requests", "Chat requests by outcome", ["stream", "status"], registry=r
+        )
+        self.decisions = Counter(
+            "areamem_decisions", "Policy decisions", ["retrieve", "rule"], registry=r
+        )
+        self.errors = Counter("areamem_errors", "Errors by kind", ["kind"], registry=r)
+        self.memory_failures = Counter(
+            "areamem_memory_failures",
+            "Memory failures (request went on without memory)",
+            ["stage"],
+            registry=r,
+        )
+        self.retrieval_seconds = Histogram(
+            "areamem_retrieval_seconds",
+            "Retrieval + reconstruction latency",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            "areamem_upstream_seconds",
+            "Upstream latency to the complete answer",
+            ["stream"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "areamem_request_seconds",
+            "Whole request latency in the proxy",
+            ["stream"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.ingested = Counter(
+            "areamem_ingested_messages", "Messages appended to the durable log", registry=r
+        )
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)

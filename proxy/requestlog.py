@@ -1,0 +1,43 @@
+"""One JSON line per request, to stdout and ``<data_dir>/logs/proxy.jsonl``.
+
+Only the fields the proxy chooses are written (never headers or bodies), so API keys
+and upstream keys cannot reach the log. Each line is flushed at once for ``tail -f``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["RequestLog"]
+
+
+class RequestLog:
+    """Writes request records and proxy events as JSON lines."""
+
+    def __init__(self, file: Path | None, *, stdout: bool) -> None:
+        self._stdout: TextIO | None = sys.stdout if stdout else None
+        self._file: TextIO | None = None
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            self._file = file.open("a", encoding="utf-8", buffering=1)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Write one record; ``ts`` (ISO time) is added first."""
+        stamp = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+            + f".{int(time.time() * 1000) % 1000:03d}Z"
+        )
+        line = json.dumps({"ts": stamp, **record}, ensure_ascii=False, default=str) + "\n"
+        for stream in (self._stdout, self._file):
+            if stream is not None:
+                stream.write(line)
+                stream.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

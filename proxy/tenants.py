@@ -1,0 +1,129 @@
+"""Tenants: API key -> tenant, and each tenant's memory behind async methods.
+
+Each tenant has its own SQLite file ``<data_dir>/tenants/<tenant>.db``; a request only
+ever receives the store of the tenant its key maps to. Writes for a tenant run on that
+tenant's single writer thread, in submission order, so a receipt written at the end of a
+request is visible to any later request of the same tenant (receipt reads go through the
+same thread). Searches run on a shared reader pool and never wait for formation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from memory_core import AppendResult, LogMessage, MemoryStore, Recall
+from memory_core.tokens import TokenCounter
+
+from .config import AuthConfig
+from .errors import ApiError
+
+__all__ = ["TenantMemory", "Tenants", "tenant_of"]
+
+T = TypeVar("T")
+
+
+def tenant_of(request: web.Request, auth: AuthConfig) -> str:
+    """The tenant a request acts for; raises 401 for an unknown key in ``keys`` mode."""
+    if auth.mode == "open":
+        return "default"
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    key = key.strip() if scheme.lower() == "bearer" else ""
+    if not key:
+        key = request.headers.get("X-Api-Key", "").strip()
+    tenant = auth.keys.get(key) if key else None
+    if tenant is None:
+        message = (
+            "Incorrect API key provided." if key else "Missing API key (Authorization: Bearer ...)."
+        )
+        raise ApiError(401, message, type_="invalid_request_error", code="invalid_api_key")
+    return tenant
+
+
+class TenantMemory:
+    """One tenant's store with async access (writer thread + shared reader pool)."""
+
+    def __init__(self, name: str, store: MemoryStore, readers: ThreadPoolExecutor) -> None:
+        self.name = name
+        self.store = store
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
+        self._readers = readers
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
+
+    async def append(
+        self, messages: Sequence[LogMessage], conversation: str | None, source: str
+    ) -> AppendResult:
+        return await self._write(
+            lambda: self.store.append(messages, conversation=conversation, source=source)
+        )
+
+    async def form(self) -> int:
+        return await self._write(self.store.form_all)
+
+    async def recall(
+        self, question: str, *, limit: int, budget_tokens: int, exclude_hashes: Collection[str]
+    ) -> Recall:
+        return await self._read(
+            lambda: self.store.recall(
+                question, limit=limit, budget_tokens=budget_tokens, exclude_hashes=exclude_hashes
+            )
+        )
+
+    def save_receipt(self, body: dict[str, Any]) -> asyncio.Future[None]:
+        """Submit the write now (ordering it before later reads); await the result."""
+        return asyncio.get_running_loop().run_in_executor(
+            self._writer, self.store.save_receipt, str(body["id"]), body
+        )
+
+    async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        return await self._write(self.store.receipt, receipt_id)
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
+        self.store.close()
+
+
+class Tenants:
+    """Opens tenant stores on first use and keeps them open until shutdown."""
+
+    def __init__(self, data_dir: Path, counter: TokenCounter) -> None:
+        self.folder = data_dir / "tenants"
+        self._counter = counter
+        self._open: dict[str, TenantMemory] = {}
+        self._lock = threading.Lock()
+        self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mem-r")
+
+    def get(self, tenant: str) -> TenantMemory:
+        with self._lock:
+            memory = self._open.get(tenant)
+            if memory is None:
+                store = MemoryStore(self.folder / f"{tenant}.db", counter=self._counter)
+                memory = self._open[tenant] = TenantMemory(tenant, store, self._readers)
+            return memory
+
+    def existing(self) -> list[str]:
+        """Tenants with a database on disk (for recovery at startup)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.stem for p in self.folder.glob("*.db"))
+
+    def opened(self) -> list[TenantMemory]:
+        with self._lock:
+            return list(self._open.values())
+
+    def close(self) -> None:
+        for memory in self.opened():
+            memory.close()
+        self._readers.shutdown(wait=True)

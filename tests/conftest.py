@@ -1,0 +1,110 @@
+"""Shared fixtures: a fake OpenAI-compatible upstream and real proxies on loopback.
+
+Everything runs for real: the proxy app on a loopback port with its SQLite files in a
+temp folder, the ``openai`` client against it, and the fake upstream (a real aiohttp
+server) at the network edge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import yaml
+from aiohttp import web
+
+from proxy import build_services, create_app, load_config
+from proxy.fake_upstream import FakeUpstream
+from proxy.services import SERVICES, Services
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@dataclass
+class Proxy:
+    """A running proxy: its URL, config file, data folder and services."""
+
+    url: str
+    config_path: Path
+    data_dir: Path
+    services: Services
+    runner: web.AppRunner
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def client(self, api_key: str = "sk-anything") -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, max_retries=0)
+
+    async def settle(self) -> None:
+        """Wait until post-answer work (receipts, ingestion, log lines) is done."""
+        await self.services.drain()
+
+    def log_records(self) -> list[dict[str, Any]]:
+        path = self.data_dir / "logs" / "proxy.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeUpstream]:
+    server = await FakeUpstream().start()
+    yield server
+    await server.stop()
+
+
+def proxy_config(upstream_url: str, **sections: Any) -> dict[str, Any]:
+    """A config document pointing every model at ``upstream_url``."""
+    config: dict[str, Any] = {
+        "server": {"host": "127.0.0.1", "port": 0, "data_dir": "data"},
+        "auth": {"mode": "open"},
+        "upstreams": [{"model": "*", "provider": "openai", "api_base": upstream_url,
+                       "timeout_s": 5, "connect_timeout_s": 2, "advertise": ["echo"]}],
+        "logging": {"stdout": False, "file": True},
+        "policy": {"rules": [{"type": "first_turn"}, {"type": "pattern",
+                                                      "patterns": ["remember", "last time"]}]},
+    }
+    config.update(sections)
+    return config
+
+
+MakeProxy = Callable[..., Coroutine[Any, Any, Proxy]]
+
+
+@pytest.fixture
+async def make_proxy(tmp_path: Path) -> AsyncIterator[MakeProxy]:
+    started: list[Proxy] = []
+
+    async def start(config: dict[str, Any], *, name: str = "proxy") -> Proxy:
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        config_path = folder / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        loaded = load_config(config_path)
+        services = build_services(loaded)
+        runner = web.AppRunner(create_app(services), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        proxy = Proxy(f"http://127.0.0.1:{port}", config_path, loaded.server.data_dir,
+                      runner.app[SERVICES], runner)
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        await proxy.runner.cleanup()
+
+
+@pytest.fixture
+async def proxy(upstream: FakeUpstream, make_proxy: MakeProxy) -> Proxy:
+    return await make_proxy(proxy_config(upstream.url))

@@ -1,0 +1,182 @@
+"""Chat through the proxy with the real openai client: forwarding, streaming, memory."""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import openai
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+
+
+async def test_non_stream_answer_is_relayed(proxy: Proxy, upstream: FakeUpstream) -> None:
+    async with proxy.client() as client:
+        reply = await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "hello there"}]
+        )
+    assert reply.choices[0].message.content == "echo: hello there"
+    assert reply.usage is not None and reply.usage.prompt_tokens == 10
+    assert upstream.requests[0].body["model"] == "echo"
+
+
+async def test_stream_chunks_arrive_as_produced(proxy: Proxy, upstream: FakeUpstream) -> None:
+    upstream.slow_delay_s = 0.1
+    text = "one two three four five"
+    arrivals: list[float] = []
+    pieces: list[str] = []
+    async with proxy.client() as client:
+        stream = await client.chat.completions.create(
+            model="slow", stream=True, messages=[{"role": "user", "content": text}]
+        )
+        async for chunk in stream:
+            arrivals.append(time.perf_counter())
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+    assert "".join(pieces) == "echo: " + text
+    # six words, 0.1 s apart at the upstream: relayed one by one, not buffered to the end
+    assert arrivals[-1] - arrivals[0] > 0.3
+
+
+async def test_unchanged_fields_are_forwarded_untouched(proxy: Proxy, upstream: FakeUpstream) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Lisbon\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "user", "content": [{"type": "text", "text": "and this picture?"},
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+    ]
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=messages, tools=tools,  # type: ignore[arg-type]
+            response_format={"type": "json_object"}, temperature=0.2,
+            extra_body={"custom_field": {"nested": [1, 2]}}, extra_headers={"X-Memory": "off"},
+        )
+    body = upstream.requests[0].body
+    assert body["messages"] == messages
+    assert body["tools"] == tools
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["temperature"] == 0.2
+    assert body["custom_field"] == {"nested": [1, 2]}
+
+
+async def test_memory_from_one_conversation_reaches_another(proxy: Proxy, upstream: FakeUpstream) -> None:
+    async with proxy.client() as client:
+        await client.chat.completions.create(model="echo", messages=[
+            {"role": "user", "content": "My sister Ana keeps bees in Porto."}])
+        await proxy.settle()
+        history = [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Quick question about hobbies."},
+            {"role": "assistant", "content": "Sure."},
+            {"role": "user", "content": "Do you remember what my sister keeps?"},
+        ]
+        raw = await client.chat.completions.with_raw_response.create(model="echo", messages=history)
+    receipt_id = raw.headers.get("X-Memory-Receipt")
+    assert receipt_id
+    sent = upstream.requests[-1].body["messages"]
+    assert sent[:3] == history[:3]  # everything before stays identical
+    assert sent[-1] == history[-1]
+    memory = sent[-2]
+    assert memory["role"] == "system"
+    assert "<retrieved_memory>" in memory["content"]
+    assert "Ana keeps bees in Porto" in memory["content"]
+    assert len(sent) == len(history) + 1
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/receipts/{receipt_id}") as response:
+            receipt = await response.json()
+    assert receipt["decision"]["retrieve"] is True
+    assert "remember" in receipt["decision"]["reason"]
+    assert receipt["injected_text"] == memory["content"]
+    assert any("bees" in f["text"] for f in receipt["area"]["fragments"])
+    assert receipt["tokens"] > 0
+
+
+async def test_memory_role_user_and_stream_injection(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"role": "user"}))
+    async with proxy.client() as client:
+        await client.chat.completions.create(model="echo", messages=[
+            {"role": "user", "content": "The launch code name is Bluefin."}])
+        await proxy.settle()
+        stream = await client.chat.completions.create(model="echo", stream=True, messages=[
+            {"role": "user", "content": "What was the launch code name, remember?"}])
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text.startswith("echo:")
+    sent = upstream.requests[-1].body["messages"]
+    assert sent[0]["role"] == "user" and "Bluefin" in sent[0]["content"]
+    await proxy.settle()
+    # the streamed answer was assembled and ingested
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/search", params={"q": "launch code"}) as r:
+            found = await r.json()
+    assert any(h["role"] == "assistant" and h["text"].startswith("echo:") for h in found["hits"])
+
+
+async def test_receipt_of_unknown_id_is_404(proxy: Proxy) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/receipts/rcpt_nope") as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == "receipt_not_found"
+
+
+async def test_models_health_and_metrics(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+        models = await client.models.list()
+        await client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
+    assert [m.id for m in models.data] == ["echo"]
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/healthz") as response:
+            health = await response.json()
+        async with http.get(f"{proxy.url}/metrics") as response:
+            metrics = await response.text()
+    assert health["status"] == "ok"
+    assert 'areamem_requests_total{status="200",stream="false"} 1.0' in metrics
+    assert "areamem_decisions_total" in metrics
+    assert "areamem_upstream_seconds_bucket" in metrics
+    assert "areamem_retrieval_seconds_count" in metrics
+
+
+async def test_request_log_line(proxy: Proxy) -> None:
+    secret = "sk-very-secret-key"
+    async with proxy.client(secret) as client:
+        await client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "log me"}])
+    await proxy.settle()
+    records = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert len(records) == 1
+    record = records[0]
+    assert record["tenant"] == "default" and record["model"] == "echo" and record["stream"] is False
+    assert record["decision"] is True and "first turn" in record["reason"]
+    assert record["status"] == 200 and record["ingested"] == 2
+    assert {"parse_ms", "policy_ms", "upstream_ms", "total_ms"} <= set(record["stages_ms"])
+    assert record["receipt"].startswith("rcpt_")
+    assert secret not in (proxy.data_dir / "logs" / "proxy.jsonl").read_text()
+
+
+async def test_litellm_path_non_stream_and_stream(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    config = proxy_config(upstream.url)
+    config["upstreams"][0]["fast_path"] = False
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        reply = await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "via litellm"}],
+            extra_body={"custom_field": 7},
+        )
+        stream = await client.chat.completions.create(
+            model="echo", stream=True, messages=[{"role": "user", "content": "streamed via litellm"}])
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        try:
+            await client.chat.completions.create(model="fail-429", messages=[{"role": "user", "content": "x"}])
+        except openai.RateLimitError as exc:
+            status = exc.status_code
+    assert reply.choices[0].message.content == "echo: via litellm"
+    assert upstream.requests[0].body["custom_field"] == 7
+    assert text == "echo: streamed via litellm"
+    assert status == 429

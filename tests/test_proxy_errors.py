@@ -1,0 +1,175 @@
+"""Every kind of bad input and upstream failure gets a specific OpenAI-style error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+
+USER = [{"role": "user", "content": "hello"}]
+
+
+async def _post(proxy: Proxy, data: bytes | str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.base_url}/chat/completions", data=data,
+                             headers={"Content-Type": "application/json", **(headers or {})}) as r:
+            return r.status, await r.json()
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "param"),
+    [
+        (b"{not json", "not valid JSON", None),
+        (b"", "body is empty", None),
+        (b"[1, 2]", "must be a JSON object", None),
+        (json.dumps({"messages": USER}).encode(), "'model' is required", "model"),
+        (json.dumps({"model": 5, "messages": USER}).encode(), "'model' is required", "model"),
+        (json.dumps({"model": "echo"}).encode(), "'messages' is required", "messages"),
+        (json.dumps({"model": "echo", "messages": []}).encode(), "must not be empty", "messages"),
+        (json.dumps({"model": "echo", "messages": "hi"}).encode(), "must be an array", "messages"),
+        (json.dumps({"model": "echo", "messages": [{"role": "wizard", "content": "x"}]}).encode(),
+         "role must be one of", "messages[0].role"),
+        (json.dumps({"model": "echo", "messages": [{"role": "user", "content": 3}]}).encode(),
+         "content must be a string", "messages[0].content"),
+        (json.dumps({"model": "echo", "messages": [{"role": "system", "content": "x"}]}).encode(),
+         "at least one user message", "messages"),
+        (json.dumps({"model": "echo", "stream": "yes", "messages": USER}).encode(),
+         "'stream' must be a boolean", "stream"),
+    ],
+)
+async def test_bad_request_bodies(proxy: Proxy, upstream: FakeUpstream, body: bytes,
+                                  message: str, param: str | None) -> None:
+    status, error = await _post(proxy, body)
+    assert status == 400
+    assert message in error["error"]["message"]
+    assert error["error"]["param"] == param
+    assert error["error"]["type"] == "invalid_request_error"
+    assert upstream.requests == []
+
+
+async def test_body_over_the_limit_is_413(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    config = proxy_config(upstream.url)
+    config["server"]["max_body_bytes"] = 4096
+    proxy = await make_proxy(config)
+    big = json.dumps({"model": "echo", "messages": [{"role": "user", "content": "x" * 10_000}]})
+    status, error = await _post(proxy, big)
+    assert status == 413
+    assert error["error"]["code"] == "request_too_large"
+    assert "4096" in error["error"]["message"]
+    assert upstream.requests == []
+
+
+async def test_unknown_model_is_404(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    config = proxy_config(upstream.url)
+    config["upstreams"][0]["model"] = "gpt-*"
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        with pytest.raises(openai.NotFoundError) as caught:
+            await client.chat.completions.create(model="llama", messages=USER)  # type: ignore[arg-type]
+    assert caught.value.code == "model_not_found"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_upstream_refusing_connections_is_502(make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy(proxy_config(f"http://127.0.0.1:{_closed_port()}/v1"))
+    async with proxy.client() as client:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(model="echo", messages=USER)  # type: ignore[arg-type]
+    assert caught.value.status_code == 502
+    assert caught.value.code == "upstream_unreachable"
+
+
+async def test_upstream_timeout_is_504(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    config = proxy_config(upstream.url)
+    config["upstreams"][0]["timeout_s"] = 0.3
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        for stream in (False, True):
+            with pytest.raises(openai.APIStatusError) as caught:
+                await client.chat.completions.create(model="hang", messages=USER, stream=stream)  # type: ignore[arg-type]
+            assert caught.value.status_code == 504
+            assert caught.value.code == "upstream_timeout"
+
+
+@pytest.mark.parametrize("status", [400, 401, 429, 500, 503])
+async def test_upstream_status_is_relayed(proxy: Proxy, status: int) -> None:
+    async with proxy.client() as client:
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.chat.completions.create(model=f"fail-{status}", messages=USER)  # type: ignore[arg-type]
+    assert caught.value.status_code == status
+    assert caught.value.code == f"fake_{status}"  # the upstream's own error object
+
+
+async def test_upstream_dying_mid_stream(proxy: Proxy) -> None:
+    async with aiohttp.ClientSession() as http:
+        body = {"model": "die-mid-stream", "stream": True,
+                "messages": [{"role": "user", "content": "a b c d e f"}]}
+        async with http.post(f"{proxy.base_url}/chat/completions", json=body) as response:
+            assert response.status == 200
+            text = (await response.read()).decode()
+    events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "echo:"
+    error = json.loads(events[-1])["error"]
+    assert error["code"] == "upstream_disconnected"
+    await proxy.settle()
+    record = [r for r in proxy.log_records() if r.get("event") == "chat"][-1]
+    assert record["outcome"] == "upstream_disconnected"
+
+
+async def test_client_disconnecting_mid_stream(proxy: Proxy, upstream: FakeUpstream) -> None:
+    upstream.slow_delay_s = 0.2
+    async with aiohttp.ClientSession() as http:
+        body = {"model": "slow", "stream": True,
+                "messages": [{"role": "user", "content": " ".join(["word"] * 30)}]}
+        response = await http.post(f"{proxy.base_url}/chat/completions", json=body)
+        await response.content.readany()
+        response.close()  # hang up after the first chunk
+    for _ in range(100):
+        await proxy.settle()
+        records = [r for r in proxy.log_records() if r.get("event") == "chat"]
+        if records:
+            break
+        await asyncio.sleep(0.05)
+    assert records[-1]["outcome"] == "client_disconnected"
+    # the proxy still serves requests afterwards
+    async with proxy.client() as client:
+        reply = await client.chat.completions.create(model="echo", messages=USER)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: hello"
+
+
+async def test_unknown_route_is_openai_style_404(proxy: Proxy) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/v1/nothing") as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == "not_found"
+
+
+async def test_memory_failure_lets_the_request_through(proxy: Proxy, upstream: FakeUpstream) -> None:
+    memory = proxy.services.tenants.get("default")
+    memory.store.close()  # a broken store: every memory call now fails
+    async with proxy.client() as client:
+        reply = await client.chat.completions.create(model="echo", messages=[
+            {"role": "user", "content": "remember my plans?"}])
+    assert reply.choices[0].message.content == "echo: remember my plans?"
+    assert upstream.requests[-1].body["messages"] == [{"role": "user", "content": "remember my plans?"}]
+    await proxy.settle()
+    record = [r for r in proxy.log_records() if r.get("event") == "chat"][-1]
+    assert record["memory_error"]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/metrics") as response:
+            metrics = await response.text()
+    assert 'areamem_memory_failures_total{stage="retrieval"} 1.0' in metrics
