@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -13,11 +15,13 @@ from policies import PolicyError
 from .app import build_services, create_app
 from .config import Config, load_config
 from .errors import ConfigError
+from .services import Services
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run; returns the process exit code (2: bad config)."""
     parser = argparse.ArgumentParser(prog="areamem", description="areamem memory proxy")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the OpenAI-compatible proxy")
@@ -32,33 +36,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, PolicyError) as exc:
         print(f"areamem: configuration error: {exc}", file=sys.stderr)
         return 2
-    _banner(config)
-    web.run_app(
-        create_app(services),
-        host=config.server.host,
-        port=config.server.port,
-        print=None,
-        access_log=None,
-        handle_signals=True,
-    )
+    try:
+        asyncio.run(_serve(config, services))
+    except OSError as exc:
+        print(
+            f"areamem: cannot listen on {config.server.host}:{config.server.port}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
-def _banner(config: Config) -> None:
+async def _serve(config: Config, services: Services) -> None:
+    """Serve until SIGINT/SIGTERM, then drain post-answer work and close cleanly."""
+    runner = web.AppRunner(create_app(services), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.server.host, config.server.port)
+        await site.start()
+        _banner(config, int(runner.addresses[0][1]))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _banner(config: Config, port: int) -> None:
     host = config.server.host
     shown = f"[{host}]" if ":" in host else host
-    print(f"areamem proxy on http://{shown}:{config.server.port}/v1", flush=True)
-    print(f"  config:  {config.source}", flush=True)
-    print(
-        f"  policy:  {config.policy_path}"
-        + (f" (key '{config.policy_key}')" if config.policy_key else ""),
-        flush=True,
-    )
-    print(f"  data:    {config.server.data_dir}  (log: {config.log_file})", flush=True)
+    key = f" (key '{config.policy_key}')" if config.policy_key else ""
+    lines = [
+        f"areamem proxy on http://{shown}:{port}/v1",
+        f"  config:  {config.source}",
+        f"  policy:  {config.policy_path}{key}",
+        f"  data:    {config.server.data_dir}  (log: {config.log_file})",
+    ]
     for up in config.upstreams:
         path = "fast path" if up.uses_fast_path else "litellm"
-        print(
-            f"  upstream {up.model!r} -> {up.provider} {up.api_base or '(provider default)'} "
-            f"[{path}]",
-            flush=True,
-        )
+        base = up.api_base or "(provider default)"
+        lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
+    print("\n".join(lines), flush=True)

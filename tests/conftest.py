@@ -66,11 +66,23 @@ def proxy_config(upstream_url: str, **sections: Any) -> dict[str, Any]:
     config: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": 0, "data_dir": "data"},
         "auth": {"mode": "open"},
-        "upstreams": [{"model": "*", "provider": "openai", "api_base": upstream_url,
-                       "timeout_s": 5, "connect_timeout_s": 2, "advertise": ["echo"]}],
+        "upstreams": [
+            {
+                "model": "*",
+                "provider": "openai",
+                "api_base": upstream_url,
+                "timeout_s": 5,
+                "connect_timeout_s": 2,
+                "advertise": ["echo"],
+            }
+        ],
         "logging": {"stdout": False, "file": True},
-        "policy": {"rules": [{"type": "first_turn"}, {"type": "pattern",
-                                                      "patterns": ["remember", "last time"]}]},
+        "policy": {
+            "rules": [
+                {"type": "first_turn"},
+                {"type": "pattern", "patterns": ["remember", "last time"]},
+            ]
+        },
     }
     config.update(sections)
     return config
@@ -95,8 +107,13 @@ async def make_proxy(tmp_path: Path) -> AsyncIterator[MakeProxy]:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = runner.addresses[0][1]
-        proxy = Proxy(f"http://127.0.0.1:{port}", config_path, loaded.server.data_dir,
-                      runner.app[SERVICES], runner)
+        proxy = Proxy(
+            f"http://127.0.0.1:{port}",
+            config_path,
+            loaded.server.data_dir,
+            runner.app[SERVICES],
+            runner,
+        )
         started.append(proxy)
         return proxy
 

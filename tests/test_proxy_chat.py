@@ -40,23 +40,50 @@ async def test_stream_chunks_arrive_as_produced(proxy: Proxy, upstream: FakeUpst
     assert arrivals[-1] - arrivals[0] > 0.3
 
 
-async def test_unchanged_fields_are_forwarded_untouched(proxy: Proxy, upstream: FakeUpstream) -> None:
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+async def test_unchanged_fields_are_forwarded_untouched(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     messages = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": "{\"city\": \"Lisbon\"}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-        {"role": "user", "content": [{"type": "text", "text": "and this picture?"},
-                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this picture?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+        },
     ]
     async with proxy.client() as client:
         await client.chat.completions.create(
-            model="echo", messages=messages, tools=tools,  # type: ignore[arg-type]
-            response_format={"type": "json_object"}, temperature=0.2,
-            extra_body={"custom_field": {"nested": [1, 2]}}, extra_headers={"X-Memory": "off"},
+            model="echo",
+            messages=messages,
+            tools=tools,  # type: ignore[arg-type]
+            response_format={"type": "json_object"},
+            temperature=0.2,
+            extra_body={"custom_field": {"nested": [1, 2]}},
+            extra_headers={"X-Memory": "off"},
         )
     body = upstream.requests[0].body
     assert body["messages"] == messages
@@ -66,10 +93,14 @@ async def test_unchanged_fields_are_forwarded_untouched(proxy: Proxy, upstream: 
     assert body["custom_field"] == {"nested": [1, 2]}
 
 
-async def test_memory_from_one_conversation_reaches_another(proxy: Proxy, upstream: FakeUpstream) -> None:
+async def test_memory_from_one_conversation_reaches_another(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
     async with proxy.client() as client:
-        await client.chat.completions.create(model="echo", messages=[
-            {"role": "user", "content": "My sister Ana keeps bees in Porto."}])
+        await client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "My sister Ana keeps bees in Porto."}],
+        )
         await proxy.settle()
         history = [
             {"role": "system", "content": "You are a helpful assistant."},
@@ -99,14 +130,20 @@ async def test_memory_from_one_conversation_reaches_another(proxy: Proxy, upstre
     assert receipt["tokens"] > 0
 
 
-async def test_memory_role_user_and_stream_injection(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+async def test_memory_role_user_and_stream_injection(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
     proxy = await make_proxy(proxy_config(upstream.url, memory={"role": "user"}))
     async with proxy.client() as client:
-        await client.chat.completions.create(model="echo", messages=[
-            {"role": "user", "content": "The launch code name is Bluefin."}])
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "The launch code name is Bluefin."}]
+        )
         await proxy.settle()
-        stream = await client.chat.completions.create(model="echo", stream=True, messages=[
-            {"role": "user", "content": "What was the launch code name, remember?"}])
+        stream = await client.chat.completions.create(
+            model="echo",
+            stream=True,
+            messages=[{"role": "user", "content": "What was the launch code name, remember?"}],
+        )
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text.startswith("echo:")
     sent = upstream.requests[-1].body["messages"]
@@ -129,7 +166,9 @@ async def test_receipt_of_unknown_id_is_404(proxy: Proxy) -> None:
 async def test_models_health_and_metrics(proxy: Proxy) -> None:
     async with proxy.client() as client:
         models = await client.models.list()
-        await client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "hi"}]
+        )
     assert [m.id for m in models.data] == ["echo"]
     await proxy.settle()
     async with aiohttp.ClientSession() as http:
@@ -147,7 +186,9 @@ async def test_models_health_and_metrics(proxy: Proxy) -> None:
 async def test_request_log_line(proxy: Proxy) -> None:
     secret = "sk-very-secret-key"
     async with proxy.client(secret) as client:
-        await client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "log me"}])
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "log me"}]
+        )
     await proxy.settle()
     records = [r for r in proxy.log_records() if r.get("event") == "chat"]
     assert len(records) == 1
@@ -160,20 +201,28 @@ async def test_request_log_line(proxy: Proxy) -> None:
     assert secret not in (proxy.data_dir / "logs" / "proxy.jsonl").read_text()
 
 
-async def test_litellm_path_non_stream_and_stream(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+async def test_litellm_path_non_stream_and_stream(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
     config = proxy_config(upstream.url)
     config["upstreams"][0]["fast_path"] = False
     proxy = await make_proxy(config)
     async with proxy.client() as client:
         reply = await client.chat.completions.create(
-            model="echo", messages=[{"role": "user", "content": "via litellm"}],
+            model="echo",
+            messages=[{"role": "user", "content": "via litellm"}],
             extra_body={"custom_field": 7},
         )
         stream = await client.chat.completions.create(
-            model="echo", stream=True, messages=[{"role": "user", "content": "streamed via litellm"}])
+            model="echo",
+            stream=True,
+            messages=[{"role": "user", "content": "streamed via litellm"}],
+        )
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
         try:
-            await client.chat.completions.create(model="fail-429", messages=[{"role": "user", "content": "x"}])
+            await client.chat.completions.create(
+                model="fail-429", messages=[{"role": "user", "content": "x"}]
+            )
         except openai.RateLimitError as exc:
             status = exc.status_code
     assert reply.choices[0].message.content == "echo: via litellm"

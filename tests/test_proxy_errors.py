@@ -18,10 +18,15 @@ from .conftest import MakeProxy, Proxy, proxy_config
 USER = [{"role": "user", "content": "hello"}]
 
 
-async def _post(proxy: Proxy, data: bytes | str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+async def _post(
+    proxy: Proxy, data: bytes | str, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
     async with aiohttp.ClientSession() as http:
-        async with http.post(f"{proxy.base_url}/chat/completions", data=data,
-                             headers={"Content-Type": "application/json", **(headers or {})}) as r:
+        async with http.post(
+            f"{proxy.base_url}/chat/completions",
+            data=data,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        ) as r:
             return r.status, await r.json()
 
 
@@ -36,18 +41,35 @@ async def _post(proxy: Proxy, data: bytes | str, headers: dict[str, str] | None 
         (json.dumps({"model": "echo"}).encode(), "'messages' is required", "messages"),
         (json.dumps({"model": "echo", "messages": []}).encode(), "must not be empty", "messages"),
         (json.dumps({"model": "echo", "messages": "hi"}).encode(), "must be an array", "messages"),
-        (json.dumps({"model": "echo", "messages": [{"role": "wizard", "content": "x"}]}).encode(),
-         "role must be one of", "messages[0].role"),
-        (json.dumps({"model": "echo", "messages": [{"role": "user", "content": 3}]}).encode(),
-         "content must be a string", "messages[0].content"),
-        (json.dumps({"model": "echo", "messages": [{"role": "system", "content": "x"}]}).encode(),
-         "at least one user message", "messages"),
-        (json.dumps({"model": "echo", "stream": "yes", "messages": USER}).encode(),
-         "'stream' must be a boolean", "stream"),
+        (
+            json.dumps(
+                {"model": "echo", "messages": [{"role": "wizard", "content": "x"}]}
+            ).encode(),
+            "role must be one of",
+            "messages[0].role",
+        ),
+        (
+            json.dumps({"model": "echo", "messages": [{"role": "user", "content": 3}]}).encode(),
+            "content must be a string",
+            "messages[0].content",
+        ),
+        (
+            json.dumps(
+                {"model": "echo", "messages": [{"role": "system", "content": "x"}]}
+            ).encode(),
+            "at least one user message",
+            "messages",
+        ),
+        (
+            json.dumps({"model": "echo", "stream": "yes", "messages": USER}).encode(),
+            "'stream' must be a boolean",
+            "stream",
+        ),
     ],
 )
-async def test_bad_request_bodies(proxy: Proxy, upstream: FakeUpstream, body: bytes,
-                                  message: str, param: str | None) -> None:
+async def test_bad_request_bodies(
+    proxy: Proxy, upstream: FakeUpstream, body: bytes, message: str, param: str | None
+) -> None:
     status, error = await _post(proxy, body)
     assert status == 400
     assert message in error["error"]["message"]
@@ -116,8 +138,11 @@ async def test_upstream_status_is_relayed(proxy: Proxy, status: int) -> None:
 
 async def test_upstream_dying_mid_stream(proxy: Proxy) -> None:
     async with aiohttp.ClientSession() as http:
-        body = {"model": "die-mid-stream", "stream": True,
-                "messages": [{"role": "user", "content": "a b c d e f"}]}
+        body = {
+            "model": "die-mid-stream",
+            "stream": True,
+            "messages": [{"role": "user", "content": "a b c d e f"}],
+        }
         async with http.post(f"{proxy.base_url}/chat/completions", json=body) as response:
             assert response.status == 200
             text = (await response.read()).decode()
@@ -133,8 +158,11 @@ async def test_upstream_dying_mid_stream(proxy: Proxy) -> None:
 async def test_client_disconnecting_mid_stream(proxy: Proxy, upstream: FakeUpstream) -> None:
     upstream.slow_delay_s = 0.2
     async with aiohttp.ClientSession() as http:
-        body = {"model": "slow", "stream": True,
-                "messages": [{"role": "user", "content": " ".join(["word"] * 30)}]}
+        body = {
+            "model": "slow",
+            "stream": True,
+            "messages": [{"role": "user", "content": " ".join(["word"] * 30)}],
+        }
         response = await http.post(f"{proxy.base_url}/chat/completions", json=body)
         await response.content.readany()
         response.close()  # hang up after the first chunk
@@ -158,14 +186,19 @@ async def test_unknown_route_is_openai_style_404(proxy: Proxy) -> None:
             assert (await response.json())["error"]["code"] == "not_found"
 
 
-async def test_memory_failure_lets_the_request_through(proxy: Proxy, upstream: FakeUpstream) -> None:
+async def test_memory_failure_lets_the_request_through(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
     memory = proxy.services.tenants.get("default")
     memory.store.close()  # a broken store: every memory call now fails
     async with proxy.client() as client:
-        reply = await client.chat.completions.create(model="echo", messages=[
-            {"role": "user", "content": "remember my plans?"}])
+        reply = await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "remember my plans?"}]
+        )
     assert reply.choices[0].message.content == "echo: remember my plans?"
-    assert upstream.requests[-1].body["messages"] == [{"role": "user", "content": "remember my plans?"}]
+    assert upstream.requests[-1].body["messages"] == [
+        {"role": "user", "content": "remember my plans?"}
+    ]
     await proxy.settle()
     record = [r for r in proxy.log_records() if r.get("event") == "chat"][-1]
     assert record["memory_error"]

@@ -1,0 +1,141 @@
+"""Configuration errors name the file, key and reason; the CLI refuses to start on them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from proxy import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return path
+
+
+UPSTREAM = [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:1/v1"}]
+
+
+@pytest.mark.parametrize(
+    ("doc", "key", "reason"),
+    [
+        ({}, "upstreams", "non-empty list"),
+        ({"upstreams": [{"provider": "openai"}]}, "upstreams[0].model", "non-empty string"),
+        (
+            {"upstreams": [{"model": "*", "provider": "openai", "timeout_s": -1}]},
+            "upstreams[0].timeout_s",
+            ">= 0.001",
+        ),
+        (
+            {"upstreams": [{"model": "*", "provider": "openai", "colour": "red"}]},
+            "upstreams[0].colour",
+            "unknown key",
+        ),
+        ({"upstreams": UPSTREAM, "server": {"port": "eighty"}}, "server.port", "integer"),
+        ({"upstreams": UPSTREAM, "auth": {"mode": "closed"}}, "auth.mode", "'open' or 'keys'"),
+        ({"upstreams": UPSTREAM, "auth": {"mode": "keys"}}, "auth.keys", "at least one"),
+        (
+            {"upstreams": UPSTREAM, "memory": {"role": "assistant"}},
+            "memory.role",
+            "'system' or 'user'",
+        ),
+        ({"upstreams": UPSTREAM, "policy": "missing.yaml"}, "policy", "does not exist"),
+        ({"upstreams": UPSTREAM, "extra": 1}, "extra", "unknown key"),
+        ("upstreams: [unclosed", "", "invalid YAML"),
+    ],
+)
+def test_config_errors(tmp_path: Path, doc: object, key: str, reason: str) -> None:
+    path = _write(tmp_path, doc)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.file == str(path.resolve())
+    assert caught.value.key == key
+    assert reason in caught.value.reason
+
+
+def test_config_defaults_and_overrides(tmp_path: Path) -> None:
+    config = load_config(
+        _write(tmp_path, {"upstreams": UPSTREAM}), port=9999, data_dir=tmp_path / "d"
+    )
+    assert config.server.port == 9999
+    assert config.server.data_dir == (tmp_path / "d").resolve()
+    assert config.server.max_body_bytes == 8 * 1024 * 1024
+    assert config.auth.mode == "open"
+    assert config.upstreams[0].uses_fast_path
+    assert config.policy_path.name == "default.yaml"
+
+
+def test_shipped_config_loads() -> None:
+    config = load_config(ROOT / "config.yaml")
+    assert config.upstreams[0].api_key_env == "OPENAI_API_KEY"
+    assert config.policy_path == ROOT / "policies" / "default.yaml"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_cli_refuses_a_bad_config(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"upstreams": [{"model": "*", "provider": 3}]})
+    result = _cli("serve", "--config", str(path))
+    assert result.returncode == 2
+    assert f"{path.resolve()}: upstreams[0].provider: must be a non-empty string" in result.stderr
+
+
+def test_cli_refuses_a_bad_policy(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("rules:\n  - type: sometimes\n")
+    path = _write(tmp_path, {"upstreams": UPSTREAM, "policy": "policy.yaml"})
+    result = _cli("serve", "--config", str(path))
+    assert result.returncode == 2
+    assert f"{tmp_path / 'policy.yaml'}:2:" in result.stderr
+    assert "sometimes" in result.stderr
+
+
+def test_cli_serves_and_prints_its_setup(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"upstreams": UPSTREAM, "logging": {"stdout": False}})
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "serve",
+            "--config",
+            str(path),
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline() for _ in range(5)]
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    banner = "".join(lines)
+    assert "areamem proxy on http://127.0.0.1:" in banner
+    assert "policy:" in banner and "default.yaml" in banner
+    assert "upstream '*' -> openai http://127.0.0.1:1/v1 [fast path]" in banner
