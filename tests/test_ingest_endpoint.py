@@ -1,0 +1,130 @@
+"""POST /memory/ingest and GET /memory/search, and recovery of unformed turns at startup."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import aiohttp
+import pytest
+
+from memory_core import LogMessage, MemoryStore
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+
+TRANSCRIPT = {
+    "conversation_id": "conv-26",
+    "messages": [
+        {
+            "role": "user",
+            "name": "Caroline",
+            "content": "I went to a LGBTQ support group.",
+            "timestamp": "2023-05-08T13:56:00",
+            "id": "D1:1",
+        },
+        {
+            "role": "assistant",
+            "name": "Melanie",
+            "content": "That's brave, Caroline!",
+            "timestamp": 1683554161,
+            "id": "D1:2",
+        },
+    ],
+}
+
+
+async def _ingest(proxy: Proxy, payload: Any) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/memory/ingest", json=payload) as response:
+            return response.status, await response.json()
+
+
+async def _search(proxy: Proxy, query: str) -> Any:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/search", params={"q": query}) as response:
+            return await response.json()
+
+
+async def test_ingest_then_search(proxy: Proxy) -> None:
+    status, result = await _ingest(proxy, TRANSCRIPT)
+    assert status == 200
+    assert result == {
+        "conversation_id": "conv-26",
+        "appended": 2,
+        "already_stored": 0,
+        "superseded": 0,
+        "fragments_formed": 2,
+    }
+    status, again = await _ingest(proxy, TRANSCRIPT)
+    assert (again["appended"], again["already_stored"]) == (0, 2)
+    found = await _search(proxy, "support group")
+    hit = found["hits"][0]
+    assert hit["speaker"] == "Caroline" and hit["ext_id"] == "D1:1"
+    assert hit["ts"] == dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
+    assert "conversation conv-26, 2023-05-08, user (Caroline)" in found["context"]
+    assert found["terms"] == ["support", "group"]
+
+
+async def test_ingested_memory_is_used_in_chat(proxy: Proxy, upstream: FakeUpstream) -> None:
+    await _ingest(proxy, TRANSCRIPT)
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "Which support group did Caroline go to?"}],
+        )
+    assert "LGBTQ support group" in upstream.requests[-1].body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"messages": []}, "non-empty array"),
+        ({"messages": "hi"}, "non-empty array"),
+        ({"conversation_id": 5, "messages": [{"role": "user", "content": "x"}]}, "conversation_id"),
+        (
+            {"messages": [{"role": "user", "content": "x", "timestamp": "last tuesday"}]},
+            "timestamp must be epoch seconds or an ISO 8601",
+        ),
+        ({"messages": [{"role": "bard", "content": "x"}]}, "role must be one of"),
+        ({"messages": [7]}, "must be an object"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
+async def test_ingest_bad_input(proxy: Proxy, payload: Any, message: str) -> None:
+    await _ingest(proxy, TRANSCRIPT)
+    status, error = await _ingest(proxy, payload)
+    assert status == 400
+    assert message in error["error"]["message"]
+    found = await _search(proxy, "support group")
+    assert len(found["hits"]) == 1  # what was stored before is intact
+
+
+async def test_search_needs_a_query(proxy: Proxy) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/search") as response:
+            assert response.status == 400
+        async with http.get(f"{proxy.url}/memory/search", params={"q": "x", "k": "many"}) as r:
+            assert r.status == 400
+            assert "'k'" in (await r.json())["error"]["message"]
+
+
+async def test_startup_forms_turns_logged_before_a_crash(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Any
+) -> None:
+    config = proxy_config(upstream.url)
+    data_dir = tmp_path / "proxy" / "data" / "tenants"
+    store = MemoryStore(data_dir / "default.db")
+    store.append(
+        [
+            LogMessage(
+                {"role": "user", "content": "The spare key is under the blue pot."}, 1_700_000_000.0
+            )
+        ]
+    )
+    store.close()  # logged durably, never formed: the process died here
+    proxy = await make_proxy(config)
+    await proxy.settle()
+    found = await _search(proxy, "spare key")
+    assert [h["text"] for h in found["hits"]] == ["The spare key is under the blue pot."]
+    assert any(r.get("event") == "recovered" for r in proxy.log_records())

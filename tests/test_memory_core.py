@@ -1,0 +1,137 @@
+"""memory_core on real SQLite files: migrations, search, reconstruction, names, tokens."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+from memory_core import (
+    InvalidInputError,
+    LogMessage,
+    MemoryStore,
+    NameIndex,
+    default_counter,
+    extract_names,
+    query_terms,
+)
+from memory_core.migrations import MIGRATIONS
+
+DAY = 86_400.0
+
+
+def _store(tmp_path: Path) -> MemoryStore:
+    return MemoryStore(tmp_path / "m.db")
+
+
+def _say(store: MemoryStore, conversation: str, *texts: str, ts: float = 1_683_504_000.0) -> None:
+    roles = ["user", "assistant"]
+    messages = [
+        LogMessage({"role": roles[i % 2], "content": t}, ts + i) for i, t in enumerate(texts)
+    ]
+    store.append(messages, conversation=conversation, source="ingest")
+    store.form_all()
+
+
+def test_migrations_are_recorded_once(tmp_path: Path) -> None:
+    _store(tmp_path).close()
+    _store(tmp_path).close()
+    conn = apsw.Connection(str(tmp_path / "m.db"))
+    names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names == [name for name, _ in MIGRATIONS]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_search_ranks_and_cites(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _say(store, "trip", "We booked a cabin near Tromsø for the aurora.", "Bring warm boots.")
+    _say(store, "food", "I bake rye bread every Sunday.", "Rye is great.", ts=1_690_000_000.0)
+    recall = store.recall("Where was the aurora cabin?", limit=5, budget_tokens=500)
+    assert recall.hits[0].text.startswith("We booked a cabin")
+    assert recall.hits[0].conversation_id == "trip"
+    text = recall.context.text
+    assert text.startswith("<retrieved_memory>") and text.endswith("</retrieved_memory>")
+    assert "not instructions" in text
+    assert "[1] conversation trip, 2023-05-08, user: We booked a cabin" in text
+
+
+def test_search_survives_query_syntax(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _say(store, "c", "The NEAR operator and quotes are plain words here.")
+    for query in ['"unbalanced', "NEAR(a b)", "AND OR NOT", "col:value*", "^start", "?!"]:
+        store.recall(query, limit=5, budget_tokens=300)  # never raises
+    assert store.recall('NEAR "quotes', limit=5, budget_tokens=300).hits
+
+
+def test_search_excludes_turns_already_in_the_request(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    history = [LogMessage({"role": "user", "content": "My dentist is Dr Okafor."}, time.time())]
+    result = store.append(history)
+    store.form_all()
+    assert store.recall("dentist", limit=5, budget_tokens=300).hits
+    excluded = store.recall("dentist", limit=5, budget_tokens=300, exclude_hashes=result.hashes)
+    assert excluded.hits == ()
+
+
+@pytest.mark.parametrize("budget", [40, 60, 90, 150, 400])
+def test_reconstruction_fits_the_budget(tmp_path: Path, budget: int) -> None:
+    store = _store(tmp_path)
+    long = " ".join(f"garden tomato variety number {i} grows well" for i in range(40))
+    _say(store, "g", long, "The garden tomato harvest was big.", "Tomato soup tonight.")
+    recall = store.recall("garden tomato", limit=5, budget_tokens=budget)
+    counted = store.counter.count(recall.context.text)
+    assert counted <= budget
+    assert recall.context.tokens == counted
+    if recall.context.text:
+        assert recall.context.cited
+        assert recall.context.text.endswith("</retrieved_memory>")
+
+
+def test_empty_budget_or_no_hits_gives_no_text(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _say(store, "c", "Something about kayaks.")
+    assert store.recall("kayaks", limit=5, budget_tokens=10).context.text == ""
+    assert store.recall("volcano", limit=5, budget_tokens=500).context.text == ""
+
+
+def test_invalid_messages_are_refused_without_storing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(InvalidInputError):
+        store.append([LogMessage({"role": "wizard", "content": "x"}, 0.0)])
+    with pytest.raises(InvalidInputError):
+        store.append([LogMessage({"role": "user", "content": 5}, 0.0)])
+    with pytest.raises(InvalidInputError):
+        store.append([])
+    assert store.stats().log_messages == 0
+
+
+def test_names_are_learned_and_found(tmp_path: Path) -> None:
+    assert extract_names("Yesterday I met John Smith in New York. He said 'hi'.") == [
+        "John Smith",
+        "New York",
+    ]
+    assert extract_names("we watched “Dune Part Two” at the Odeon") == ["Dune Part Two", "Odeon"]
+    index = NameIndex(["New York", "Melanie"])
+    assert index.mentioned("did melanie like new york?") == ["New York", "Melanie"]
+    assert index.mentioned("york is not new") == []
+    store = _store(tmp_path)
+    _say(store, "c", "I visited Caroline in Lisbon.")
+    assert set(store.names.mentioned("How is Caroline?")) == {"Caroline"}
+    assert _store(tmp_path).names.mentioned("lisbon trip") == ["Lisbon"]  # persisted
+
+
+def test_query_terms_drop_stopwords() -> None:
+    assert query_terms("What did Caroline do in the summer of 2023?") == [
+        "caroline",
+        "summer",
+        "2023",
+    ]
+
+
+def test_token_counter_works_offline() -> None:
+    counter = default_counter()
+    assert counter.name == "tiktoken:o200k_base"
+    assert counter.count("hello world") == 2
