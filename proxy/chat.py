@@ -84,8 +84,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
+@dataclass(frozen=True)
+class _Outbound:
+    """What goes to the upstream: the route, the body (and its exact bytes), our headers."""
+
+    upstream: Upstream
+    body: dict[str, Any]
+    raw: bytes
+    headers: dict[str, str]
+    memory: TenantMemory | None
+
+
 async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.StreamResponse:
-    t = ex.started
     ex.tenant = tenant_of(request, svc.config.auth)
     raw = await _read_body(request, svc.config.server.max_body_bytes)
     chat = ex.chat = parse_chat(raw)
@@ -97,43 +107,53 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
             code="model_not_found",
             param="model",
         )
-    t = ex.mark("parse_ms", t)
+    t = ex.mark("parse_ms", ex.started)
+    memory = _memory(svc, ex)
+    decision = _decide(request, svc, ex, chat, memory)
+    t = ex.mark("policy_ms", t)
+    body = chat.body
+    if decision.retrieve and memory is not None:
+        await _recall(svc, ex, memory)
+        ex.mark("retrieval_ms", t)
+        if ex.recall and ex.recall.context.text:
+            messages = inject(chat, ex.recall.context.text, svc.config.memory.role)
+            body = {**chat.body, "messages": messages}
+            raw = json.dumps(body, ensure_ascii=False).encode()
+    headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
+    out = _Outbound(upstream, body, raw, headers, memory)
+    if chat.stream:
+        return await _relay(request, svc, ex, out)
+    return await _forward(svc, ex, out)
+
+
+def _decide(
+    request: web.Request,
+    svc: Services,
+    ex: _Exchange,
+    chat: ChatRequest,
+    memory: TenantMemory | None,
+) -> Decision:
+    """Ask the policy whether to consult memory; also settles ingestion and identity."""
+    assert ex.tenant is not None
     header = request.headers.get("X-Memory")
     ex.ingest = svc.config.memory.ingest and (header or "").strip().lower() != "off"
     ex.explicit_conversation = request.headers.get(svc.config.memory.conversation_header) or None
     ex.conversation = conversation_id(chat.messages, ex.explicit_conversation)
-    memory = _memory(svc, ex)
-    ex.decision = svc.engine.decide(
-        TurnContext(
-            tenant=ex.tenant,
-            model=chat.model,
-            conversation_id=ex.conversation,
-            user_turns=chat.user_turns,
-            latest_user_text=chat.latest_user_text,
-            header=header,
-            now=time.time(),
-            recent_user_texts=_recent_user_texts(chat),
-        ),
-        memory.store.names if memory else None,
+    context = TurnContext(
+        tenant=ex.tenant,
+        model=chat.model,
+        conversation_id=ex.conversation,
+        user_turns=chat.user_turns,
+        latest_user_text=chat.latest_user_text,
+        header=header,
+        now=time.time(),
+        recent_user_texts=_recent_user_texts(chat),
     )
+    decision = ex.decision = svc.engine.decide(context, memory.store.names if memory else None)
     svc.metrics.decisions.labels(
-        retrieve=str(ex.decision.retrieve).lower(), rule=ex.decision.rule or "none"
+        retrieve=str(decision.retrieve).lower(), rule=decision.rule or "none"
     ).inc()
-    t = ex.mark("policy_ms", t)
-    body = chat.body
-    if ex.decision.retrieve and memory is not None:
-        await _recall(svc, ex, memory)
-        t = ex.mark("retrieval_ms", t)
-        if ex.recall and ex.recall.context.text:
-            body = {
-                **chat.body,
-                "messages": inject(chat, ex.recall.context.text, svc.config.memory.role),
-            }
-            raw = json.dumps(body, ensure_ascii=False).encode()
-    headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
-    if chat.stream:
-        return await _relay(request, svc, ex, upstream, body, raw, headers, memory)
-    return await _forward(svc, ex, upstream, body, raw, headers, memory)
+    return decision
 
 
 def _recent_user_texts(chat: ChatRequest, count: int = 3) -> tuple[str, ...]:
@@ -178,28 +198,20 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
 
 
-async def _forward(
-    svc: Services,
-    ex: _Exchange,
-    upstream: Upstream,
-    body: dict[str, Any],
-    raw: bytes,
-    headers: dict[str, str],
-    memory: TenantMemory | None,
-) -> web.Response:
+async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response:
     began = time.perf_counter()
     try:
-        reply = await upstream.complete(body, raw)
+        reply = await out.upstream.complete(out.body, out.raw)
     finally:
         svc.metrics.upstream_seconds.labels(stream="false").observe(time.perf_counter() - began)
         ex.mark("upstream_ms", began)
     ex.status, ex.reply = reply.status, reply.body
-    _queue_receipt(svc, ex, memory)
+    _queue_receipt(svc, ex, out.memory)
     content_type, _, charset = reply.content_type.partition(";")
     return web.Response(
         status=reply.status,
         body=reply.body,
-        headers=headers,
+        headers=out.headers,
         content_type=content_type.strip() or "application/json",
         charset=charset.partition("=")[2].strip() or None,
     )
@@ -240,17 +252,10 @@ def _parse_reply(ex: _Exchange) -> None:
 
 
 async def _relay(
-    request: web.Request,
-    svc: Services,
-    ex: _Exchange,
-    upstream: Upstream,
-    body: dict[str, Any],
-    raw: bytes,
-    headers: dict[str, str],
-    memory: TenantMemory | None,
+    request: web.Request, svc: Services, ex: _Exchange, out: _Outbound
 ) -> web.StreamResponse:
     began = time.perf_counter()
-    stream = await upstream.stream(body, raw)
+    stream = await out.upstream.stream(out.body, out.raw)
     ex.mark("upstream_first_byte_ms", began)
     response = web.StreamResponse(
         status=200,
@@ -258,7 +263,7 @@ async def _relay(
             "Content-Type": "text/event-stream",
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            **headers,
+            **out.headers,
         },
     )
     chunks: list[bytes] = []
@@ -284,7 +289,7 @@ async def _relay(
         svc.metrics.upstream_seconds.labels(stream="true").observe(time.perf_counter() - began)
         ex.mark("upstream_ms", began)
     ex.sse = chunks
-    _queue_receipt(svc, ex, memory)
+    _queue_receipt(svc, ex, out.memory)
     await _write_quietly(response, None)
     return response
 
