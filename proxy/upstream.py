@@ -109,7 +109,7 @@ class FastUpstream:
         return self._session
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         key = self.config.api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"

@@ -6,6 +6,7 @@ import time
 
 import aiohttp
 import openai
+import pytest
 
 from proxy.fake_upstream import FakeUpstream
 
@@ -229,3 +230,22 @@ async def test_litellm_path_non_stream_and_stream(
     assert upstream.requests[0].body["custom_field"] == 7
     assert text == "echo: streamed via litellm"
     assert status == 429
+
+
+async def test_upstream_key_comes_from_the_environment_and_is_never_logged(
+    upstream: FakeUpstream, make_proxy: MakeProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AREAMEM_TEST_UPSTREAM_KEY", "sk-upstream-secret")
+    config = proxy_config(upstream.url)
+    config["upstreams"][0]["api_key_env"] = "AREAMEM_TEST_UPSTREAM_KEY"
+    proxy = await make_proxy(config)
+    async with proxy.client("sk-client-secret") as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "hi"}]
+        )
+    await proxy.settle()
+    headers = upstream.requests[0].headers
+    assert headers["Authorization"] == "Bearer sk-upstream-secret"
+    assert headers["Accept-Encoding"] == "identity"  # relayed bytes are never compressed
+    log = (proxy.data_dir / "logs" / "proxy.jsonl").read_text()
+    assert "sk-upstream-secret" not in log and "sk-client-secret" not in log
