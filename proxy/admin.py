@@ -5,6 +5,7 @@ Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
@@ -18,7 +19,7 @@ from .errors import ApiError
 from .services import SERVICES
 from .tenants import tenant_of
 
-__all__ = ["healthz", "ingest", "metrics", "models", "receipt", "search"]
+__all__ = ["healthz", "ingest", "metrics", "models", "receipt", "search", "stats"]
 
 _MAX_INGEST_MESSAGES = 100_000
 
@@ -129,6 +130,19 @@ async def search(request: web.Request) -> web.Response:
             "elapsed_ms": round((time.perf_counter() - began) * 1000, 3),
         }
     )
+
+
+async def stats(request: web.Request) -> web.Response:
+    """Sizes of the caller's memory: log, fragments (live), queue, failures, names."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    try:
+        counts = await svc.tenants.get(tenant).stats()
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"stats failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    return web.json_response({"tenant": tenant, **dataclasses.asdict(counts)})
 
 
 async def receipt(request: web.Request) -> web.Response:

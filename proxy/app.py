@@ -77,6 +77,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/metrics", admin.metrics)
     app.router.add_post("/memory/ingest", admin.ingest)
     app.router.add_get("/memory/search", admin.search)
+    app.router.add_get("/memory/stats", admin.stats)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
     app.cleanup_ctx.append(_lifecycle)
     return app

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from memory_core import AppendResult, LogMessage, MemoryStore, Recall
+from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
 from memory_core.tokens import TokenCounter
 
 from .config import AuthConfig
@@ -89,6 +89,9 @@ class TenantMemory:
 
     async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         return await self._write(self.store.receipt, receipt_id)
+
+    async def stats(self) -> StoreStats:
+        return await self._read(self.store.stats)
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)

@@ -64,6 +64,19 @@ async def test_ingest_then_search(proxy: Proxy) -> None:
     assert hit["ts"] == dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
     assert "conversation conv-26, 2023-05-08, user (Caroline)" in found["context"]
     assert found["terms"] == ["support", "group"]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/stats") as response:
+            stats = await response.json()
+    assert stats == {
+        "tenant": "default",
+        "log_messages": 2,
+        "fragments": 2,
+        "live_fragments": 2,
+        "queued": 0,
+        "failed": 0,
+        "names": stats["names"],
+    }
+    assert stats["names"] >= 2  # Caroline, LGBTQ
 
 
 async def test_ingested_memory_is_used_in_chat(proxy: Proxy, upstream: FakeUpstream) -> None:

@@ -1,0 +1,693 @@
+"""The latency the areamem proxy adds in front of an OpenAI-compatible upstream.
+
+What it measures: client-side wall time to the complete response (for streams also to
+the first body bytes, TTFB) of chat requests sent alternately straight to a fake
+upstream (``proxy.fake_upstream``, an echo server) and through the proxy to that same
+upstream, one at a time over keep-alive connections (one aiohttp session per target).
+The upstream and the proxy run as child processes on loopback ports, so the client, the
+proxy and the upstream never share an event loop. Added latency is the proxy's median
+(or p99) minus the direct one; medians are the figures to quote.
+
+Four scenarios: non-stream and stream, each with memory off (``X-Memory: off``: no
+retrieval and no ingestion) and memory on (``X-Memory: force``: retrieval over a store
+preloaded through ``/memory/ingest`` with ``--fragments`` synthetic chat turns,
+injection, and ingestion of the exchange after the answer). Every request opens a new
+conversation (a unique first user message). The memory-on questions use words of the
+stored text, so retrieval returns fragments; the receipts confirm it.
+
+Targets (from the issue): added p50 <= 2 ms with memory off, <= 15 ms with memory on.
+For reference, on a 2-core machine LiteLLM's own proxy added 9-10 ms p50 (non-stream)
+and 19-22 ms (stream) in front of such an upstream; a raw aiohttp forward adds ~1 ms.
+
+Usage (from the project root, with the project's virtual environment)::
+
+    python scripts/bench_overhead.py                  # 10,000 fragments, 300 requests
+    python scripts/bench_overhead.py --quick          # smoke run: 1,000 fragments, 40
+    python scripts/bench_overhead.py --json bench.json
+
+Nothing leaves the machine: everything runs on 127.0.0.1 in a temporary folder that is
+removed at the end; the child processes are stopped on exit, error and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import platform
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any
+
+import aiohttp
+import yaml
+from _common import api_error_message, format_ms, percentile, render_table
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+MODEL = "bench-echo"
+TARGET_OFF_MS = 2.0
+TARGET_ON_MS = 15.0
+INGEST_CONCURRENCY = 4
+READY_TIMEOUT_S = 60.0
+REQUEST_TIMEOUT_S = 30.0
+BASE_TS = 1_672_531_200.0  # 2023-01-01 UTC
+
+
+class BenchError(Exception):
+    """The benchmark cannot go on: a server did not start or answered an error."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to run: sizes, counts and the seed."""
+
+    fragments: int
+    turns_per_conversation: int
+    requests: int
+    warmup: int
+    seed: int
+
+
+# --- synthetic chat text ------------------------------------------------------------------
+
+NAMES = (
+    "Priya", "Marcus", "Sofia", "Kenji", "Amara", "Lukas", "Fatima", "Diego", "Hannah",
+    "Omar", "Chloe", "Ravi", "Elena", "Tobias", "Aisha", "Mateo", "Ingrid", "Kwame",
+    "Yuki", "Nadia", "Samuel", "Leila", "Connor", "Mei", "Rafael", "Zara", "Henrik",
+    "Lucia", "Theo", "Anika", "Jonas", "Imani", "Pavel", "Rosa", "Arjun", "Greta",
+    "Malik", "Clara", "Dmitri", "Noor",
+)
+PLACES = (
+    "Lisbon", "Kyoto", "Portland", "Marrakesh", "Edinburgh", "Oaxaca", "Bergen", "Hanoi",
+    "Cape Town", "Montreal", "Tbilisi", "Valparaiso", "Ljubljana", "Seville", "Queenstown",
+    "Krakow", "Nairobi", "Reykjavik", "Busan", "Tallinn", "the Lake District",
+    "the Dolomites", "Brooklyn", "Cornwall", "Patagonia", "Sardinia", "Vancouver Island",
+    "the Algarve", "Hokkaido", "Tasmania",
+)
+HOBBIES = (
+    "bouldering", "pottery", "birdwatching", "sourdough baking", "trail running",
+    "watercolour painting", "chess", "salsa dancing", "kayaking", "beekeeping",
+    "film photography", "woodworking", "choir singing", "urban sketching", "surfing",
+    "knitting", "astronomy", "calligraphy", "cycling", "gardening", "the ukulele",
+    "board games", "fencing", "scuba diving", "origami", "rowing", "yoga", "archery",
+    "mushroom foraging", "jazz piano",
+)
+FOODS = (
+    "lemon tart", "ramen", "paella", "banana bread", "dumplings", "shakshuka",
+    "mushroom risotto", "tacos al pastor", "pho", "apple crumble", "curry", "pierogi",
+)
+PETS = ("dog", "cat", "parrot", "rabbit", "tortoise", "hamster", "greyhound", "kitten")
+PET_NAMES = ("Biscuit", "Mochi", "Pepper", "Luna", "Waffles", "Juniper", "Ziggy", "Olive")
+JOBS = (
+    "nurse", "teacher", "data analyst", "carpenter", "architect", "paramedic", "chef",
+    "librarian", "software engineer", "marine biologist", "translator", "midwife",
+)
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August",
+    "September", "October", "November", "December",
+)
+USER_TEMPLATES = (
+    "I went {hobby} near {place} with {friend} last {weekday}; we stayed out until {hour} pm.",
+    "{friend} finally got the job as a {job} in {place} after {number} interviews!",
+    "My {pet} {petname} knocked over the {food} again, so I baked a second one at midnight.",
+    "I'm planning a trip to {place} on {day} {month}, mostly for the {hobby} and the {food}.",
+    "Should I sign up for the {hobby} class at the community centre? It's {number} dollars.",
+    "{friend} and I cooked {food} for {number} people at the street party in {place}.",
+    "I've been reading about {hobby} every evening; {friend} lent me a book from {place}.",
+    "We adopted a {pet} called {petname} on {day} {month}; she's {small} months old.",
+    "Work has been hectic: I covered {number} shifts as a {job} this month.",
+    "{friend} ran the half marathon in {place} in {minutes} minutes, a personal best!",
+    "I finally finished my {hobby} project, it took {small} weekends and a lot of patience.",
+    "My sister moved to {place} in {month} and already found a {hobby} club there.",
+    "Remember the {food} place in {place}? {friend} says it closed in {month}.",
+    "I spent {small} hours on {hobby} yesterday and my shoulders are still sore.",
+)
+ASSISTANT_TEMPLATES = (
+    "That sounds wonderful! How long have you been into {hobby}?",
+    "Congratulations to {friend}! Being a {job} in {place} must be exciting.",
+    "Oh no, poor {petname}! Did the {food} turn out well the second time?",
+    "{place} in {month} is lovely. Will {friend} come along for the {hobby}?",
+    "{number} dollars seems fair if the teacher is good. What drew you to {hobby}?",
+    "Cooking {food} for {number} people is impressive! Who came up with the recipe?",
+    "{friend} has good taste. Have you tried {hobby} with a group yet?",
+    "{petname} is a great name for a {pet}! How is she settling in?",
+    "{number} shifts is a lot. Are you getting any rest, or time for {hobby}?",
+    "{minutes} minutes is fast! Is {friend} training for a full marathon in {place}?",
+    "{small} weekends well spent. Will you show it at the {place} fair?",
+    "A {hobby} club in {place} sounds like a great way to settle in.",
+    "That's a shame about the {food} place. Did {friend} find a new favourite?",
+    "Take it easy! Maybe stretch before your next {hobby} session.",
+)
+
+
+def slot_values(rng: random.Random, speakers: Sequence[str]) -> dict[str, Any]:
+    """Random values for every template slot (a friend is never one of the speakers)."""
+    return {
+        "friend": rng.choice([n for n in NAMES if n not in speakers]),
+        "place": rng.choice(PLACES), "hobby": rng.choice(HOBBIES), "food": rng.choice(FOODS),
+        "pet": rng.choice(PETS), "petname": rng.choice(PET_NAMES), "job": rng.choice(JOBS),
+        "weekday": rng.choice(WEEKDAYS), "month": rng.choice(MONTHS),
+        "day": rng.randint(1, 28), "hour": rng.randint(5, 11), "small": rng.randint(2, 9),
+        "number": rng.randint(10, 400), "minutes": rng.randint(85, 140),
+    }
+
+
+def synthetic_conversation(rng: random.Random, turns: int) -> list[dict[str, Any]]:
+    """``turns`` alternating user/assistant messages between two named speakers."""
+    speakers = rng.sample(NAMES, 2)
+    start = BASE_TS + rng.uniform(0, 2 * 365 * 86_400)
+    messages = []
+    for turn in range(turns):
+        user = turn % 2 == 0
+        template = rng.choice(USER_TEMPLATES if user else ASSISTANT_TEMPLATES)
+        messages.append({
+            "role": "user" if user else "assistant",
+            "name": speakers[0] if user else speakers[1],
+            "content": template.format(**slot_values(rng, speakers)),
+            "timestamp": start + 60 * turn,
+        })
+    return messages
+
+
+def question(rng: random.Random, memory: bool, tag: str) -> str:
+    """A unique first user message; with memory, its words occur in the stored text."""
+    if memory:
+        return (f"[{tag}] Do you remember what {rng.choice(NAMES)} told me about "
+                f"{rng.choice(HOBBIES)} in {rng.choice(PLACES)}?")
+    return f"[{tag}] Any quick tips for getting started with {rng.choice(HOBBIES)}?"
+
+
+# --- the servers under test ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Service:
+    """A child process serving HTTP, with its combined output in ``log``."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    handle: IO[bytes]
+
+    def tail(self, lines: int = 20) -> str:
+        text = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        return "\n".join(text[-lines:]) or "(no output)"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.handle.close()
+
+
+class LocalStack:
+    """The fake upstream and the proxy as child processes on free loopback ports."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.upstream_port = free_port()
+        self.proxy_port = free_port()
+        self.services: list[Service] = []
+
+    @property
+    def upstream_url(self) -> str:
+        return f"http://{HOST}:{self.upstream_port}"
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://{HOST}:{self.proxy_port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    def __enter__(self) -> LocalStack:
+        try:
+            upstream = self.spawn("fake upstream", "-m", "proxy.fake_upstream",
+                                  "--host", HOST, "--port", str(self.upstream_port))
+            wait_ready(upstream, f"{self.upstream_url}/v1/models")
+            proxy = self.spawn("proxy", "-m", "proxy", "serve", "--config", str(self.config()),
+                               "--port", str(self.proxy_port), "--data-dir", str(self.data_dir))
+            wait_ready(proxy, f"{self.proxy_url}/healthz")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+
+    def config(self) -> Path:
+        path = self.workdir / "config.yaml"
+        config = {
+            "server": {"host": HOST, "port": 0, "data_dir": str(self.data_dir)},
+            "auth": {"mode": "open"},
+            "upstreams": [{"model": "*", "provider": "openai",
+                           "api_base": f"{self.upstream_url}/v1"}],
+            "logging": {"stdout": False, "file": True},
+            "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}]},
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return path
+
+    def spawn(self, name: str, *args: str) -> Service:
+        log = self.workdir / f"{name.replace(' ', '_')}.log"
+        handle = log.open("wb")
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        service = Service(name, process, log, handle)
+        self.services.append(service)
+        return service
+
+
+def wait_ready(service: Service, url: str) -> None:
+    """Poll ``url`` until it answers 200; fail with the service's output if it dies."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            raise BenchError(f"the {service.name} exited with status "
+                             f"{service.process.returncode}:\n{service.tail()}")
+        try:
+            with opener.open(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise BenchError(f"the {service.name} did not answer {url} within {READY_TIMEOUT_S:g} s:\n"
+                     f"{service.tail()}")
+
+
+# --- preload ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preload:
+    """What the preload stored and how long it took."""
+
+    conversations: int
+    turns: int
+    fragments_formed: int
+    seconds: float
+    probe: str
+    probe_hits: int
+    probe_search_ms: float
+
+
+async def preload(session: aiohttp.ClientSession, settings: Settings) -> Preload:
+    """Ingest ``settings.fragments`` synthetic turns, ``INGEST_CONCURRENCY`` calls at a time."""
+    rng = random.Random(settings.seed)
+    sizes = [min(settings.turns_per_conversation, settings.fragments - start)
+             for start in range(0, settings.fragments, settings.turns_per_conversation)]
+    batches = ((f"bench-{i:05d}", synthetic_conversation(rng, n)) for i, n in enumerate(sizes))
+    formed: list[int] = []
+    began = time.perf_counter()
+    with tqdm(total=settings.fragments, desc="preload", unit="turn", leave=False) as bar:
+        workers = [ingest_worker(session, batches, formed, bar) for _ in range(INGEST_CONCURRENCY)]
+        await asyncio.gather(*workers)
+    seconds = time.perf_counter() - began
+    probe = question(rng, True, "probe")
+    hits, search_ms = await search(session, probe)
+    return Preload(len(sizes), sum(sizes), sum(formed), seconds, probe, hits, search_ms)
+
+
+async def ingest_worker(session: aiohttp.ClientSession,
+                        batches: Iterator[tuple[str, list[dict[str, Any]]]],
+                        formed: list[int], bar: tqdm) -> None:
+    """Take conversations from the shared iterator until it is exhausted."""
+    for conversation_id, messages in batches:
+        payload = {"conversation_id": conversation_id, "messages": messages}
+        async with session.post("/memory/ingest", json=payload) as resp:
+            body = await resp.read()
+        if resp.status != 200:
+            raise BenchError(f"/memory/ingest failed: {api_error_message(resp.status, body)}")
+        formed.append(int(json.loads(body)["fragments_formed"]))
+        bar.update(len(messages))
+
+
+async def search(session: aiohttp.ClientSession, query: str) -> tuple[int, float]:
+    """Hits and server-side milliseconds of ``GET /memory/search`` for ``query``."""
+    async with session.get("/memory/search", params={"q": query, "k": "8"}) as resp:
+        body = await resp.read()
+    if resp.status != 200:
+        raise BenchError(f"/memory/search failed: {api_error_message(resp.status, body)}")
+    data = json.loads(body)
+    return len(data["hits"]), float(data["elapsed_ms"])
+
+
+# --- measurement --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One row of the table."""
+
+    name: str
+    stream: bool
+    memory: bool
+
+
+SCENARIOS = (
+    Scenario("non-stream, memory off", stream=False, memory=False),
+    Scenario("stream, memory off", stream=True, memory=False),
+    Scenario("non-stream, memory on", stream=False, memory=True),
+    Scenario("stream, memory on", stream=True, memory=True),
+)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One request: to the end of the response, to its first body bytes, its receipt."""
+
+    total_ms: float
+    ttfb_ms: float
+    receipt: str | None
+
+
+@dataclass
+class Samples:
+    """Measured milliseconds for one target in one scenario."""
+
+    total_ms: list[float] = field(default_factory=list)
+    ttfb_ms: list[float] = field(default_factory=list)
+
+    def add(self, timing: Timing) -> None:
+        self.total_ms.append(timing.total_ms)
+        self.ttfb_ms.append(timing.ttfb_ms)
+
+
+@dataclass
+class Outcome:
+    """One scenario's samples for both targets and what memory did through the proxy."""
+
+    scenario: Scenario
+    direct: Samples = field(default_factory=Samples)
+    proxy: Samples = field(default_factory=Samples)
+    receipts: int = 0
+    last_receipt: str | None = None
+    injected_fragments: int | None = None
+    injected_tokens: int | None = None
+
+
+async def timed_post(session: aiohttp.ClientSession, body: bytes,
+                     headers: dict[str, str], stream: bool) -> Timing:
+    """Send one chat request and time it on the client until its last byte."""
+    began = time.perf_counter()
+    async with session.post("/v1/chat/completions", data=body, headers=headers) as resp:
+        received = bytearray(await resp.content.readany())
+        first = time.perf_counter()
+        while chunk := await resp.content.readany():
+            received += chunk
+        done = time.perf_counter()
+        status, receipt = resp.status, resp.headers.get("X-Memory-Receipt")
+    if status != 200:
+        raise BenchError(f"chat request failed: {api_error_message(status, bytes(received))}")
+    complete = b"[DONE]" in received[-64:] if stream else b'"choices"' in received
+    if not complete:
+        raise BenchError(f"incomplete response: {bytes(received[:200])!r}")
+    return Timing((done - began) * 1000, (first - began) * 1000, receipt)
+
+
+def request_body(text: str, stream: bool) -> bytes:
+    return json.dumps({"model": MODEL, "stream": stream,
+                       "messages": [{"role": "user", "content": text}]}).encode()
+
+
+async def run_scenario(targets: dict[str, aiohttp.ClientSession], scenario: Scenario,
+                       settings: Settings, rng: random.Random) -> Outcome:
+    """Warm up, then alternate direct and proxied requests (order flipped every round)."""
+    outcome = Outcome(scenario)
+    headers = {"Content-Type": "application/json",
+               "X-Memory": "force" if scenario.memory else "off"}
+    rounds = settings.warmup + settings.requests
+    for i in tqdm(range(rounds), desc=scenario.name, unit="round", leave=False):
+        text = question(rng, scenario.memory, f"{scenario.name} #{i}")
+        body = request_body(text, scenario.stream)
+        order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
+        for target in order:
+            timing = await timed_post(targets[target], body, headers, scenario.stream)
+            if i >= settings.warmup:
+                record(outcome, target, timing)
+    return outcome
+
+
+def record(outcome: Outcome, target: str, timing: Timing) -> None:
+    if target == "direct":
+        outcome.direct.add(timing)
+        return
+    outcome.proxy.add(timing)
+    if timing.receipt is not None:
+        outcome.receipts += 1
+        outcome.last_receipt = timing.receipt
+
+
+async def inspect_receipt(session: aiohttp.ClientSession, outcome: Outcome,
+                          receipt_id: str) -> None:
+    """Record how many fragments and tokens the scenario's last receipt says were injected."""
+    async with session.get(f"/memory/receipts/{receipt_id}") as resp:
+        body = await resp.read()
+    if resp.status != 200:
+        raise BenchError(f"receipt {receipt_id}: {api_error_message(resp.status, body)}")
+    data = json.loads(body)
+    outcome.injected_fragments = sum(1 for f in data["area"]["fragments"] if f.get("cited"))
+    outcome.injected_tokens = int(data["tokens"])
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything measured, ready for the table and the JSON file."""
+
+    settings: Settings
+    machine: dict[str, Any]
+    preload: Preload
+    outcomes: list[Outcome]
+
+
+async def benchmark(stack: LocalStack, settings: Settings) -> Report:
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    auth = {"Authorization": "Bearer sk-bench"}
+    async with (
+        aiohttp.ClientSession(stack.upstream_url, headers=auth, timeout=timeout) as direct,
+        aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout) as proxied,
+    ):
+        loaded = await preload(proxied, settings)
+        print_preload(loaded)
+        rng = random.Random(settings.seed + 1)
+        targets = {"direct": direct, "proxy": proxied}
+        outcomes = []
+        for scenario in SCENARIOS:
+            outcome = await run_scenario(targets, scenario, settings, rng)
+            if outcome.last_receipt is not None:
+                await inspect_receipt(proxied, outcome, outcome.last_receipt)
+            outcomes.append(outcome)
+    return Report(settings, machine(), loaded, outcomes)
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cores": os.cpu_count(), "usable_cores": usable, "platform": platform.platform(),
+            "python": platform.python_version(), "aiohttp": aiohttp.__version__}
+
+
+def summary_stats(values: Sequence[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": percentile(values, 50), "p90": percentile(values, 90),
+            "p99": percentile(values, 99), "mean": statistics.fmean(values) if values else math.nan,
+            "min": min(values, default=math.nan), "max": max(values, default=math.nan)}
+
+
+def added(outcome: Outcome, q: float, ttfb: bool = False) -> float:
+    """Proxy percentile minus direct percentile (ms)."""
+    proxy, direct = outcome.proxy, outcome.direct
+    if ttfb:
+        return percentile(proxy.ttfb_ms, q) - percentile(direct.ttfb_ms, q)
+    return percentile(proxy.total_ms, q) - percentile(direct.total_ms, q)
+
+
+def target_ms(scenario: Scenario) -> float:
+    return TARGET_ON_MS if scenario.memory else TARGET_OFF_MS
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    headers = ("scenario (ms)", "direct p50", "direct p99", "proxy p50", "proxy p99",
+               "added p50", "added p99", "TTFB added p50")
+    rows = []
+    for o in outcomes:
+        d, p = o.direct.total_ms, o.proxy.total_ms
+        rows.append((
+            o.scenario.name, format_ms(percentile(d, 50)), format_ms(percentile(d, 99)),
+            format_ms(percentile(p, 50)), format_ms(percentile(p, 99)),
+            format_ms(added(o, 50), signed=True), format_ms(added(o, 99), signed=True),
+            format_ms(added(o, 50, ttfb=True), signed=True) if o.scenario.stream else "-",
+        ))
+    return render_table(headers, rows)
+
+
+def target_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    lines = []
+    for memory in (False, True):
+        chosen = [o for o in outcomes if o.scenario.memory is memory]
+        limit = TARGET_ON_MS if memory else TARGET_OFF_MS
+        parts = [f"{o.scenario.name.split(',')[0]} {format_ms(added(o, 50), signed=True)} ms "
+                 f"{'met' if added(o, 50) <= target_ms(o.scenario) else 'MISSED'}"
+                 for o in chosen]
+        lines.append(f"target: added p50 <= {limit:g} ms with memory {'on' if memory else 'off'}"
+                     f": {', '.join(parts)}")
+    return lines
+
+
+def memory_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    return [
+        f"{o.scenario.name}: receipt on {o.receipts}/{len(o.proxy.total_ms)} proxied requests;"
+        f" the last one injected {o.injected_fragments} fragments ({o.injected_tokens} tokens)"
+        for o in outcomes if o.scenario.memory
+    ]
+
+
+def print_preload(loaded: Preload) -> None:
+    print(f"preload: {loaded.turns:,} turns in {loaded.conversations} conversations via "
+          f"/memory/ingest in {loaded.seconds:.1f} s "
+          f"({loaded.turns / max(loaded.seconds, 1e-9):,.0f} turns/s); "
+          f"fragments formed: {loaded.fragments_formed:,}")
+    print(f"probe search {loaded.probe!r}: {loaded.probe_hits} hits in "
+          f"{loaded.probe_search_ms:.2f} ms (server side)", flush=True)
+
+
+def print_report(report: Report) -> None:
+    s = report.settings
+    print(f"\n{s.requests} requests per target and scenario after {s.warmup} warm-up rounds, "
+          f"sequential, alternating direct/proxy; medians are the figures to quote\n")
+    print(table(report.outcomes))
+    print()
+    for line in [*memory_lines(report.outcomes), *target_lines(report.outcomes)]:
+        print(line)
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    scenarios = []
+    for o in report.outcomes:
+        scenarios.append({
+            **dataclasses.asdict(o.scenario),
+            "direct": {"total_ms": summary_stats(o.direct.total_ms),
+                       "ttfb_ms": summary_stats(o.direct.ttfb_ms)},
+            "proxy": {"total_ms": summary_stats(o.proxy.total_ms),
+                      "ttfb_ms": summary_stats(o.proxy.ttfb_ms)},
+            "added_p50_ms": added(o, 50), "added_p99_ms": added(o, 99),
+            "ttfb_added_p50_ms": added(o, 50, ttfb=True),
+            "target_added_p50_ms": target_ms(o.scenario),
+            "target_met": added(o, 50) <= target_ms(o.scenario),
+            "receipts": o.receipts, "injected_fragments": o.injected_fragments,
+            "injected_tokens": o.injected_tokens,
+            "samples_ms": {"direct": [round(v, 4) for v in o.direct.total_ms],
+                           "proxy": [round(v, 4) for v in o.proxy.total_ms]},
+        })
+    return {"settings": dataclasses.asdict(report.settings), "machine": report.machine,
+            "preload": dataclasses.asdict(report.preload), "scenarios": scenarios}
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Latency added by the areamem proxy.")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 1,000 fragments, 40 requests, 10 warm-up rounds")
+    parser.add_argument("--fragments", type=int, help="turns preloaded (default: 10,000)")
+    parser.add_argument("--turns-per-conversation", type=int, default=20,
+                        help="turns per preloaded conversation (default: 20)")
+    parser.add_argument("--requests", type=int, help="requests per target and scenario "
+                        "(default: 300)")
+    parser.add_argument("--warmup", type=int, help="warm-up rounds per scenario (default: 30)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write all figures here")
+    return parser.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    quick = args.quick
+    settings = Settings(
+        fragments=args.fragments if args.fragments is not None else (1_000 if quick else 10_000),
+        turns_per_conversation=args.turns_per_conversation,
+        requests=args.requests if args.requests is not None else (40 if quick else 300),
+        warmup=args.warmup if args.warmup is not None else (10 if quick else 30),
+        seed=args.seed,
+    )
+    if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
+        raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
+    if settings.warmup < 0:
+        raise BenchError("--warmup must be >= 0")
+    return settings
+
+
+def terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl-C, so the child processes are stopped."""
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, terminate)
+    args = parse_args(argv)
+    try:
+        settings = settings_from(args)
+        info = machine()
+        print(f"machine: {info['cores']} cores ({info['usable_cores']} usable), "
+              f"{info['platform']}, Python {info['python']}, aiohttp {info['aiohttp']}")
+        with (tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp,
+              LocalStack(Path(tmp)) as stack):
+            report = asyncio.run(benchmark(stack, settings))
+    except BenchError as exc:
+        print(f"bench_overhead: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench_overhead: interrupted; servers stopped", file=sys.stderr)
+        return 130
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(to_json(report), indent=2), encoding="utf-8")
+        print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
