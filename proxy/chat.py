@@ -243,12 +243,7 @@ def _parse_reply(ex: _Exchange) -> None:
         return
     if ex.reply is None:
         return
-    ex.answer = answer_from_json(ex.reply)
-    try:
-        usage = json.loads(ex.reply).get("usage")
-        ex.usage = usage if isinstance(usage, dict) else None
-    except (ValueError, AttributeError):
-        ex.usage = None
+    ex.answer, ex.usage = answer_from_json(ex.reply)
 
 
 async def _relay(

@@ -100,14 +100,16 @@ def inject(request: ChatRequest, text: str, role: str) -> list[dict[str, Any]]:
     return [*request.messages[:index], memory, *request.messages[index:]]
 
 
-def answer_from_json(raw: bytes) -> dict[str, Any] | None:
-    """The assistant message of a non-streamed completion, or None if there is none."""
+def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The assistant message (choice 0) and the usage of a non-streamed completion."""
     try:
         data = json.loads(raw)
         message = data["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return _assistant(message.get("content"), message.get("tool_calls"))
+        return None, None
+    usage = data.get("usage")
+    answer = _assistant(message.get("content"), message.get("tool_calls"))
+    return answer, usage if isinstance(usage, dict) else None
 
 
 def answer_from_sse(chunks: Sequence[bytes]) -> dict[str, Any] | None:
