@@ -82,7 +82,7 @@ def _m002_fragments(conn: apsw.Connection) -> None:
         CREATE INDEX fragments_log ON fragments(log_id);
         CREATE VIRTUAL TABLE fragments_fts USING fts5(
             speaker, canonical, content='fragments', content_rowid='id',
-            tokenize='unicode61 remove_diacritics 2'
+            tokenize='porter unicode61 remove_diacritics 2'
         );
         CREATE TABLE entities (
             id INTEGER PRIMARY KEY,

