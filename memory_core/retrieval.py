@@ -199,18 +199,39 @@ def search(
     if not terms or limit <= 0:
         return []
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    excluded = set(exclude_hashes)
+    fetch = 2 * (limit + len(excluded)) + 8
+    while True:
+        rows = _ranked(conn, match, fetch)
+        hits = [h for h in rows if not h.superseded and h.log_hash not in excluded]
+        if len(hits) >= limit or len(rows) < fetch:
+            return [h.hit for h in hits[:limit]]
+        fetch *= 4
+
+
+@dataclass(frozen=True)
+class _Row:
+    hit: Hit
+    superseded: bool
+
+    @property
+    def log_hash(self) -> str:
+        return self.hit.log_hash
+
+
+def _ranked(conn: apsw.Connection, match: str, fetch: int) -> list[_Row]:
+    """The ``fetch`` best BM25 matches, superseded ones included (ranked inside FTS5 first,
+    so only those rows are joined: the cost follows ``fetch``, not the number of matches)."""
     try:
         rows = conn.execute(
-            "SELECT f.id, -bm25(fragments_fts) AS score, f.text, f.role, f.speaker,"
-            " f.conversation_id, f.ts, log.hash, log.ext_id"
-            " FROM fragments_fts JOIN fragments f ON f.id = fragments_fts.rowid"
-            " JOIN log ON log.id = f.log_id"
-            " WHERE fragments_fts MATCH ? AND f.superseded = 0"
-            " ORDER BY bm25(fragments_fts) LIMIT ?",
-            (match, limit + len(exclude_hashes)),
+            "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
+            " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
+            " SELECT f.id, -top.rank, f.text, f.role, f.speaker, f.conversation_id, f.ts,"
+            " log.hash, log.ext_id, f.superseded"
+            " FROM top JOIN fragments f ON f.id = top.id JOIN log ON log.id = f.log_id"
+            " ORDER BY top.rank",
+            (match, fetch),
         )
-        hits = [Hit(*row) for row in rows]
+        return [_Row(Hit(*row[:9]), bool(row[9])) for row in rows]
     except apsw.Error as exc:
         raise StorageError(f"search failed: {exc}") from exc
-    excluded = set(exclude_hashes)
-    return [h for h in hits if h.log_hash not in excluded][:limit]
