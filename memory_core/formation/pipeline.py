@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import apsw
 
-from .db import transaction
-from .errors import StorageError
-from .names import extract_names
+from ..db import transaction
+from ..errors import StorageError
+from ..names import extract_names
 
 __all__ = ["FormationResult", "process_queue"]
 
