@@ -28,7 +28,7 @@ def _imports(package: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("memory_core", {"aiohttp", "proxy", "policies", "scripts", "litellm"}),
+        ("memory_core", {"aiohttp", "proxy", "policies", "scripts"}),
         (
             "policies",
             {
