@@ -173,13 +173,13 @@ def test_bm25_ranks_the_matching_turn_first() -> None:
 
 class _BagOfWords:
     name = "bag-of-words"
-    dimension = 8
+    dimension = 64
 
     def encode(self, texts: list[str]) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in text.lower().split():
-                vectors[row, hash(word) % self.dimension] += 1
+                vectors[row, sum(map(ord, word)) % self.dimension] += 1
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-9)
 
