@@ -2,12 +2,19 @@
 
 It answers ``echo: <last user message>`` (JSON or SSE), records every request it
 receives, and injects faults chosen by the requested model name, so the proxy's error
-paths can be exercised against a real HTTP server:
+paths can be exercised against a real HTTP server. A test can instead script the
+answers: while ``script`` is not empty, each chat request pops its first item and
+answers with that text, or with what the item returns when called with the request
+body (a fake translator, a model that answers badly then well). The fault-injecting
+model names below still take precedence:
 
 - ``fail-<status>``: answer that HTTP status with an OpenAI error object;
 - ``hang``: never answer (the client's timeout fires);
 - ``die-mid-stream``: stream two chunks, then drop the connection;
 - ``slow``: wait ``slow_delay_s`` between streamed chunks.
+
+With ``keep_alive`` False every answer closes its connection, so a client that pools
+connections beyond the test (litellm's cached synchronous clients) holds no socket.
 
 Run it alone with ``python -m proxy.fake_upstream --port 9100``.
 """
@@ -18,6 +25,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +33,10 @@ from aiohttp import web
 
 from memory_core import message_text
 
-__all__ = ["FakeUpstream", "Recorded"]
+__all__ = ["FakeUpstream", "Recorded", "ScriptedReply"]
+
+ScriptedReply = str | Callable[[dict[str, Any]], str]
+"""An answer's text, or a function of the request body that returns it."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class FakeUpstream:
     port: int = 0
     slow_delay_s: float = 0.05
     requests: list[Recorded] = field(default_factory=list)
+    script: list[ScriptedReply] = field(default_factory=list)
+    keep_alive: bool = True
     _runner: web.AppRunner | None = None
 
     @property
@@ -55,6 +68,7 @@ class FakeUpstream:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.on_response_prepare.append(self._before_answer)
         return app
 
     async def start(self) -> FakeUpstream:
@@ -71,6 +85,11 @@ class FakeUpstream:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def _before_answer(self, request: web.Request, response: web.StreamResponse) -> None:
+        if not self.keep_alive:
+            response.force_close()
+            response.headers["Connection"] = "close"
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "echo", "object": "model"}]})
@@ -93,10 +112,17 @@ class FakeUpstream:
             return web.json_response(error, status=status)
         if model == "hang":
             await _until_client_leaves(request)
-        text = "echo: " + _last_user_text(body.get("messages") or [])
+        text = self._answer(body)
         if body.get("stream"):
             return await self._stream(request, model, text)
         return web.json_response(_completion(model, text))
+
+    def _answer(self, body: dict[str, Any]) -> str:
+        """The next scripted answer, or the echo of the last user message."""
+        if not self.script:
+            return "echo: " + _last_user_text(body.get("messages") or [])
+        reply = self.script.pop(0)
+        return reply if isinstance(reply, str) else reply(body)
 
     async def _stream(self, request: web.Request, model: str, text: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
