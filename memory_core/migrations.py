@@ -107,10 +107,158 @@ def _m003_receipts(conn: apsw.Connection) -> None:
     )
 
 
+def _m004_formation(conn: apsw.Connection) -> None:
+    """Contexts, segments, entities with aliases and mentions, relations and mutations.
+
+    The lexical name table of 002 is replaced by entities (homonyms are separate rows
+    with the same name) and their aliases; it is derived data and is re-formed.
+    """
+    conn.execute(
+        """
+        ALTER TABLE fragments ADD COLUMN normaliser TEXT;
+        CREATE TABLE fragment_vectors (
+            fragment_id INTEGER PRIMARY KEY REFERENCES fragments(id),
+            model TEXT NOT NULL,
+            vector BLOB NOT NULL
+        );
+        CREATE TABLE contexts (
+            id INTEGER PRIMARY KEY,
+            label TEXT NOT NULL,
+            centroid BLOB NOT NULL,
+            size INTEGER NOT NULL DEFAULT 0,
+            first_ts REAL NOT NULL,
+            last_ts REAL NOT NULL,
+            created_at REAL NOT NULL,
+            interpretation TEXT NOT NULL
+        );
+        CREATE TABLE segments (
+            id INTEGER PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            context_id INTEGER NOT NULL REFERENCES contexts(id),
+            first_fragment INTEGER NOT NULL REFERENCES fragments(id),
+            last_fragment INTEGER NOT NULL REFERENCES fragments(id),
+            size INTEGER NOT NULL,
+            interpretation TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX segments_conversation ON segments(conversation_id, id);
+        CREATE TABLE fragment_contexts (
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id),
+            context_id INTEGER NOT NULL REFERENCES contexts(id),
+            segment_id INTEGER REFERENCES segments(id),
+            weight REAL NOT NULL,
+            is_primary INTEGER NOT NULL,
+            interpretation TEXT NOT NULL,
+            PRIMARY KEY (fragment_id, context_id)
+        );
+        CREATE INDEX fragment_contexts_context ON fragment_contexts(context_id);
+        CREATE TABLE fragment_links (
+            id INTEGER PRIMARY KEY,
+            src INTEGER NOT NULL REFERENCES fragments(id),
+            dst INTEGER NOT NULL REFERENCES fragments(id),
+            kind TEXT NOT NULL CHECK (kind IN ('next', 'answers', 'corrects', 'depends_on')),
+            interpretation TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX fragment_links_src ON fragment_links(src);
+        CREATE INDEX fragment_links_dst ON fragment_links(dst);
+        DROP TABLE entities;
+        CREATE TABLE entities (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            label TEXT NOT NULL,
+            is_speaker INTEGER NOT NULL DEFAULT 0,
+            vector_sum BLOB,
+            vectors INTEGER NOT NULL DEFAULT 0,
+            mentions INTEGER NOT NULL DEFAULT 0,
+            first_seen REAL NOT NULL,
+            last_seen REAL NOT NULL,
+            created_at REAL NOT NULL,
+            interpretation TEXT NOT NULL
+        );
+        CREATE INDEX entities_name ON entities(name COLLATE NOCASE);
+        CREATE TABLE aliases (
+            id INTEGER PRIMARY KEY,
+            entity_id INTEGER NOT NULL REFERENCES entities(id),
+            alias TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            lang TEXT,
+            source TEXT NOT NULL,
+            fragment_id INTEGER REFERENCES fragments(id),
+            UNIQUE (entity_id, normalized)
+        );
+        CREATE INDEX aliases_normalized ON aliases(normalized);
+        CREATE TABLE mentions (
+            id INTEGER PRIMARY KEY,
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id),
+            entity_id INTEGER NOT NULL REFERENCES entities(id),
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            surface TEXT NOT NULL,
+            label TEXT NOT NULL,
+            confidence REAL NOT NULL,
+            link_score REAL NOT NULL,
+            link_reason TEXT NOT NULL,
+            ner TEXT NOT NULL,
+            linker TEXT NOT NULL
+        );
+        CREATE INDEX mentions_entity ON mentions(entity_id);
+        CREATE INDEX mentions_fragment ON mentions(fragment_id);
+        CREATE TABLE relations (
+            id INTEGER PRIMARY KEY,
+            subject_id INTEGER NOT NULL REFERENCES entities(id),
+            predicate TEXT NOT NULL,
+            object_id INTEGER REFERENCES entities(id),
+            object_value TEXT,
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id),
+            context_id INTEGER REFERENCES contexts(id),
+            interpretation TEXT NOT NULL,
+            confidence REAL NOT NULL,
+            valid_from TEXT,
+            status TEXT NOT NULL DEFAULT 'active'
+                CHECK (status IN ('active', 'superseded', 'disputed')),
+            created_at REAL NOT NULL,
+            CHECK ((object_id IS NULL) <> (object_value IS NULL))
+        );
+        CREATE INDEX relations_subject ON relations(subject_id, predicate);
+        CREATE INDEX relations_object ON relations(object_id);
+        CREATE TABLE mutations (
+            id INTEGER PRIMARY KEY,
+            relation_id INTEGER NOT NULL REFERENCES relations(id),
+            kind TEXT NOT NULL CHECK (kind IN ('new', 'reaffirmation', 'change', 'conflict')),
+            other_id INTEGER REFERENCES relations(id),
+            reason TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX mutations_relation ON mutations(relation_id);
+        CREATE TABLE formation_failures (
+            id INTEGER PRIMARY KEY,
+            stage TEXT NOT NULL,
+            interpretation TEXT NOT NULL,
+            log_id INTEGER REFERENCES log(id),
+            error TEXT NOT NULL,
+            raw TEXT,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE open_segments (
+            conversation_id TEXT PRIMARY KEY,
+            segment_id INTEGER NOT NULL REFERENCES segments(id)
+        );
+        """
+    )
+    # fragments formed before this migration get their graph on the next pass
+    conn.execute(
+        "INSERT OR IGNORE INTO queue (log_id, queued_at) SELECT log_id, created_at FROM fragments"
+    )
+    conn.execute("INSERT INTO fragments_fts (fragments_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM fragments")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
     ("003_receipts", _m003_receipts),
+    ("004_formation", _m004_formation),
 )
 
 

@@ -143,6 +143,10 @@ class NameIndex:
             if key and key not in _COMMON:
                 self._names.setdefault(key, name)
 
+    def names(self) -> list[str]:
+        """The display form of every known name."""
+        return list(self._names.values())
+
     def __len__(self) -> int:
         return len(self._names)
 

@@ -20,7 +20,8 @@ import apsw
 
 from .db import connect, transaction
 from .errors import StorageError
-from .formation import FormationResult, process_queue
+from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from .inspect import list_contexts, list_entities, list_relations
 from .log import AppendResult, LogMessage, append_messages
 from .migrations import migrate
 from .names import NameIndex
@@ -60,16 +61,23 @@ class MemoryStore:
         *,
         counter: TokenCounter | None = None,
         clock: Callable[[], float] = time.time,
+        formation: FormationConfig | None = None,
+        backends: Backends | None = None,
     ) -> None:
         self.path = path
         self._clock = clock
         self._counter = counter or default_counter()
+        self._formation = formation or FormationConfig()
+        self._backends = backends
+        self._former: Former | None = None
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
+        self._form_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = connect(path)
         migrate(self._writer)
         self._reader = connect(path)
+        self._forming = connect(path)
         self.names = NameIndex(self._load_names())
 
     @property
@@ -79,9 +87,10 @@ class MemoryStore:
 
     def close(self) -> None:
         """Close both connections (idempotent)."""
-        with self._write_lock, self._read_lock:
+        with self._form_lock, self._write_lock, self._read_lock:
             self._writer.close()
             self._reader.close()
+            self._forming.close()
 
     def append(
         self,
@@ -100,12 +109,23 @@ class MemoryStore:
                 now=self._clock(),
             )
 
-    def form(self, limit: int = 1000) -> FormationResult:
-        """Derive memory from queued log rows (drains up to ``limit`` rows)."""
-        with self._write_lock:
-            result = process_queue(self._writer, now=self._clock(), limit=limit)
+    def form(self, limit: int | None = None) -> FormationResult:
+        """One formation pass over up to ``limit`` queued log rows (default: batch size).
+
+        Runs on its own connection, so appends never wait for formation's model calls.
+        """
+        with self._form_lock:
+            if self._former is None:
+                backends = self._backends or build_backends(self._formation)
+                self._former = Former(self._forming, backends, self._formation, clock=self._clock)
+            result = self._former.run(limit)
         self.names.add(result.names)
         return result
+
+    def formation_timings(self) -> dict[str, float]:
+        """Cumulative seconds spent per formation stage by this store."""
+        with self._form_lock:
+            return dict(self._former.timings) if self._former else {}
 
     def form_all(self) -> int:
         """Drain the whole queue; returns the number of rows processed."""
@@ -113,7 +133,7 @@ class MemoryStore:
         while True:
             result = self.form()
             total += result.processed
-            if result.processed == 0:
+            if result.processed == 0 and result.failed == 0:
                 return total
 
     def recall(
@@ -163,6 +183,21 @@ class MemoryStore:
         log_messages, fragments, live, queued, failed = row
         return StoreStats(log_messages, fragments, live, queued, failed, names=len(self.names))
 
+    def entities(self, *, limit: int = 100, name: str | None = None) -> list[dict[str, Any]]:
+        """Entities with aliases and contexts (see :mod:`.inspect`)."""
+        with self._read_lock:
+            return list_entities(self._reader, limit=limit, name=name)
+
+    def contexts(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        """Contexts with their conversations and sample fragments."""
+        with self._read_lock:
+            return list_contexts(self._reader, limit=limit)
+
+    def relations(self, *, entity: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Relations with sources and mutation records, optionally of one entity."""
+        with self._read_lock:
+            return list_relations(self._reader, entity=entity, limit=limit)
+
     def _load_names(self) -> list[str]:
         with self._read_lock:
-            return [row[0] for row in self._reader.execute("SELECT name FROM entities")]
+            return [row[0] for row in self._reader.execute("SELECT alias FROM aliases")]

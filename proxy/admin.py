@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import json
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
@@ -17,9 +18,20 @@ from memory_core import InvalidInputError, LogMessage, MemoryCoreError, query_te
 
 from .errors import ApiError
 from .services import SERVICES
-from .tenants import tenant_of
+from .tenants import TenantMemory, tenant_of
 
-__all__ = ["healthz", "ingest", "metrics", "models", "receipt", "search", "stats"]
+__all__ = [
+    "contexts",
+    "entities",
+    "healthz",
+    "ingest",
+    "metrics",
+    "models",
+    "receipt",
+    "relations",
+    "search",
+    "stats",
+]
 
 _MAX_INGEST_MESSAGES = 100_000
 
@@ -143,6 +155,42 @@ async def stats(request: web.Request) -> web.Response:
             500, f"stats failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
     return web.json_response({"tenant": tenant, **dataclasses.asdict(counts)})
+
+
+async def entities(request: web.Request) -> web.Response:
+    """Entities with aliases (and their languages) and the contexts they appear in."""
+    memory, limit = _inspected(request)
+    name = request.query.get("name") or None
+    return web.json_response({"entities": await _inspect(memory.entities(limit=limit, name=name))})
+
+
+async def contexts(request: web.Request) -> web.Response:
+    """Contexts with the conversations they span and sample fragments."""
+    memory, limit = _inspected(request)
+    return web.json_response({"contexts": await _inspect(memory.contexts(limit=limit))})
+
+
+async def relations(request: web.Request) -> web.Response:
+    """Relations with their source fragments and mutation records (``entity`` filters)."""
+    memory, limit = _inspected(request)
+    entity = request.query.get("entity") or None
+    found = await _inspect(memory.relations(entity=entity, limit=limit))
+    return web.json_response({"entity": entity, "relations": found})
+
+
+def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    return svc.tenants.get(tenant), _int_param(request, "limit", 100, 1, 10_000)
+
+
+async def _inspect(query: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    try:
+        return await query
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"inspection failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
 
 
 async def receipt(request: web.Request) -> web.Response:

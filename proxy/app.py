@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from memory_core import MemoryCoreError, default_counter
+from memory_core.formation import Backends, build_backends
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from . import admin
@@ -26,8 +27,13 @@ __all__ = ["build_services", "create_app"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def build_services(config: Config, upstreams: list[Upstream] | None = None) -> Services:
-    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy."""
+def build_services(
+    config: Config,
+    upstreams: list[Upstream] | None = None,
+    backends: Backends | None = None,
+) -> Services:
+    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
+    and BackendError for a formation model that cannot be loaded."""
     log = RequestLog(config.log_file if config.logging.file else None, stdout=config.logging.stdout)
 
     def policy_failed(error: PolicyError) -> None:
@@ -55,7 +61,12 @@ def build_services(config: Config, upstreams: list[Upstream] | None = None) -> S
         router=Router(
             upstreams if upstreams is not None else [build_upstream(u) for u in config.upstreams]
         ),
-        tenants=Tenants(config.server.data_dir, default_counter()),
+        tenants=Tenants(
+            config.server.data_dir,
+            default_counter(),
+            config.formation,
+            backends or build_backends(config.formation),
+        ),
         policies=policies,
         engine=PolicyEngine(lambda: policies.current),
         metrics=Metrics(),
@@ -78,6 +89,9 @@ def create_app(services: Services) -> web.Application:
     app.router.add_post("/memory/ingest", admin.ingest)
     app.router.add_get("/memory/search", admin.search)
     app.router.add_get("/memory/stats", admin.stats)
+    app.router.add_get("/memory/entities", admin.entities)
+    app.router.add_get("/memory/contexts", admin.contexts)
+    app.router.add_get("/memory/relations", admin.relations)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
     app.cleanup_ctx.append(_lifecycle)
     return app

@@ -1,15 +1,24 @@
-"""``areamem`` command line: ``areamem serve --config PATH [--host] [--port] [--data-dir]``."""
+"""``areamem`` command line.
+
+``areamem serve --config PATH [--host H] [--port N] [--data-dir DIR]`` runs the proxy;
+``areamem memory entities|contexts|relations [--tenant T] [--entity E] [--json]`` shows
+what formation built for a tenant, reading its database directly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from aiohttp import web
 
+from memory_core import MemoryCoreError, MemoryStore
+from memory_core.formation import BackendError
 from policies import PolicyError
 
 from .app import build_services, create_app
@@ -29,11 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (overrides server.host)")
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
     serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    _memory_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "memory":
+        return _memory_command(args)
     try:
         config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
         services = build_services(config)
-    except (ConfigError, PolicyError) as exc:
+    except (ConfigError, PolicyError, BackendError) as exc:
         print(f"areamem: configuration error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -45,6 +57,85 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _memory_parser(commands: Any) -> None:
+    memory = commands.add_parser("memory", help="show what formation built for a tenant")
+    memory.add_argument("view", choices=("entities", "contexts", "relations"))
+    memory.add_argument(
+        "--config", default="config.yaml", help="config file (default: config.yaml)"
+    )
+    memory.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    memory.add_argument("--tenant", default="default", help="tenant (default: default)")
+    memory.add_argument("--entity", help="relations of this entity (name or alias)")
+    memory.add_argument("--name", help="entities with this name or alias")
+    memory.add_argument("--limit", type=int, default=50, help="most rows shown (default: 50)")
+    memory.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _memory_command(args: argparse.Namespace) -> int:
+    """``areamem memory entities|contexts|relations``: read one tenant's store directly."""
+    try:
+        config = load_config(args.config, data_dir=args.data_dir)
+    except ConfigError as exc:
+        print(f"areamem: configuration error: {exc}", file=sys.stderr)
+        return 2
+    path = config.server.data_dir / "tenants" / f"{args.tenant}.db"
+    if not path.is_file():
+        print(f"areamem: no memory for tenant '{args.tenant}' (expected {path})", file=sys.stderr)
+        return 1
+    store = MemoryStore(path)
+    try:
+        rows = _view(store, args)
+    except MemoryCoreError as exc:
+        print(f"areamem: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    print(json.dumps(rows, indent=2, ensure_ascii=False) if args.json else _table(args.view, rows))
+    return 0
+
+
+def _view(store: MemoryStore, args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.view == "entities":
+        return store.entities(limit=args.limit, name=args.name)
+    if args.view == "contexts":
+        return store.contexts(limit=args.limit)
+    return store.relations(entity=args.entity, limit=args.limit)
+
+
+def _table(view: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return f"no {view}"
+    if view == "entities":
+        lines = [
+            f"{r['id']:>5}  {r['name'][:30]:<30} {r['label']:<5} {r['mentions']:>6}  "
+            + ", ".join(
+                a["alias"] + (f" ({a['lang']})" if a["lang"] not in (None, "en", "und") else "")
+                for a in r["aliases"]
+            )[:80]
+            for r in rows
+        ]
+        header = f"{'id':>5}  {'name':<30} {'label':<5} {'ment.':>6}  aliases"
+    elif view == "contexts":
+        lines = [
+            f"{r['id']:>5}  {r['label'][:40]:<40} {r['size']:>5} {r['segments']:>5}  "
+            + ", ".join(r["conversations"])[:60]
+            for r in rows
+        ]
+        header = f"{'id':>5}  {'label':<40} {'size':>5} {'segs':>5}  conversations"
+    else:
+        lines = [
+            f"{r['id']:>5}  {r['subject'][:20]:<20} {r['predicate'][:18]:<18} "
+            f"{str(r['object'])[:20]:<20} {r['status']:<10} {r['mutation']['kind'] or '':<13}"
+            f" {r['source']['conversation_id']}: {r['source']['fragment_text'][:50]}"
+            for r in rows
+        ]
+        header = (
+            f"{'id':>5}  {'subject':<20} {'predicate':<18} {'object':<20} {'status':<10}"
+            f" {'mutation':<13} source"
+        )
+    return "\n".join([header, *lines])
 
 
 async def _serve(config: Config, services: Services) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from memory_core.formation import FormationConfig, FormationConfigError, parse_formation
 from policies import DEFAULT_POLICY_PATH
 
 from .errors import ConfigError
@@ -105,6 +106,7 @@ class Config:
     logging: LoggingConfig
     policy_path: Path
     policy_key: str | None
+    formation: FormationConfig = field(default_factory=FormationConfig)
 
     @property
     def log_file(self) -> Path:
@@ -129,7 +131,9 @@ def load_config(
         raise ConfigError(str(source), "", f"invalid YAML: {exc}") from exc
     reader = _Reader(str(source), source.parent)
     root = reader.mapping(doc if doc is not None else {}, "")
-    reader.only(root, "", {"server", "auth", "upstreams", "memory", "logging", "policy"})
+    reader.only(
+        root, "", {"server", "auth", "upstreams", "memory", "logging", "policy", "formation"}
+    )
     server = reader.server(root.get("server"), host, port, data_dir)
     policy_path, policy_key = reader.policy(root.get("policy"), source)
     return Config(
@@ -141,6 +145,7 @@ def load_config(
         logging=reader.logging(root.get("logging")),
         policy_path=policy_path,
         policy_key=policy_key,
+        formation=reader.formation(root.get("formation")),
     )
 
 
@@ -299,6 +304,12 @@ class _Reader:
             stdout=self.boolean(raw.get("stdout", True), "logging.stdout"),
             file=self.boolean(raw.get("file", True), "logging.file"),
         )
+
+    def formation(self, value: Any) -> FormationConfig:
+        try:
+            return parse_formation(value)
+        except FormationConfigError as exc:
+            raise self.fail(exc.key, exc.reason) from exc
 
     def policy(self, value: Any, source: Path) -> tuple[Path, str | None]:
         if value is None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
+from memory_core.formation import Backends, FormationConfig
 from memory_core.tokens import TokenCounter
 
 from .config import AuthConfig
@@ -90,6 +91,15 @@ class TenantMemory:
     async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         return await self._write(self.store.receipt, receipt_id)
 
+    async def entities(self, *, limit: int, name: str | None) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.entities(limit=limit, name=name))
+
+    async def contexts(self, *, limit: int) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.contexts(limit=limit))
+
+    async def relations(self, *, entity: str | None, limit: int) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.relations(entity=entity, limit=limit))
+
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
 
@@ -101,9 +111,17 @@ class TenantMemory:
 class Tenants:
     """Opens tenant stores on first use and keeps them open until shutdown."""
 
-    def __init__(self, data_dir: Path, counter: TokenCounter) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        counter: TokenCounter,
+        formation: FormationConfig,
+        backends: Backends,
+    ) -> None:
         self.folder = data_dir / "tenants"
         self._counter = counter
+        self._formation = formation
+        self._backends = backends
         self._open: dict[str, TenantMemory] = {}
         self._lock = threading.Lock()
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mem-r")
@@ -112,7 +130,12 @@ class Tenants:
         with self._lock:
             memory = self._open.get(tenant)
             if memory is None:
-                store = MemoryStore(self.folder / f"{tenant}.db", counter=self._counter)
+                store = MemoryStore(
+                    self.folder / f"{tenant}.db",
+                    counter=self._counter,
+                    formation=self._formation,
+                    backends=self._backends,
+                )
                 memory = self._open[tenant] = TenantMemory(tenant, store, self._readers)
             return memory
 

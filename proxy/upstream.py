@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import json
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
+
+from memory_core.formation.llm import litellm_module
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStreamError
@@ -211,10 +212,7 @@ class LiteLLMUpstream:
 
     def _lib(self) -> Any:
         if self._litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            self._litellm = litellm
+            self._litellm = litellm_module()
         return self._litellm
 
     def _kwargs(self, body: Mapping[str, Any], stream: bool) -> dict[str, Any]:
@@ -298,7 +296,11 @@ class LiteLLMUpstream:
         )
 
     async def close(self) -> None:
-        return None
+        """Close and forget litellm's cached HTTP clients (they belong to this event loop)."""
+        if self._litellm is None:
+            return
+        await self._litellm.close_litellm_async_clients()
+        self._litellm.in_memory_llm_clients_cache.flush_cache()
 
 
 class _LiteLLMStream:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from memory_core.formation import Backends, FormationConfig, build_backends
 from proxy import build_services, create_app, load_config
 from proxy.fake_upstream import FakeUpstream
 from proxy.services import SERVICES, Services
@@ -92,7 +93,7 @@ MakeProxy = Callable[..., Coroutine[Any, Any, Proxy]]
 
 
 @pytest.fixture
-async def make_proxy(tmp_path: Path) -> AsyncIterator[MakeProxy]:
+async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakeProxy]:
     started: list[Proxy] = []
 
     async def start(config: dict[str, Any], *, name: str = "proxy") -> Proxy:
@@ -101,7 +102,7 @@ async def make_proxy(tmp_path: Path) -> AsyncIterator[MakeProxy]:
         config_path = folder / "config.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         loaded = load_config(config_path)
-        services = build_services(loaded)
+        services = build_services(loaded, backends=backends)
         runner = web.AppRunner(create_app(services), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -125,3 +126,9 @@ async def make_proxy(tmp_path: Path) -> AsyncIterator[MakeProxy]:
 @pytest.fixture
 async def proxy(upstream: FakeUpstream, make_proxy: MakeProxy) -> Proxy:
     return await make_proxy(proxy_config(upstream.url))
+
+
+@pytest.fixture(scope="session")
+def backends() -> Backends:
+    """The offline formation backends, built once (MiniLM loads once per test session)."""
+    return build_backends(FormationConfig())

@@ -5,6 +5,19 @@ normalisation, NER, linking, relation extraction, mutation classification), each
 backend behind a small interface (:mod:`.interfaces`).
 """
 
-from .pipeline import FormationResult, process_queue
+from .backends import build_backends
+from .config import FormationConfig, FormationConfigError, parse_formation
+from .interfaces import BackendError, Interpretation
+from .pipeline import Backends, FormationResult, Former
 
-__all__ = ["FormationResult", "process_queue"]
+__all__ = [
+    "BackendError",
+    "Backends",
+    "FormationConfig",
+    "FormationConfigError",
+    "FormationResult",
+    "Former",
+    "Interpretation",
+    "build_backends",
+    "parse_formation",
+]
