@@ -10,15 +10,21 @@ better. Conventions and the metric code live in
 
 Methods:
 
-- ``segmenter``: the project's segmenter, ``segment(utterances) -> boundary indices``,
-  plugged in by :func:`project_segmenter`. Not built yet (the formation issue adds it);
-  until then the script reports the baselines alone and says so.
+- ``segmenter``: the project's segmenter, the offline default of formation
+  (:class:`memory_core.formation.segmenter.EmbeddingSegmenter` over MiniLM), plugged in
+  by :func:`project_segmenter`: a boundary at each dip of the similarity between the two
+  utterances before a gap and the two after it that falls below an absolute cosine of
+  0.30. Its interpretation label (method and parameters) is printed and kept in the JSON.
 - ``texttiling``: TextTiling (Hearst, 1997) over TF-IDF vectors of the utterances (IDF
   fitted on all utterances of the file; no labels are used), blocks of 4 utterances,
   one smoothing step, boundaries at valleys deeper than mean - std/2.
-- ``texttiling_embedding``: the same over MiniLM vectors (``memory_core.embeddings``);
-  the whole file is encoded first (about 200 utterances/s on 2 CPU cores).
+- ``texttiling_embedding``: the same over MiniLM vectors (``memory_core.embeddings``).
+  The whole file is encoded once (about 200 utterances/s on 2 CPU cores) and the
+  vectors are shared with ``segmenter``.
 - ``none``: no boundaries at all.
+
+The JSON holds ``{"data", "format", "min_k", "methods": {key: scores}, "note"}``, the
+note naming the segmenter's interpretation.
 
 Data (see shared/data/README.md): ``--format dialseg711`` reads the DialSeg711 JSON list,
 ``--format defdts`` the TIAGE / SuperDialseg JSON lines.
@@ -64,15 +70,13 @@ from memory_core.evaluation.segmentation import (
     texttiling_from_vectors,
     tfidf_vectors,
 )
+from memory_core.formation.segmenter import EmbeddingSegmenter
 
 LOADERS: dict[str, Callable[[Path], list[Dialogue]]] = {
     "dialseg711": load_dialseg711,
     "defdts": load_defdts,
 }
 ENCODE_CHUNK = 256
-NO_SEGMENTER_NOTE = (
-    "The project's segmenter is not built yet (a later issue adds it): baselines only in this run."
-)
 SCORE_NOTE = (
     "Lower is better. Pk and WindowDiff are means over dialogues, each dialogue with its own\n"
     "window k: half its mean reference segment length (rounded half to even, at least {min_k}).\n"
@@ -81,6 +85,7 @@ SCORE_NOTE = (
 
 Vectors = npt.NDArray[np.float32]
 Hypotheses = Callable[[Sequence[Dialogue]], list[list[int]]]
+Encoded = Callable[[], list[Vectors]]
 
 
 @dataclass(frozen=True)
@@ -92,13 +97,13 @@ class Method:
     run: Hypotheses
 
 
-def project_segmenter() -> Segmenter | None:
-    """The project's segmenter; None until the formation issue builds one.
+def project_segmenter(encoder: Encoder) -> EmbeddingSegmenter:
+    """The project's segmenter as formation builds it by default, over ``encoder``.
 
-    When it exists, return its ``segment(utterances) -> boundary indices`` here: the
-    script then scores it first, as ``segmenter``, against the same baselines.
+    The script scores it first, as ``segmenter``, against the baselines, handing it the
+    vectors the MiniLM TextTiling row uses (so each utterance is encoded once).
     """
-    return None
+    return EmbeddingSegmenter(encoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,14 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not dialogues:
         print(f"error: {args.data}: no dialogues", file=sys.stderr)
         return 2
-    segmenter = project_segmenter()
+    encoder = MiniLMEncoder()
+    segmenter = project_segmenter(encoder)
     try:
-        methods = _methods(segmenter, dialogues, args.texttiling)
+        methods = _methods(segmenter, encoder, dialogues, args.texttiling)
         results = _score_all(methods, dialogues, args.min_k)
     except EncoderUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    note = None if segmenter is not None else NO_SEGMENTER_NOTE
+    note = f"segmenter: {segmenter.interpretation.label}"
     print(_report(args.data, dialogues, results, note, args.min_k))
     if args.json is not None:
         _write_json(args.json, args, results, note)
@@ -159,23 +165,18 @@ def _positive(text: str) -> int:
     return value
 
 
-def _methods(segmenter: Segmenter | None, dialogues: Sequence[Dialogue], kind: str) -> list[Method]:
-    methods = []
-    if segmenter is not None:
-        methods.append(Method("segmenter", "segmenter", _segmenting("segmenter", segmenter)))
+def _methods(
+    segmenter: EmbeddingSegmenter, encoder: Encoder, dialogues: Sequence[Dialogue], kind: str
+) -> list[Method]:
+    encoded = _encoded_once(dialogues, encoder)
+    methods = [Method("segmenter", "segmenter", _with_vectors(segmenter.boundaries, encoded))]
     if kind in ("tfidf", "both"):
         idf = Idf.from_texts(u for d in dialogues for u in d.utterances)
         tiling = functools.partial(texttiling, vectorize=functools.partial(tfidf_vectors, idf=idf))
         methods.append(Method("texttiling", "texttiling (tf-idf)", _segmenting("tf-idf", tiling)))
     if kind in ("embedding", "both"):
-        encoder = MiniLMEncoder()
-        methods.append(
-            Method(
-                "texttiling_embedding",
-                "texttiling (minilm)",
-                functools.partial(_embedding_texttiling, encoder=encoder),
-            )
-        )
+        embedded = _with_vectors(lambda _, vectors: texttiling_from_vectors(vectors), encoded)
+        methods.append(Method("texttiling_embedding", "texttiling (minilm)", embedded))
     methods.append(Method("none", "none (no boundaries)", _segmenting("none", no_boundaries)))
     return methods
 
@@ -188,8 +189,26 @@ def _segmenting(label: str, segment: Segmenter) -> Hypotheses:
     return run
 
 
-def _embedding_texttiling(dialogues: Sequence[Dialogue], *, encoder: Encoder) -> list[list[int]]:
-    return [texttiling_from_vectors(v) for v in _encode(dialogues, encoder)]
+def _encoded_once(dialogues: Sequence[Dialogue], encoder: Encoder) -> Encoded:
+    """The corpus's vectors, encoded on the first call and shared by every later one."""
+
+    @functools.cache
+    def encoded() -> list[Vectors]:
+        return _encode(dialogues, encoder)
+
+    return encoded
+
+
+def _with_vectors(
+    segment: Callable[[list[str], Vectors], Sequence[int]], encoded: Encoded
+) -> Hypotheses:
+    """Runs ``segment(utterances, vectors)`` over the corpus ``encoded`` was built for."""
+
+    def run(dialogues: Sequence[Dialogue]) -> list[list[int]]:
+        pairs = zip(dialogues, encoded(), strict=True)
+        return [list(segment(list(d.utterances), v)) for d, v in pairs]
+
+    return run
 
 
 def _encode(dialogues: Sequence[Dialogue], encoder: Encoder) -> list[Vectors]:
@@ -212,7 +231,7 @@ def _score_all(methods: Sequence[Method], dialogues: Sequence[Dialogue], min_k: 
 
 
 def _report(
-    data: Path, dialogues: Sequence[Dialogue], results: Results, note: str | None, min_k: int
+    data: Path, dialogues: Sequence[Dialogue], results: Results, note: str, min_k: int
 ) -> str:
     rows = [
         [
@@ -229,10 +248,10 @@ def _report(
     boundaries = sum(len(d.boundaries) for d in dialogues)
     lines = [f"{data}: {len(dialogues)} dialogues, {boundaries} reference boundaries", ""]
     lines += [table, "", SCORE_NOTE.format(min_k=min_k)]
-    return "\n".join([*lines, note] if note else lines)
+    return "\n".join([*lines, note])
 
 
-def _write_json(out: Path, args: argparse.Namespace, results: Results, note: str | None) -> None:
+def _write_json(out: Path, args: argparse.Namespace, results: Results, note: str) -> None:
     document = {
         "data": str(args.data),
         "format": args.format,

@@ -404,13 +404,14 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["data"] == str(data)
     assert report["min_k"] == 1
-    assert list(report["methods"]) == ["texttiling", "none"]  # no segmenter built yet
+    assert list(report["methods"]) == ["segmenter", "texttiling", "none"]
+    assert report["methods"]["segmenter"]["pk"] == 0.0
     assert report["methods"]["texttiling"]["pk"] == 0.0
     assert report["methods"]["texttiling"]["windowdiff"] == 0.0
     # 12 utterances, k = 3, 9 probes, 3 of them span the boundary at gap 5.
     assert report["methods"]["none"]["pk"] == pytest.approx(3 / 9)
     assert report["methods"]["none"]["dialogues"] == 2
-    assert "segmenter is not built yet" in result.stdout
+    assert "segmenter: segmentation:embedding:" in result.stdout
     assert "Lower is better" in result.stdout
 
 

@@ -71,9 +71,7 @@ def _segmenter(
 ) -> Segmenter:
     backend = config.stage("segmentation").backend
     if backend == "embedding":
-        if config.segment_threshold is None:
-            return EmbeddingSegmenter(sentence)
-        return EmbeddingSegmenter(sentence, cutoff_std=config.segment_threshold)
+        return EmbeddingSegmenter(sentence, threshold=config.segment_threshold)
     from .llm_stages import LLMSegmenter
 
     return LLMSegmenter(generator(backend))
