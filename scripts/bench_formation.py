@@ -30,7 +30,7 @@ from typing import Any
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.evaluation.locomo import Conversation, LocomoError, load_locomo
+from memory_core.evaluation.locomo import Conversation, LocomoError, as_message, load_locomo
 from memory_core.formation import FormationConfig, build_backends
 
 TARGET_TURNS_PER_S = 100.0
@@ -77,11 +77,10 @@ def _replay(conv: Conversation, store: MemoryStore) -> dict[str, Any]:
     history: list[LogMessage] = []
     append_s = form_s = 0.0
     for session in tqdm(conv.sessions(), desc=conv.sample_id, unit="session", leave=False):
-        for turn in session:
-            role = "user" if turn.speaker == conv.speaker_a else "assistant"
-            content = turn.text + (f" [shared an image: {turn.caption}]" if turn.caption else "")
-            history.append(LogMessage({"role": role, "name": turn.speaker, "content": content},
-                                      turn.ts.timestamp(), turn.dia_id))
+        history.extend(
+            LogMessage(as_message(conv, turn), turn.ts.timestamp(), turn.dia_id)
+            for turn in session
+        )
         began = time.perf_counter()
         store.append(history, conversation=conv.sample_id, source="ingest")
         appended = time.perf_counter()

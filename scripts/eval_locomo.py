@@ -47,7 +47,13 @@ from tqdm import tqdm
 from memory_core import LogMessage, MemoryStore, TokenCounter, default_counter
 from memory_core.embeddings import MiniLMEncoder
 from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
-from memory_core.evaluation.locomo import Conversation, LocomoError, Turn, load_locomo
+from memory_core.evaluation.locomo import (
+    Conversation,
+    LocomoError,
+    Turn,
+    as_message,
+    load_locomo,
+)
 from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 from memory_core.reconstruction import reconstruct
 
@@ -221,10 +227,7 @@ def _replay(conv: Conversation, path: Path, counter: TokenCounter) -> MemoryStor
 
 
 def _message(conv: Conversation, turn: Turn) -> LogMessage:
-    role = "user" if turn.speaker == conv.speaker_a else "assistant"
-    content = turn.text + (f" [shared an image: {turn.caption}]" if turn.caption else "")
-    message = {"role": role, "name": turn.speaker, "content": content}
-    return LogMessage(message, turn.ts.timestamp(), turn.dia_id)
+    return LogMessage(as_message(conv, turn), turn.ts.timestamp(), turn.dia_id)
 
 
 def _memory_ranker(store: MemoryStore, counter: TokenCounter) -> Ranker:

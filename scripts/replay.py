@@ -37,9 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import datetime as dt
 import json
-import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -51,12 +49,13 @@ import aiohttp
 from _common import api_error_message, base_url, format_ms, percentile, render_table
 from tqdm import tqdm
 
+from memory_core.evaluation.locomo import Conversation as LocomoConversation
+from memory_core.evaluation.locomo import LocomoError, Turn, as_message, parse_locomo
+
 Message = dict[str, Any]
 
 RECEIPT_HEADER = "X-Memory-Receipt"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-SESSION_KEY = re.compile(r"session_(\d+)")
-DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 
 
 class InputError(Exception):
@@ -137,7 +136,7 @@ def load_file(path: Path) -> list[Conversation]:
     except json.JSONDecodeError:
         return group_records(path, jsonl_records(path, text))
     if isinstance(whole, dict) and "conversation" in whole:
-        return [locomo_sample(path, 0, whole)]
+        return locomo_samples(path, [whole])
     return group_records(path, [("line 1", whole)])
 
 
@@ -154,7 +153,7 @@ def from_array(path: Path, items: list[Any]) -> list[Conversation]:
         raise InputError(f"{path}: the JSON array is empty")
     first = items[0]
     if isinstance(first, dict) and "conversation" in first:
-        return [locomo_sample(path, i, sample) for i, sample in enumerate(items)]
+        return locomo_samples(path, items)
     if isinstance(first, dict) and "messages" in first:
         return group_records(path, [(f"item {i}", item) for i, item in enumerate(items)])
     raise InputError(f"{path}: sample 0: neither a LoCoMo sample (no 'conversation') "
@@ -212,83 +211,24 @@ def check_message(where: str, message: Any) -> None:
         raise InputError(f"{where}: 'content' must be a string, a list of parts or null")
 
 
-def locomo_sample(path: Path, index: int, sample: Any) -> Conversation:
-    where = f"{path}: sample {index}"
-    if not isinstance(sample, dict):
-        raise InputError(f"{where}: must be an object")
-    sample_id = sample.get("sample_id")
-    if not isinstance(sample_id, str) or not sample_id:
-        raise InputError(f"{where}: 'sample_id' must be a non-empty string")
-    where = f"{where} ({sample_id})"
-    conversation = sample.get("conversation")
-    if not isinstance(conversation, dict):
-        raise InputError(f"{where}: 'conversation' must be an object")
-    speakers = locomo_speakers(where, conversation)
-    numbers = sorted(int(m[1]) for key in conversation if (m := SESSION_KEY.fullmatch(key)))
-    if not numbers:
-        raise InputError(f"{where}: 'conversation' has no session_<n> lists")
-    sessions = tuple(locomo_session(where, conversation, n, speakers) for n in numbers)
-    return Conversation(sample_id, sample_id, sessions)
+def locomo_samples(path: Path, items: list[Any]) -> list[Conversation]:
+    """LoCoMo samples, read by the project's loader, as chat messages per session."""
+    try:
+        samples = parse_locomo(items, str(path))
+    except LocomoError as exc:
+        raise InputError(str(exc)) from exc
+    return [
+        Conversation(sample.sample_id, sample.sample_id, tuple(
+            tuple(locomo_message(sample, turn) for turn in session)
+            for session in sample.sessions()
+        ))
+        for sample in samples
+    ]
 
 
-def locomo_speakers(where: str, conversation: Mapping[str, Any]) -> tuple[str, str]:
-    names = []
-    for key in ("speaker_a", "speaker_b"):
-        name = conversation.get(key)
-        if not isinstance(name, str) or not name:
-            raise InputError(f"{where}: conversation.{key} must be a non-empty string")
-        names.append(name)
-    return names[0], names[1]
-
-
-def locomo_session(
-    where: str, conversation: Mapping[str, Any], number: int, speakers: tuple[str, str]
-) -> tuple[Message, ...]:
-    key = f"session_{number}"
-    turns = conversation[key]
-    if not isinstance(turns, list):
-        raise InputError(f"{where}: {key} must be a list of turns")
-    start = session_start(f"{where}: {key}_date_time", conversation.get(f"{key}_date_time"))
-    return tuple(
-        locomo_turn(f"{where}: {key}[{i}]", turn, speakers, start, i)
-        for i, turn in enumerate(turns)
-    )
-
-
-def session_start(where: str, value: Any) -> dt.datetime | None:
-    """The session's date (UTC); None when the sample gives none."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        cleaned = " ".join(value.split())
-        for pattern in DATE_FORMATS:
-            try:
-                return dt.datetime.strptime(cleaned, pattern).replace(tzinfo=dt.UTC)
-            except ValueError:
-                continue
-    raise InputError(f"{where}: {value!r} is not a date like '1:56 pm on 8 May, 2023'")
-
-
-def locomo_turn(
-    where: str, turn: Any, speakers: tuple[str, str], start: dt.datetime | None, offset: int
-) -> Message:
-    if not isinstance(turn, dict):
-        raise InputError(f"{where}: a turn must be an object")
-    speaker, text = turn.get("speaker"), turn.get("text")
-    if speaker not in speakers:
-        raise InputError(f"{where}: speaker {speaker!r} is neither speaker_a ({speakers[0]!r}) "
-                         f"nor speaker_b ({speakers[1]!r})")
-    if not isinstance(text, str):
-        raise InputError(f"{where}: 'text' must be a string")
-    caption = turn.get("blip_caption")
-    if isinstance(caption, str) and caption.strip():
-        text = f"{text} [shared an image: {caption.strip()}]"
-    role = "user" if speaker == speakers[0] else "assistant"
-    message: Message = {"role": role, "name": speaker, "content": text}
-    if turn.get("dia_id") is not None:
-        message["id"] = str(turn["dia_id"])
-    if start is not None:
-        message["timestamp"] = (start + dt.timedelta(seconds=offset)).isoformat()
+def locomo_message(sample: LocomoConversation, turn: Turn) -> Message:
+    message: Message = {**as_message(sample, turn), "id": turn.dia_id,
+                        "timestamp": turn.ts.isoformat()}
     return message
 
 

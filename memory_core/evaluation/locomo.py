@@ -23,7 +23,9 @@ __all__ = [
     "LocomoError",
     "Question",
     "Turn",
+    "as_message",
     "load_locomo",
+    "parse_locomo",
     "parse_session_date",
 ]
 
@@ -100,12 +102,25 @@ def load_locomo(path: str | Path) -> list[Conversation]:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise LocomoError(f"{source}: cannot read JSON: {exc}") from exc
+    return parse_locomo(data, str(source))
+
+
+def parse_locomo(data: Any, source: str) -> list[Conversation]:
+    """The samples of already-decoded LoCoMo JSON (``source`` names it in errors)."""
     if not isinstance(data, list):
         raise LocomoError(f"{source}: expected a JSON list of samples")
     return [_sample(source, i, item) for i, item in enumerate(data)]
 
 
-def _sample(source: Path, index: int, item: Any) -> Conversation:
+def as_message(conversation: Conversation, turn: Turn) -> dict[str, str]:
+    """A turn as a chat message: speaker_a is the user, speaker_b the assistant; the
+    image caption, when present, is appended as ``[shared an image: ...]``."""
+    role = "user" if turn.speaker == conversation.speaker_a else "assistant"
+    content = turn.text + (f" [shared an image: {turn.caption}]" if turn.caption else "")
+    return {"role": role, "name": turn.speaker, "content": content}
+
+
+def _sample(source: str, index: int, item: Any) -> Conversation:
     where = f"{source}: sample {index}"
     if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
         raise LocomoError(f"{where}: expected an object with a 'conversation' object")
