@@ -19,6 +19,7 @@ model produced a row, the path only says where its files were on one machine.
 
 from __future__ import annotations
 
+import abc
 import importlib
 import json
 import re
@@ -51,7 +52,7 @@ def _transformers() -> Any:
     return importlib.import_module("transformers")
 
 
-class _OfflineModel:
+class _OfflineModel(abc.ABC):
     """A tokenizer and model loaded once, offline, from a folder or the local cache.
 
     Subclasses name the model ``_kind`` (for messages) and build their parts in
@@ -82,8 +83,9 @@ class _OfflineModel:
                 self._parts = self._offline(self._build)
             return self._parts
 
+    @abc.abstractmethod
     def _build(self, transformers: Any, source: str) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """Load this backend's (tokenizer, model) from ``source`` with ``transformers``."""
 
     def _offline(self, build: Callable[[Any, str], _T]) -> _T:
         """Run ``build(transformers, source)``; any failure means the model is unusable."""
