@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 from collections.abc import Sequence
+from types import FrameType
 
 __all__ = [
     "api_error_message",
@@ -16,7 +18,17 @@ __all__ = [
     "format_ms",
     "percentile",
     "render_table",
+    "sigterm_as_interrupt",
 ]
+
+
+def sigterm_as_interrupt() -> None:
+    """Make SIGTERM unwind like Ctrl-C, so ``finally`` blocks clean up (children, folders)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def base_url(url: str) -> str:

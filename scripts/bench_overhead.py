@@ -39,7 +39,6 @@ import math
 import os
 import platform
 import random
-import signal
 import socket
 import statistics
 import subprocess
@@ -51,12 +50,12 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import IO, Any
 
 import aiohttp
 import yaml
-from _common import api_error_message, format_ms, percentile, render_table
+from _common import api_error_message, format_ms, percentile, render_table, sigterm_as_interrupt
 from _synthetic import HOBBIES, NAMES, PLACES, synthetic_conversation
 from tqdm import tqdm
 
@@ -561,13 +560,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM unwinds like Ctrl-C, so the child processes are stopped."""
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, terminate)
+    sigterm_as_interrupt()
     args = parse_args(argv)
     try:
         settings = settings_from(args)

@@ -34,7 +34,6 @@ import math
 import os
 import platform
 import random
-import signal
 import statistics
 import sys
 import tempfile
@@ -42,11 +41,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import apsw
-from _common import format_ms, percentile, render_table
+from _common import format_ms, percentile, render_table, sigterm_as_interrupt
 from _synthetic import slot_values, synthetic_conversation
 from tqdm import tqdm
 
@@ -450,13 +448,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM unwinds like Ctrl-C, so the temporary folder is removed."""
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, terminate)
+    sigterm_as_interrupt()
     args = parse_args(argv)
     try:
         settings = settings_from(args)
