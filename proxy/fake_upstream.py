@@ -76,9 +76,7 @@ class FakeUpstream:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None and server.sockets  # type: ignore[attr-defined]
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.port = int(self._runner.addresses[0][1])
         return self
 
     async def stop(self) -> None:
