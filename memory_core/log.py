@@ -9,7 +9,9 @@ Invariants:
   after the append loses nothing: the queue is drained on the next start.
 - The path of the latest append is the live branch. Sibling subtrees hanging off that
   path (an edited or regenerated turn's predecessor) are recorded as superseded, and so
-  is the memory derived from them; a path that becomes live again is restored.
+  is the memory derived from them (fragments, and the relations they support); a path
+  that becomes live again is restored (its relations too, unless a later change replaced
+  them).
 """
 
 from __future__ import annotations
@@ -177,6 +179,13 @@ def _restore(conn: apsw.Connection, path_ids: Sequence[int]) -> int:
         marks = ",".join("?" * len(back))
         conn.execute(f"DELETE FROM superseded WHERE log_id IN ({marks})", tuple(back))
         conn.execute(f"UPDATE fragments SET superseded = 0 WHERE log_id IN ({marks})", tuple(back))
+        conn.execute(
+            "UPDATE relations SET status = 'active' WHERE status = 'superseded'"
+            f" AND fragment_id IN (SELECT id FROM fragments WHERE log_id IN ({marks}))"
+            " AND id NOT IN (SELECT other_id FROM mutations WHERE kind = 'change'"
+            " AND other_id IS NOT NULL)",
+            tuple(back),
+        )
     return len(back)
 
 
@@ -207,4 +216,9 @@ def _supersede_subtree(conn: apsw.Connection, root: str, replacement: str, now: 
     )
     marks = ",".join("?" * len(ids))
     conn.execute(f"UPDATE fragments SET superseded = 1 WHERE log_id IN ({marks})", tuple(ids))
+    conn.execute(
+        "UPDATE relations SET status = 'superseded'"
+        f" WHERE fragment_id IN (SELECT id FROM fragments WHERE log_id IN ({marks}))",
+        tuple(ids),
+    )
     return len(ids)

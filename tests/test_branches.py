@@ -9,6 +9,7 @@ import apsw
 import pytest
 
 from memory_core import LogMessage, MemoryStore, StorageError
+from memory_core.formation import Backends
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import Proxy
@@ -139,3 +140,43 @@ async def test_proxy_detects_a_regenerated_turn(proxy: Proxy, upstream: FakeUpst
     texts = _live_texts(store, "sourdough")
     assert "echo: Name my sourdough starter." not in texts  # replaced by "Call it Bubbles."
     assert "Call it Bubbles." in _live_texts(store, "Bubbles")
+
+
+def test_relations_of_an_abandoned_branch_are_superseded_and_restored(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store.append(
+        _history(
+            ("user", "Where should I live?"),
+            ("assistant", "Maybe Lisbon."),
+            ("user", "I live in Lisbon now."),
+        )
+    )
+    store.form_all()
+
+    def lives() -> list[tuple[str, str]]:
+        return [
+            (r["object"], r["status"])
+            for r in store.relations(entity="user")
+            if r["predicate"] == "lives_in"
+        ]
+
+    assert lives() == [("Lisbon", "active")]
+    store.append(
+        _history(
+            ("user", "Where should I live?"),
+            ("assistant", "Maybe Lisbon."),
+            ("user", "I live in Porto now."),
+        )
+    )
+    store.form_all()
+    assert lives() == [("Lisbon", "superseded"), ("Porto", "active")]
+    store.append(
+        _history(
+            ("user", "Where should I live?"),
+            ("assistant", "Maybe Lisbon."),
+            ("user", "I live in Lisbon now."),
+        )
+    )
+    assert lives() == [("Lisbon", "active"), ("Porto", "superseded")]

@@ -37,8 +37,13 @@ def record_relation(
     *,
     correction: bool,
     now: float,
+    abandoned: bool = False,
 ) -> int:
-    """Insert the relation and its mutation record; returns the relation id."""
+    """Insert the relation and its mutation record; returns the relation id.
+
+    A relation from a fragment of an abandoned branch is stored as ``superseded`` and
+    compared with nothing: it must not change what the live branch holds.
+    """
     live = list(
         conn.execute(
             "SELECT id, object_id, object_value FROM relations WHERE subject_id = ?"
@@ -64,7 +69,13 @@ def record_relation(
         ),
     )
     relation_id = int(conn.last_insert_rowid())
-    kind, other, reason = _classify(conn, relation_id, predicate, obj_id, value, live, correction)
+    if abandoned:
+        conn.execute("UPDATE relations SET status = 'superseded' WHERE id = ?", (relation_id,))
+        kind, other, reason = "new", None, "from a fragment of an abandoned branch"
+    else:
+        kind, other, reason = _classify(
+            conn, relation_id, predicate, obj_id, value, live, correction
+        )
     conn.execute(
         "INSERT INTO mutations (relation_id, kind, other_id, reason, created_at)"
         " VALUES (?,?,?,?,?)",

@@ -637,6 +637,7 @@ class Former:
                     None,
                     correction=False,
                     now=now,
+                    abandoned=item.superseded,
                 )
                 counts["relations"] += 1
         label = self._b.relations.interpretation.label
@@ -661,6 +662,7 @@ class Former:
                 claim.valid_from,
                 correction=claim.correction,
                 now=now,
+                abandoned=item.superseded,
             )
             counts["relations"] += 1
 
