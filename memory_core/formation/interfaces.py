@@ -22,6 +22,7 @@ from ..errors import MemoryCoreError
 
 __all__ = [
     "BackendError",
+    "Backends",
     "FragmentView",
     "Interpretation",
     "Mention",
@@ -164,3 +165,15 @@ class RelationExtractor(Protocol):
     interpretation: Interpretation
 
     def extract(self, fragment: FragmentView) -> list[RelationCandidate]: ...
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The stage backends of one store (see :mod:`.backends` for building them)."""
+
+    normaliser: Normaliser
+    encoder: MentionEncoder
+    segmenter: Segmenter
+    ner: MentionDetector
+    mentions: MentionEncoder
+    relations: RelationExtractor

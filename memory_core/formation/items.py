@@ -1,0 +1,43 @@
+"""What flows through a formation pass: one queued row's stage outputs, and failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .interfaces import Mention, Normalised, RelationCandidate, Vectors
+
+__all__ = ["Failure", "Item"]
+
+
+@dataclass
+class Item:
+    """One queued log row and everything the pre-write stages made of it."""
+
+    log_id: int
+    conversation: str
+    role: str
+    speaker: str
+    text: str
+    ts: float
+    superseded: bool
+    name: str | None = None
+    normalised: Normalised | None = None
+    vector: Vectors | None = None
+    mentions: list[Mention] = field(default_factory=list)
+    mention_vectors: list[Vectors | None] = field(default_factory=list)
+    speaker_vector: Vectors | None = None
+    claims: list[RelationCandidate] = field(default_factory=list)
+    new_segment: bool = False
+    fragment_id: int = 0
+    entity_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Failure:
+    """A backend failure to record: stage, interpretation, input row, error, raw output."""
+
+    stage: str
+    interpretation: str
+    log_id: int | None
+    error: str
+    raw: str | None

@@ -1,0 +1,394 @@
+"""The write phase of a formation pass: everything a pass stores, in its one transaction.
+
+:class:`GraphWriter` is built per pass with the pass's clock reading and the in-memory
+entity and context caches, and writes fragments (with FTS rows and vectors), segments and
+context memberships, structural links between fragments, mentions linked into entities
+and aliases, co-occurrence and extracted relations with their mutation records. The
+caller owns the transaction; on failure it discards the caches (they may be ahead of the
+database).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import apsw
+import numpy as np
+
+from ..retrieval import query_terms
+from .config import FormationConfig
+from .contexts import ContextCache, ContextState
+from .interfaces import Backends, Vectors
+from .items import Failure, Item
+from .linking import EntityCache, EntityState, normalise_name
+from .mutations import record_relation
+from .relations import CORRECTION, SPEAKER
+from .state import blob
+
+__all__ = ["Counts", "GraphWriter"]
+
+Counts = dict[str, int]
+_ANAPHORA = re.compile(
+    r"^\s*(it|that|this|those|these|he|she|they|him|her|them|yes|yeah|no|nope|sure|why|"
+    r"so|and|but|also|same|exactly|right)\b",
+    re.IGNORECASE,
+)
+_LINKER = "linking:alias-fuzzy-context@1"
+
+
+class GraphWriter:
+    """Writes one pass's items; ``counts`` tallies what was founded."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        backends: Backends,
+        config: FormationConfig,
+        entities: EntityCache,
+        contexts: ContextCache,
+        now: float,
+    ) -> None:
+        self._conn, self._b, self._config = conn, backends, config
+        self._entities, self._contexts, self._now = entities, contexts, now
+        self.counts: Counts = {"entities": 0, "relations": 0, "segments": 0, "contexts": 0}
+
+    def write(self, items: Sequence[Item], failures: Sequence[Failure]) -> None:
+        """Store the pass (inside the caller's transaction)."""
+        for item in items:
+            self._insert_fragment(item)
+        for item in items:
+            self._place(item)
+        for item in items:
+            self._declared_aliases(item)
+            self._link(item)
+            self._relate(item)
+        self._conn.executemany(
+            "INSERT INTO formation_failures (stage, interpretation, log_id, error, raw,"
+            " created_at) VALUES (?,?,?,?,?,?)",
+            [(f.stage, f.interpretation, f.log_id, f.error, f.raw, self._now) for f in failures],
+        )
+
+    def _canonical(self, item: Item) -> str:
+        return item.normalised.canonical if item.normalised else item.text
+
+    def _insert_fragment(self, item: Item) -> None:
+        norm = item.normalised
+        assert norm is not None and item.vector is not None
+        self._conn.execute(
+            "INSERT INTO fragments (log_id, conversation_id, role, speaker, text, lang, canonical,"
+            " translated, ts, superseded, created_at, normaliser) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                item.log_id,
+                item.conversation,
+                item.role,
+                item.name,
+                item.text,
+                norm.lang,
+                norm.canonical,
+                int(norm.translated),
+                item.ts,
+                int(item.superseded),
+                self._now,
+                self._b.normaliser.interpretation.label,
+            ),
+        )
+        item.fragment_id = int(self._conn.last_insert_rowid())
+        self._conn.execute(
+            "INSERT INTO fragments_fts (rowid, speaker, canonical) VALUES (?, ?, ?)",
+            (item.fragment_id, item.name, norm.canonical),
+        )
+        self._conn.execute(
+            "INSERT INTO fragment_vectors (fragment_id, model, vector) VALUES (?, ?, ?)",
+            (item.fragment_id, self._b.encoder.interpretation.label, blob(item.vector)),
+        )
+
+    def _place(self, item: Item) -> None:
+        """Segment and context membership, and the structural links to the previous turn."""
+        assert item.vector is not None
+        label = self._b.segmenter.interpretation.label
+        open_row = self._conn.execute(
+            "SELECT o.segment_id, s.context_id, s.last_fragment FROM open_segments o"
+            " JOIN segments s ON s.id = o.segment_id WHERE o.conversation_id = ?",
+            (item.conversation,),
+        ).fetchone()
+        previous = open_row[2] if open_row else None
+        if open_row is None or item.new_segment:
+            context_id = self._context_for(item)
+            self._conn.execute(
+                "INSERT INTO segments (conversation_id, context_id, first_fragment, last_fragment,"
+                " size, interpretation, created_at) VALUES (?,?,?,?,0,?,?)",
+                (
+                    item.conversation,
+                    context_id,
+                    item.fragment_id,
+                    item.fragment_id,
+                    label,
+                    self._now,
+                ),
+            )
+            segment_id = int(self._conn.last_insert_rowid())
+            self._conn.execute(
+                "INSERT OR REPLACE INTO open_segments (conversation_id, segment_id) VALUES (?, ?)",
+                (item.conversation, segment_id),
+            )
+            self.counts["segments"] += 1
+        else:
+            segment_id, context_id = open_row[0], open_row[1]
+        self._conn.execute(
+            "UPDATE segments SET last_fragment = ?, size = size + 1 WHERE id = ?",
+            (item.fragment_id, segment_id),
+        )
+        context = self._contexts.contexts[context_id]
+        own = float(context.centroid @ item.vector) if context.size else None
+        context.absorb(item.vector, item.ts)
+        self._member(item.fragment_id, context_id, segment_id, 1.0, True, label)
+        for other, sim in self._contexts.secondary(
+            item.vector, context_id, own, self._config.contexts
+        ):
+            self._member(item.fragment_id, other, None, sim, False, label)
+        if previous is not None:
+            self._links(item, previous)
+
+    def _context_for(self, item: Item) -> int:
+        assert item.vector is not None
+        context_id, _ = self._contexts.best_for_segment(item.vector, self._config.contexts)
+        if context_id is not None:
+            return context_id
+        label = " ".join(query_terms(self._canonical(item))[:5]) or self._canonical(item)[:40]
+        self._conn.execute(
+            "INSERT INTO contexts (label, centroid, size, first_ts, last_ts, created_at,"
+            " interpretation) VALUES (?,?,0,?,?,?,?)",
+            (
+                label,
+                blob(np.zeros_like(item.vector)),
+                item.ts,
+                item.ts,
+                self._now,
+                self._b.segmenter.interpretation.label,
+            ),
+        )
+        new_id = int(self._conn.last_insert_rowid())
+        self._contexts.contexts[new_id] = ContextState(
+            new_id, label, np.zeros_like(item.vector), 0, item.ts, item.ts
+        )
+        self.counts["contexts"] += 1
+        return new_id
+
+    def _member(
+        self,
+        fragment: int,
+        context: int,
+        segment: int | None,
+        weight: float,
+        primary: bool,
+        label: str,
+    ) -> None:
+        self._conn.execute(
+            "INSERT OR IGNORE INTO fragment_contexts (fragment_id, context_id, segment_id,"
+            " weight, is_primary, interpretation) VALUES (?,?,?,?,?,?)",
+            (fragment, context, segment, round(weight, 4), int(primary), label),
+        )
+
+    def _links(self, item: Item, previous: int) -> None:
+        label = "links:structural:turn-order@1"
+        row = self._conn.execute(
+            "SELECT role, canonical FROM fragments WHERE id = ?", (previous,)
+        ).fetchone()
+        assert row is not None, "a segment's last fragment always exists"
+        prev_role, prev_text = row
+        kinds = ["next"]
+        if "?" in prev_text and prev_role != item.role:
+            kinds.append("answers")
+        if _ANAPHORA.match(self._canonical(item)):
+            kinds.append("depends_on")
+        if CORRECTION.search(self._canonical(item)) and prev_role != item.role:
+            kinds.append("corrects")
+        self._conn.executemany(
+            "INSERT INTO fragment_links (src, dst, kind, interpretation, created_at)"
+            " VALUES (?,?,?,?,?)",
+            [(item.fragment_id, previous, kind, label, self._now) for kind in kinds],
+        )
+
+    def _link(self, item: Item) -> None:
+        ner, linker = self._b.ner.interpretation.label, "linking:alias-fuzzy-context@1"
+        if item.name:  # a named speaker is an entity from the first turn it speaks
+            self._speaker(item)
+        for mention, vec in zip(item.mentions, item.mention_vectors, strict=True):
+            entity_id, score, reason = self._resolve(
+                mention.surface, mention.label, vec, item, protected=False
+            )
+            self._conn.execute(
+                "INSERT INTO mentions (fragment_id, entity_id, start, end, surface, label,"
+                " confidence, link_score, link_reason, ner, linker) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    item.fragment_id,
+                    entity_id,
+                    mention.start,
+                    mention.end,
+                    mention.surface,
+                    mention.label,
+                    mention.confidence,
+                    round(score, 4),
+                    reason,
+                    ner,
+                    linker,
+                ),
+            )
+            item.entity_ids.append(entity_id)
+        self._translated_aliases(item)
+
+    def _resolve(
+        self,
+        name: str,
+        label: str,
+        vec: Vectors | None,
+        item: Item,
+        *,
+        protected: bool,
+        absorb: bool = True,
+    ) -> tuple[int, float, str]:
+        """The entity ``name`` denotes, founding it when linking finds none.
+
+        ``absorb`` counts this occurrence as a mention of the entity (its context vector
+        joins the entity's); a lookup that is not a mention passes False.
+        """
+        protected = protected or name.casefold() == item.speaker.casefold()
+        decision = self._entities.link(name, vec, self._config.linking, protected=protected)
+        entity_id = decision.entity_id
+        if entity_id is None:
+            entity_id = self._found(name, label, item)
+            self.counts["entities"] += 1
+        elif self._entities.add_alias(entity_id, name):
+            self._alias(entity_id, name, item, "mention")
+        if absorb:
+            self._entities.entities[entity_id].absorb(vec, item.fragment_id)
+        return entity_id, decision.score, decision.reason
+
+    def _found(self, name: str, label: str, item: Item) -> int:
+        self._conn.execute(
+            "INSERT INTO entities (name, label, mentions, first_seen, last_seen, created_at,"
+            " interpretation) VALUES (?,?,0,?,?,?,?)",
+            (name, label, item.ts, item.ts, self._now, "linking:alias-fuzzy-context@1"),
+        )
+        entity_id = int(self._conn.last_insert_rowid())
+        self._entities.entities[entity_id] = EntityState(entity_id, name, label, None, 0, 0)
+        self._entities.add_alias(entity_id, name)
+        self._alias(entity_id, name, item, "name")
+        return entity_id
+
+    def _alias(
+        self, entity_id: int, alias: str, item: Item, source: str, lang: str | None = None
+    ) -> None:
+        lang = lang or (item.normalised.lang if item.normalised else None)
+        self._conn.execute(
+            "INSERT OR IGNORE INTO aliases (entity_id, alias, normalized, lang, source,"
+            " fragment_id) VALUES (?,?,?,?,?,?)",
+            (entity_id, alias, normalise_name(alias), lang, source, item.fragment_id),
+        )
+
+    def _translated_aliases(self, item: Item) -> None:
+        """Names the translator mapped (original -> English) become aliases of the entity."""
+        if item.normalised is None:
+            return
+        linked = {
+            m.surface.casefold(): e for m, e in zip(item.mentions, item.entity_ids, strict=True)
+        }
+        for original, english in item.normalised.names:
+            entity_id = linked.get(english.casefold())
+            if entity_id is not None and self._entities.add_alias(entity_id, original):
+                self._alias(entity_id, original, item, "translation", item.normalised.lang)
+
+    def _relate(self, item: Item) -> None:
+        """Co-occurrence between the fragment's entities, and the extracted claims."""
+        context = self._conn.execute(
+            "SELECT context_id FROM fragment_contexts WHERE fragment_id = ? AND is_primary = 1",
+            (item.fragment_id,),
+        ).fetchone()
+        context_id = context[0] if context else None
+        distinct = list(dict.fromkeys(item.entity_ids))
+        for i, a in enumerate(distinct):
+            for b in distinct[i + 1 :]:
+                record_relation(
+                    self._conn,
+                    a,
+                    "co_occurs_with",
+                    b,
+                    None,
+                    item.fragment_id,
+                    context_id,
+                    "relations:structural:co-occurrence@1",
+                    0.5,
+                    None,
+                    correction=False,
+                    now=self._now,
+                    abandoned=item.superseded,
+                )
+                self.counts["relations"] += 1
+        label = self._b.relations.interpretation.label
+        for claim in item.claims:
+            if claim.predicate == "alias":
+                continue  # handled before linking, by _declared_aliases
+            subject = self._endpoint(claim.subject, item)
+            obj_id = self._endpoint(claim.obj, item) if claim.obj_is_entity else None
+            value = None if claim.obj_is_entity else claim.obj
+            record_relation(
+                self._conn,
+                subject,
+                claim.predicate,
+                obj_id,
+                value,
+                item.fragment_id,
+                context_id,
+                label,
+                claim.confidence,
+                claim.valid_from,
+                correction=claim.correction,
+                now=self._now,
+                abandoned=item.superseded,
+            )
+            self.counts["relations"] += 1
+
+    def _declared_aliases(self, item: Item) -> None:
+        """Aliases the fragment declares ("X, also known as Y") are learned before its
+        mentions are linked, so "Y" in the same fragment already denotes X."""
+        for claim in item.claims:
+            if claim.predicate != "alias":
+                continue
+            if claim.subject == SPEAKER:
+                subject = self._speaker(item)
+            else:
+                subject, _, _ = self._resolve(
+                    claim.subject,
+                    "MISC",
+                    item.vector,
+                    item,
+                    protected=False,
+                    absorb=False,
+                )
+            if self._entities.add_alias(subject, claim.obj):
+                self._alias(subject, claim.obj, item, "alias-statement")
+
+    def _speaker(self, item: Item) -> int:
+        """The entity of the fragment's speaker (a speaker is never split as a homonym)."""
+        entity_id, _, _ = self._resolve(
+            item.speaker, "PER", item.speaker_vector, item, protected=True
+        )
+        if entity_id not in self._entities.speakers:  # its name becomes the speaker's own
+            self._entities.speakers.add(entity_id)
+            self._entities.entities[entity_id].name = item.speaker
+            self._conn.execute(
+                "UPDATE entities SET name = ?, label = 'PER', is_speaker = 1 WHERE id = ?",
+                (item.speaker, entity_id),
+            )
+        return entity_id
+
+    def _endpoint(self, name: str, item: Item) -> int:
+        """The entity for a claim's subject/object: a mention of this fragment, or resolved."""
+        if name == SPEAKER:
+            return self._speaker(item)
+        for mention, entity_id in zip(item.mentions, item.entity_ids, strict=True):
+            if mention.surface.casefold() == name.casefold():
+                return entity_id
+        entity_id, _, _ = self._resolve(name, "MISC", item.vector, item, protected=False)
+        return entity_id
