@@ -10,9 +10,9 @@ A pass takes up to ``batch_size`` queued log rows, oldest first, and runs the st
 
 all *before* any write (model calls never hold the database's write lock). Then, in one
 transaction (:class:`.writer.GraphWriter`): fragments and their FTS rows, segments and
-contexts, fragment links (next/answers/depends_on/corrects), mention linking into entities and aliases,
-co-occurrence and extracted relations with their mutation records, and the removal of
-the rows from the queue. A crash anywhere leaves the queue as it was: the pass is redone
+contexts, fragment links (next/answers/depends_on/corrects), mention linking into
+entities and aliases, co-occurrence and extracted relations with their mutation records,
+and the removal of the rows from the queue. A crash anywhere leaves the queue as it was: the pass is redone
 on restart, and nothing is processed twice or lost.
 
 A backend failure on one input is recorded in ``formation_failures`` with the backend's
