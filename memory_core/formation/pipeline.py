@@ -12,8 +12,8 @@ all *before* any write (model calls never hold the database's write lock). Then,
 transaction (:class:`.writer.GraphWriter`): fragments and their FTS rows, segments and
 contexts, fragment links (next/answers/depends_on/corrects), mention linking into
 entities and aliases, co-occurrence and extracted relations with their mutation records,
-and the removal of the rows from the queue. A crash anywhere leaves the queue as it was: the pass is redone
-on restart, and nothing is processed twice or lost.
+and the removal of the rows from the queue. A crash anywhere leaves the queue as it was:
+the pass is redone on restart, and nothing is processed twice or lost.
 
 A backend failure on one input is recorded in ``formation_failures`` with the backend's
 interpretation and raw output; that stage's output is skipped for that input (a relation
