@@ -1,0 +1,470 @@
+r"""Area selection: from per-focus activation to one scored region of nodes and edges.
+
+**Activated set.** ``S`` holds the nodes whose total activation ``T(v) = sum_i a_i(v)``
+reaches ``min_activation`` times the total seed mass (at most ``max_activated`` of them,
+the most active). Every measure below is computed on ``S`` and the stored edges among it.
+
+**Hub weight.** A hub is active because it touches everything, not because the query
+points at it. For ``v`` in ``S`` call a neighbour ``u`` *independently activated* when
+``T(u) > 2 * gamma * T(v) / d(v)``: more than ``v`` alone could have handed it (``d`` is
+the stored degree). With ``k(v)`` such neighbours (counted per edge entry),
+
+    h(v) = min(1, (k(v) + free_degree) / d(v)).
+
+A node whose neighbourhood the query lights up, however large its degree, keeps
+``h = 1``: a legitimately central concept is not punished. A node with many quiet
+neighbours (a speaker entity, a session node touching every fragment) gets ``h << 1``.
+
+**Convergence centres.** With ``â_i(v) = a_i(v) / max_u a_i(u)``, the centre score is the
+geometric mean ``(prod_i â_i(v))^(1/F) * h(v)`` (smoothed by 1e-12 so that two foci still
+beat one): a node reached by several foci outranks one that a single focus floods.
+
+**Candidates.** Centres are taken in order of centre score (at most
+``4 * max_candidates`` are tried); a centre already inside an earlier candidate is
+skipped. Its region grows breadth-first over open edges among ``S`` for ``radius`` hops,
+admitting neighbours with ``h >= min_hub_weight`` (hubs are not grown through), the most
+active first when ``max_region_nodes`` binds. A region overlapping an earlier one by more
+than ``max_overlap`` (Jaccard) is dropped. Regions are explicit: their nodes, and every
+stored edge between two of them (parallel edges kept).
+
+**Score** of a region ``R`` with per-focus mass ``m_i = sum_{v in R} a_i(v)``,
+``M = sum_i m_i``, ``F`` foci, seed mass ``m0``:
+
+- ``coverage``: the fraction of foci with ``m_i >= focus_share * M / F``;
+- ``convergence``: ``exp(H(p)) / F``, ``p_i = m_i / M``, the effective number of foci over
+  ``F`` (1 when all foci contribute equally; ``1/F`` when one focus brings everything, so
+  three units from one focus and one unit from each of three foci differ);
+- ``mass``: ``M / (m0 * |R|^size_exponent)``, activation normalised by size;
+- ``hub_penalty``: ``1 - sum_{v in R} T(v) h(v) / M``, the share of the mass sitting on
+  hub-like nodes;
+- ``support``: ``s / (s + support_half)`` with ``s`` the distinct source fragments (edge
+  sources and fragment nodes of ``R``); a region nothing supports scores 0;
+
+and ``score = coverage * convergence * mass * (1 - hub_penalty) * support``. The chosen
+area is the best candidate, whole; its representative is its centre. Its fragments (those
+in the region, and the sources of its edges) are ranked by ``T(v) * exp(H(p_v)) / F``, or,
+with ``operator = "wave"``, by the wave's interference ``C(v)`` on the region
+(:mod:`.wave`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .activation import Activation
+from .csr import GraphVersion
+from .edges import EdgeList
+from .errors import GraphConfigError
+from .kinds import NodeKind
+from .traversal import Traversal
+from .wave import WaveConfig, WaveResult, damped_wave, region_laplacian
+
+__all__ = [
+    "OPERATORS",
+    "Area",
+    "AreaConfig",
+    "Candidate",
+    "Region",
+    "RegionScore",
+    "score_region",
+    "select_area",
+]
+
+Floats = npt.NDArray[np.float64]
+Int64s = npt.NDArray[np.int64]
+_SMOOTH = 1e-12
+OPERATORS = ("pulse", "wave")
+"""How the chosen region's fragments are ranked: pulse activation, or wave interference."""
+
+
+def _check(name: str, value: float, low: float, high: float) -> None:
+    if isinstance(value, bool) or not low <= value <= high:
+        raise GraphConfigError(f"area.{name}", f"must lie in [{low}, {high}]")
+
+
+@dataclass(frozen=True)
+class AreaConfig:
+    """Thresholds and exponents of area selection (module docstring has the formulas)."""
+
+    min_activation: float = 1e-3
+    max_activated: int = 4096
+    focus_share: float = 0.25
+    free_degree: float = 4.0
+    min_hub_weight: float = 0.5
+    radius: int = 2
+    max_region_nodes: int = 48
+    max_candidates: int = 8
+    max_overlap: float = 0.5
+    size_exponent: float = 0.5
+    support_half: float = 1.0
+    operator: str = "pulse"
+    wave: WaveConfig = field(default_factory=WaveConfig)
+
+    def __post_init__(self) -> None:
+        if self.operator not in OPERATORS:
+            raise GraphConfigError("area.operator", f"must be one of {', '.join(OPERATORS)}")
+        for name in ("min_activation", "focus_share", "free_degree", "size_exponent"):
+            _check(name, getattr(self, name), 0.0, math.inf)
+        for name in ("min_hub_weight", "max_overlap"):
+            _check(name, getattr(self, name), 0.0, 1.0)
+        _check("support_half", self.support_half, 1e-12, math.inf)
+        for name in ("max_activated", "max_region_nodes", "max_candidates"):
+            _check(name, getattr(self, name), 1, math.inf)
+        _check("radius", self.radius, 0, math.inf)
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """An explicit region: sorted nodes, every stored edge among them, and its centre."""
+
+    nodes: Int64s
+    edges: EdgeList
+    centre: int
+
+
+@dataclass(frozen=True)
+class RegionScore:
+    """Every term of a region's score, and the score (their product)."""
+
+    score: float
+    coverage: float
+    convergence: float
+    mass: float
+    hub_penalty: float
+    support: float
+    size: int
+    total: float
+    sources: int
+    edge_ids: int
+    per_focus: tuple[float, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """A candidate region with its score terms."""
+
+    region: Region
+    terms: RegionScore
+
+
+@dataclass(frozen=True, eq=False)
+class Area:
+    """The chosen region (whole), all candidates best first, and the ranked fragments.
+
+    ``contributions[k]`` is the per-focus activation of ``chosen.region.nodes[k]``; ``wave``
+    is set when the ``wave`` operator ranked the fragments.
+    """
+
+    version: int
+    chosen: Candidate | None
+    candidates: tuple[Candidate, ...]
+    contributions: Floats
+    fragments: Int64s
+    fragment_scores: Floats
+    activated: int
+    wave: WaveResult | None = None
+
+    @property
+    def representative(self) -> int | None:
+        """The chosen region's convergence centre."""
+        return None if self.chosen is None else self.chosen.region.centre
+
+
+def select_area(
+    graph: GraphVersion,
+    activation: Activation,
+    traversal: Traversal,
+    config: AreaConfig = AreaConfig(),
+) -> Area:
+    """Build candidate regions around convergence centres, score them, return the best."""
+    measures = _Field.build(graph, activation, traversal, config, _activated(activation, config))
+    candidates = sorted(
+        (
+            measures.candidate(members, centre, config)
+            for centre, members in _grow_all(measures, config)
+        ),
+        key=lambda c: (-c.terms.score, c.region.centre),
+    )
+    chosen = candidates[0] if candidates else None
+    if chosen is None:
+        nothing = np.empty((0, activation.n_foci))
+        return Area(graph.version, None, (), nothing, np.empty(0, np.int64), np.empty(0), 0)
+    contributions = _rows(activation, chosen.region.nodes)
+    wave = None
+    if config.operator == "wave":
+        laplacian = region_laplacian(graph, traversal, chosen.region.nodes)
+        wave = damped_wave(chosen.region.nodes, laplacian, contributions, config.wave)
+    fragments, scores = _rank_fragments(graph, activation, chosen.region, wave)
+    return Area(
+        graph.version,
+        chosen,
+        tuple(candidates),
+        contributions,
+        fragments,
+        scores,
+        int(measures.ids.shape[0]),
+        wave,
+    )
+
+
+def score_region(
+    graph: GraphVersion,
+    activation: Activation,
+    traversal: Traversal,
+    nodes: npt.ArrayLike,
+    config: AreaConfig = AreaConfig(),
+) -> RegionScore:
+    """Score an explicit node set with the same terms :func:`select_area` uses."""
+    wanted = np.unique(np.asarray(nodes, dtype=np.int64))
+    ids = np.union1d(_activated(activation, config), wanted)
+    measures = _Field.build(graph, activation, traversal, config, ids)
+    members = np.searchsorted(measures.ids, wanted).astype(np.int64)
+    centre = int(members[np.argmax(measures.centre[members])]) if members.shape[0] else 0
+    return measures.candidate(members, centre, config).terms
+
+
+@dataclass(eq=False)
+class _Field:
+    """Node-level measures over the activated set, with a local adjacency for growth."""
+
+    graph: GraphVersion
+    ids: Int64s
+    per_focus: Floats
+    total: Floats
+    hub: Floats
+    centre: Floats
+    edges: EdgeList
+    ends: tuple[Int64s, Int64s]
+    indptr: Int64s
+    neighbours: Int64s
+    seed_mass: float
+
+    @classmethod
+    def build(
+        cls,
+        graph: GraphVersion,
+        activation: Activation,
+        traversal: Traversal,
+        config: AreaConfig,
+        ids: Int64s,
+    ) -> _Field:
+        per_focus = _rows(activation, ids)
+        total = per_focus.sum(axis=1)
+        degree = np.maximum(graph.degree(ids), 1).astype(np.float64)
+        edges = graph.induced_edges(ids)
+        u = np.searchsorted(ids, edges.src).astype(np.int64)
+        v = np.searchsorted(ids, edges.dst).astype(np.int64)
+        hub = _hub_weights(u, v, total, degree, activation.gamma, config.free_degree)
+        types = edges.edge_type
+        opened = (traversal.forward_table[types] > 0) | (traversal.reverse_table[types] > 0)
+        indptr, neighbours = _local_csr(u[opened], v[opened], ids.shape[0])
+        centre = _centre_scores(per_focus, activation) * hub
+        seed_mass = float(activation.seed_mass.sum())
+        return cls(
+            graph, ids, per_focus, total, hub, centre, edges, (u, v), indptr, neighbours, seed_mass
+        )
+
+    def region(self, members: Int64s, centre: int) -> Region:
+        inside = np.zeros(self.ids.shape[0], dtype=bool)
+        inside[members] = True
+        u, v = self.ends
+        rows = np.flatnonzero(inside[u] & inside[v])
+        return Region(np.sort(self.ids[members]), self.edges.take(rows), int(self.ids[centre]))
+
+    def candidate(self, members: Int64s, centre: int, config: AreaConfig) -> Candidate:
+        region = self.region(members, centre)
+        return Candidate(region, self.score(members, region, config))
+
+    def score(self, members: Int64s, region: Region, config: AreaConfig) -> RegionScore:
+        m = self.per_focus[members].sum(axis=0)
+        total = float(m.sum())
+        n_foci = m.shape[0]
+        size = int(members.shape[0])
+        sources = _sources(self.graph, region)
+        support = sources / (sources + config.support_half)
+        edge_ids = _edge_ids(region.edges)
+        if total <= 0.0 or size == 0:
+            return RegionScore(0.0, 0.0, 0.0, 0.0, 0.0, support, size, 0.0, sources, edge_ids, ())
+        coverage = float(np.mean(m >= config.focus_share * total / n_foci))
+        convergence = _evenness(m / total)
+        mass = total / (max(self.seed_mass, _SMOOTH) * size**config.size_exponent)
+        justified = float((self.total[members] * self.hub[members]).sum())
+        hub_penalty = min(1.0, max(0.0, 1.0 - justified / total))
+        score = coverage * convergence * mass * (1.0 - hub_penalty) * support
+        return RegionScore(
+            score,
+            coverage,
+            convergence,
+            mass,
+            hub_penalty,
+            support,
+            size,
+            total,
+            sources,
+            edge_ids,
+            tuple(m.tolist()),
+        )
+
+    def grow(self, centre: int, config: AreaConfig) -> Int64s:
+        """Breadth-first growth from ``centre`` over admissible neighbours."""
+        seen = np.zeros(self.ids.shape[0], dtype=bool)
+        seen[centre] = True
+        members, frontier = [np.array([centre], dtype=np.int64)], np.array([centre], np.int64)
+        room = config.max_region_nodes - 1
+        for _ in range(config.radius):
+            near = self._neighbours_of(frontier)
+            near = near[~seen[near]]
+            seen[near] = True
+            near = near[self.hub[near] >= config.min_hub_weight]
+            if near.shape[0] > room:
+                near = near[np.argsort(-self.total[near], kind="stable")[:room]]
+            if near.shape[0] == 0:
+                break
+            members.append(near)
+            room -= near.shape[0]
+            frontier = near
+        return np.concatenate(members)
+
+    def _neighbours_of(self, nodes: Int64s) -> Int64s:
+        starts, ends = self.indptr[nodes], self.indptr[nodes + 1]
+        parts = [self.neighbours[s:e] for s, e in zip(starts, ends, strict=True)]
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
+def _grow_all(measures: _Field, config: AreaConfig) -> list[tuple[int, Int64s]]:
+    """(centre, members) for each kept candidate, in centre order.
+
+    At most ``4 * max_candidates`` centres are tried, so a crowd of overlapping regions
+    cannot make selection slow.
+    """
+    order = np.lexsort((measures.ids, -measures.total, -measures.centre))
+    covered = np.zeros(measures.ids.shape[0], dtype=bool)
+    kept: list[tuple[int, Int64s]] = []
+    sets: list[frozenset[int]] = []
+    tries = 0
+    for centre in order.tolist():
+        if len(kept) >= config.max_candidates or tries >= 4 * config.max_candidates:
+            break
+        if covered[centre] or measures.total[centre] <= 0.0:
+            continue
+        tries += 1
+        members = measures.grow(centre, config)
+        as_set = frozenset(members.tolist())
+        if any(_jaccard(as_set, other) > config.max_overlap for other in sets):
+            continue
+        covered[members] = True
+        kept.append((centre, members))
+        sets.append(as_set)
+    return kept
+
+
+def _activated(activation: Activation, config: AreaConfig) -> Int64s:
+    total = activation.total
+    keep = np.flatnonzero(total >= config.min_activation * activation.seed_mass.sum())
+    keep = keep[total[keep] > 0.0]
+    if keep.shape[0] > config.max_activated:
+        keep = keep[np.argsort(-total[keep], kind="stable")[: config.max_activated]]
+    return np.sort(activation.nodes[keep])
+
+
+def _rows(activation: Activation, ids: Int64s) -> Floats:
+    """Per-focus activation of ``ids`` (zeros for nodes the pulse never reached)."""
+    out = np.zeros((ids.shape[0], activation.n_foci))
+    if activation.nodes.shape[0] == 0:
+        return out
+    pos = np.minimum(np.searchsorted(activation.nodes, ids), activation.nodes.shape[0] - 1)
+    found = activation.nodes[pos] == ids
+    out[found] = activation.per_focus[pos[found]]
+    return out
+
+
+def _hub_weights(
+    u: Int64s,
+    v: Int64s,
+    total: Floats,
+    degree: Floats,
+    gamma: float,
+    free_degree: float,
+) -> Floats:
+    """``h(v) = min(1, (independently activated neighbours + free_degree) / degree)``."""
+    loop = u == v
+    x = np.concatenate([u[~loop], v[~loop]])
+    y = np.concatenate([v[~loop], u[~loop]])
+    independent = total[y] > 2.0 * gamma * total[x] / degree[x]
+    count = np.bincount(x[independent], minlength=total.shape[0]).astype(np.float64)
+    return np.asarray(np.minimum(1.0, (count + free_degree) / degree), dtype=np.float64)
+
+
+def _centre_scores(per_focus: Floats, activation: Activation) -> Floats:
+    """Geometric mean over foci of activation relative to each focus's peak."""
+    peak = activation.per_focus.max(axis=0) if activation.nodes.shape[0] else np.ones(1)
+    relative = per_focus / np.where(peak > 0.0, peak, 1.0)
+    return np.asarray(np.exp(np.log(relative + _SMOOTH).mean(axis=1)), dtype=np.float64)
+
+
+def _local_csr(u: Int64s, v: Int64s, k: int) -> tuple[Int64s, Int64s]:
+    """Symmetric local adjacency (self-loops dropped) as ``indptr, neighbours``."""
+    loop = u == v
+    a = np.concatenate([u[~loop], v[~loop]]).astype(np.int64)
+    b = np.concatenate([v[~loop], u[~loop]]).astype(np.int64)
+    order = np.argsort(a, kind="stable")
+    counts = np.bincount(a, minlength=k)
+    indptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)]).astype(np.int64)
+    return indptr, b[order]
+
+
+def _evenness(shares: Floats) -> float:
+    """``exp(entropy) / len(shares)``: the effective fraction of contributors."""
+    nz = shares[shares > 0.0]
+    return float(np.exp(-(nz * np.log(nz)).sum()) / shares.shape[0])
+
+
+def _sources(graph: GraphVersion, region: Region) -> int:
+    """Distinct source fragments: edge sources and the region's own fragment nodes."""
+    edge_sources = region.edges.source[region.edges.source >= 0]
+    fragments = region.nodes[graph.kinds[region.nodes] == NodeKind.FRAGMENT]
+    return int(np.union1d(edge_sources, fragments).shape[0])
+
+
+def _edge_ids(edges: EdgeList) -> int:
+    """Distinct ``(edge_type, edge_id)`` pairs."""
+    if len(edges) == 0:
+        return 0
+    order = np.lexsort((edges.edge_id, edges.edge_type))
+    types, ids = edges.edge_type[order], edges.edge_id[order]
+    return 1 + int(np.count_nonzero((np.diff(types) != 0) | (np.diff(ids) != 0)))
+
+
+def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def _rank_fragments(
+    graph: GraphVersion, activation: Activation, region: Region, wave: WaveResult | None
+) -> tuple[Int64s, Floats]:
+    """The region's fragments and its edges' sources, best first.
+
+    Pulse: by ``T(v) * evenness(v)``. Wave: by interference ``C(v)``; sources outside the
+    region (no wave there) follow, by their pulse score.
+    """
+    members = region.nodes[graph.kinds[region.nodes] == NodeKind.FRAGMENT]
+    sources = region.edges.source[region.edges.source >= 0]
+    candidates = np.union1d(members, sources).astype(np.int64)
+    rows = _rows(activation, candidates)
+    totals = rows.sum(axis=1)
+    evenness = np.array(
+        [_evenness(r / t) if t > 0 else 0.0 for r, t in zip(rows, totals, strict=True)]
+    )
+    scores = totals * evenness
+    if wave is None:
+        order = np.lexsort((candidates, -scores))
+        return candidates[order], np.asarray(scores[order], dtype=np.float64)
+    waves = np.zeros(candidates.shape[0])
+    inside = np.isin(candidates, wave.nodes)
+    waves[inside] = wave.interference[np.searchsorted(wave.nodes, candidates[inside])]
+    order = np.lexsort((candidates, -scores, -waves))
+    return candidates[order], np.asarray(waves[order], dtype=np.float64)

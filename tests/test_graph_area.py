@@ -1,0 +1,218 @@
+"""Area selection: convergence, hubs, whole regions, score terms, and the wave operator."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_core.graph import (
+    Activation,
+    AreaConfig,
+    EdgeList,
+    EdgeType,
+    GraphConfigError,
+    GraphVersion,
+    NodeKind,
+    PulseConfig,
+    Traversal,
+    pulse,
+    score_region,
+    select_area,
+)
+
+from .test_graph_csr import rows_of
+from .test_graph_reference import SmallGraph, foci_for, small_graphs, traversals
+
+UNDIRECTED = Traversal()
+FRAGMENT = NodeKind.FRAGMENT
+
+
+def build(n: int, pairs: list[tuple[int, int]], kinds: Sequence[int] | None = None) -> GraphVersion:
+    src, dst = zip(*pairs, strict=True)
+    return GraphVersion.build(
+        [FRAGMENT] * n if kinds is None else kinds, EdgeList.from_arrays(src, dst)
+    )
+
+
+def run(graph: GraphVersion, foci: list[dict[int, float]]) -> Activation:
+    return pulse(graph, foci, UNDIRECTED, PulseConfig(epsilon=1e-9))
+
+
+def twin_stars() -> GraphVersion:
+    """Two identical stars: X = centre 0 with leaves 1-3, Y = centre 4 with leaves 5-7."""
+    return build(8, [(0, 1), (0, 2), (0, 3), (4, 5), (4, 6), (4, 7)])
+
+
+def test_three_units_from_one_focus_and_one_from_each_of_three_foci_converge_differently() -> None:
+    graph = twin_stars()
+    activation = run(graph, [{1: 1.0, 2: 1.0, 3: 1.0, 5: 1.0}, {6: 1.0}, {7: 1.0}])
+    x, y = activation.of(0), activation.of(4)
+    assert x.sum() == pytest.approx(y.sum())
+    assert np.count_nonzero(x) == 1 and np.count_nonzero(y) == 3
+    area = select_area(graph, activation, UNDIRECTED)
+    by_centre = {c.region.centre: c for c in area.candidates}
+    one, three = by_centre[0].terms, by_centre[4].terms
+    assert one.total == pytest.approx(three.total)
+    assert one.convergence == pytest.approx(1 / 3) and three.convergence == pytest.approx(1.0)
+    assert one.coverage == pytest.approx(1 / 3) and three.coverage == 1.0
+    assert area.representative == 4
+    assert area.chosen is not None and area.chosen.region.nodes.tolist() == [4, 5, 6, 7]
+    assert three.score > one.score
+
+
+def hub_graph(leaves: int = 40) -> GraphVersion:
+    """Seeds 0-2; concept 3 joins them; hub 4 touches every node, and 5.. hang off it."""
+    pairs = [(0, 3), (1, 3), (2, 3), *[(4, v) for v in range(4)]]
+    pairs += [(4, 5 + j) for j in range(leaves)]
+    return build(5 + leaves, pairs)
+
+
+def test_a_hub_connected_to_everything_does_not_beat_the_region_that_articulates_all_foci() -> None:
+    graph = hub_graph()
+    activation = run(graph, [{0: 1.0}, {1: 1.0}, {2: 1.0}])
+    assert activation.of(4).sum() > activation.of(3).sum()
+    area = select_area(graph, activation, UNDIRECTED)
+    assert area.representative == 3
+    assert area.chosen is not None
+    assert area.chosen.region.nodes.tolist() == [0, 1, 2, 3]
+    through_hub = score_region(graph, activation, UNDIRECTED, [0, 1, 2, 4])
+    through_concept = score_region(graph, activation, UNDIRECTED, [0, 1, 2, 3])
+    assert through_hub.coverage == through_concept.coverage == 1.0
+    assert through_hub.mass > through_concept.mass
+    assert through_hub.hub_penalty > 0.3 and through_concept.hub_penalty == 0.0
+    assert through_concept.score > through_hub.score
+
+
+def test_a_legitimately_central_concept_is_not_penalised() -> None:
+    """Concept 3 is linked to twelve fragments that the foci (entities 0-2) reach themselves."""
+    fragments = list(range(4, 16))
+    pairs = [(f, (f - 4) % 3) for f in fragments] + [(f, 3) for f in fragments]
+    kinds = [NodeKind.ENTITY] * 3 + [NodeKind.CONCEPT] + [FRAGMENT] * 12
+    graph = build(16, pairs, kinds)
+    activation = run(graph, [{0: 1.0}, {1: 1.0}, {2: 1.0}])
+    area = select_area(graph, activation, UNDIRECTED)
+    assert area.representative == 3
+    assert area.chosen is not None and 3 in area.chosen.region.nodes.tolist()
+    alone = score_region(graph, activation, UNDIRECTED, [3, *fragments])
+    assert alone.hub_penalty == 0.0
+    assert area.chosen.terms.hub_penalty == 0.0
+
+
+def test_the_area_is_a_whole_region_not_only_its_peak_node() -> None:
+    pairs = [(i, i + 1) for i in range(9)] + [(9, 0), (2, 7)]
+    graph = build(10, pairs)
+    activation = run(graph, [{0: 1.0}, {4: 1.0}])
+    area = select_area(graph, activation, UNDIRECTED)
+    assert area.chosen is not None
+    region = area.chosen.region
+    peak = int(activation.nodes[np.argmax(activation.total)])
+    assert region.nodes.shape[0] >= 3 and peak in region.nodes.tolist()
+    assert region.centre in region.nodes.tolist()
+    assert len(region.edges) >= region.nodes.shape[0] - 1
+    assert connected(region.nodes.tolist(), region.edges)
+    assert area.contributions.shape == (region.nodes.shape[0], 2)
+    assert set(area.fragments.tolist()) <= set(region.nodes.tolist())
+
+
+def connected(nodes: list[int], edges: EdgeList) -> bool:
+    links: dict[int, set[int]] = {v: set() for v in nodes}
+    for u, v in zip(edges.src.tolist(), edges.dst.tolist(), strict=True):
+        links[u].add(v)
+        links[v].add(u)
+    seen, queue = {nodes[0]}, deque([nodes[0]])
+    while queue:
+        for nxt in links[queue.popleft()] - seen:
+            seen.add(nxt)
+            queue.append(nxt)
+    return seen == set(nodes)
+
+
+def test_source_support_counts_distinct_fragments_behind_the_edges() -> None:
+    kinds = [NodeKind.ENTITY, NodeKind.ENTITY, NodeKind.ENTITY, FRAGMENT, FRAGMENT]
+    edges = EdgeList.from_arrays(
+        [0, 0, 1],
+        [1, 1, 2],
+        edge_id=[1, 2, 3],
+        edge_type=[EdgeType.RELATION] * 3,
+        source=[3, 4, 3],
+    )
+    graph = GraphVersion.build(kinds, edges)
+    activation = run(graph, [{0: 1.0}, {2: 1.0}])
+    terms = score_region(graph, activation, UNDIRECTED, [0, 1, 2])
+    assert (terms.sources, terms.edge_ids) == (2, 3)
+    assert terms.support == pytest.approx(2 / 3)
+    area = select_area(graph, activation, UNDIRECTED)
+    assert area.chosen is not None and len(area.chosen.region.edges) == 3
+    assert set(area.fragments.tolist()) == {3, 4}
+    unsupported = GraphVersion.build(kinds[:3], EdgeList.from_arrays([0, 1], [1, 2]))
+    bare = score_region(unsupported, run(unsupported, [{0: 1.0}]), UNDIRECTED, [0, 1, 2])
+    assert bare.sources == 0 and bare.score == 0.0
+
+
+def test_the_wave_operator_ranks_the_region_by_interference() -> None:
+    graph = twin_stars()
+    activation = run(graph, [{5: 1.0}, {6: 1.0}, {7: 1.0}])
+    pulse_area = select_area(graph, activation, UNDIRECTED)
+    wave_area = select_area(graph, activation, UNDIRECTED, AreaConfig(operator="wave"))
+    assert pulse_area.wave is None and wave_area.wave is not None
+    assert wave_area.chosen is not None and pulse_area.chosen is not None
+    np.testing.assert_array_equal(wave_area.chosen.region.nodes, pulse_area.chosen.region.nodes)
+    assert wave_area.wave.nodes.tolist() == [4, 5, 6, 7]
+    assert sorted(wave_area.fragments.tolist()) == [4, 5, 6, 7]
+    assert list(wave_area.fragment_scores) == sorted(wave_area.fragment_scores, reverse=True)
+
+
+def test_no_activation_means_no_area() -> None:
+    graph = build(3, [(0, 1)])
+    activation = pulse(graph, [{2: 0.0}], UNDIRECTED)
+    area = select_area(graph, activation, UNDIRECTED)
+    assert area.chosen is None and area.representative is None and area.candidates == ()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"operator": "flood"}, {"radius": -1}, {"max_overlap": 2.0}, {"support_half": 0.0}],
+)
+def test_invalid_area_settings_are_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(GraphConfigError, match="area"):
+        AreaConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph=small_graphs(max_nodes=14, max_edges=30), traversal=traversals(), data=st.data())
+def test_areas_on_random_graphs_keep_their_invariants(
+    graph: SmallGraph, traversal: Traversal, data: st.DataObject
+) -> None:
+    version = graph.version()
+    activation = pulse(version, data.draw(foci_for(graph.n)), traversal)
+    area = select_area(version, activation, traversal)
+    scores = [c.terms.score for c in area.candidates]
+    assert scores == sorted(scores, reverse=True)
+    assert area.chosen is (area.candidates[0] if area.candidates else None)
+    for candidate in area.candidates:
+        region, terms = candidate.region, candidate.terms
+        assert region.centre in region.nodes.tolist()
+        assert rows_of(region.edges) == rows_of(version.induced_edges(region.nodes))
+        for unit in (terms.coverage, terms.convergence, terms.hub_penalty, terms.support):
+            assert 0.0 <= unit <= 1.0 + 1e-12
+        product = (
+            terms.coverage
+            * terms.convergence
+            * terms.mass
+            * (1 - terms.hub_penalty)
+            * terms.support
+        )
+        assert math.isclose(terms.score, product, rel_tol=1e-9, abs_tol=1e-15)
+        assert terms.size == region.nodes.shape[0]
+    if area.chosen is not None:
+        region_nodes = set(area.chosen.region.nodes.tolist())
+        sources = set(area.chosen.region.edges.source.tolist())
+        for v in area.fragments.tolist():
+            assert (v in region_nodes and version.kinds[v] == FRAGMENT) or v in sources
+        assert list(area.fragment_scores) == sorted(area.fragment_scores, reverse=True)
