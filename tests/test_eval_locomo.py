@@ -210,7 +210,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
             "--k",
             "1,3",
             "--methods",
-            "bm25,memory",
+            "bm25,memory,area",
             "--json",
             str(out),
             "--plot",
@@ -224,7 +224,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     assert report["data"] == str(data) and report["k"] == [1, 3]
-    for method in ("bm25", "memory"):
+    for method in ("bm25", "memory", "area"):
         figures = report["methods"][method]
         assert set(figures["recall"]) == {"1", "3"}
         assert figures["recall"]["3"]["all"] == pytest.approx(
