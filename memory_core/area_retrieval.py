@@ -19,9 +19,13 @@ incrementally and measured end to end.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import math
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import apsw
 import numpy as np
@@ -31,6 +35,7 @@ from .errors import StorageError
 from .formation.linking import normalise_name
 from .graph import (
     DEFAULT_TRAVERSAL,
+    Activation,
     Area,
     AreaConfig,
     EdgeList,
@@ -45,7 +50,7 @@ from .graph import (
 from .names import NameIndex
 from .retrieval import query_terms, search
 
-__all__ = ["AreaResult", "MemoryGraph", "build_graph", "retrieve_area"]
+__all__ = ["AreaResult", "MemoryGraph", "build_graph", "explain", "retrieve_area"]
 
 _RRF_K = 60
 _PULSE = PulseConfig()
@@ -71,6 +76,8 @@ class MemoryGraph:
     fragment_ids: npt.NDArray[np.int64]  # node index -> fragment id (-1: not a fragment)
     fragment_nodes: dict[int, int]
     entity_nodes: dict[int, int]
+    context_nodes: dict[int, int]
+    session_nodes: dict[tuple[str, int], int]
     term_nodes: dict[str, int]
     vectors: npt.NDArray[np.float32]  # row i: vector of fragment node i (fragments come first)
     fragments: int
@@ -87,6 +94,8 @@ class AreaResult:
     area: Area | None
     graph_version: int
     lists: tuple[list[int], list[int], list[int]] = ([], [], [])
+    activation: Activation | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 def build_graph(conn: apsw.Connection, version: int = 0) -> MemoryGraph:
@@ -176,6 +185,8 @@ def _build(conn: apsw.Connection, version: int) -> MemoryGraph:
         fragment_ids,
         fragment_nodes,
         entities,
+        contexts,
+        sessions,
         term_nodes,
         vectors,
         n_frag,
@@ -215,6 +226,7 @@ def retrieve_area(
     area_config: AreaConfig = _AREA,
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring)."""
+    clock = _Clock()
     lexical = [
         memory.fragment_nodes[h.fragment_id]
         for h in search(conn, question, limit=_SEEDS)
@@ -227,25 +239,44 @@ def retrieve_area(
         top = np.argpartition(-sims, k - 1)[:k]
         dense = [int(i) for i in top[np.argsort(-sims[top])]]
     foci, labels = _foci(memory, question, lexical, dense)
+    clock.lap("foci")
     activated: list[int] = []
-    area = None
+    area = activation = None
     if foci:
         activation = pulse(memory.graph, foci, traversal, pulse_config)
+        clock.lap("pulse")
         area = select_area(memory.graph, activation, traversal, area_config)
+        clock.lap("area")
         totals = activation.total
         is_fragment = activation.nodes < memory.fragments
         order = np.argsort(-totals[is_fragment], kind="stable")
-        activated = [int(n) for n in activation.nodes[is_fragment][order]]
         chosen = [int(n) for n in area.fragments if n < memory.fragments]
-        activated = chosen + [n for n in activated if n not in set(chosen)]
+        seen = set(chosen)
+        activated = chosen + [
+            int(n) for n in activation.nodes[is_fragment][order] if int(n) not in seen
+        ]
     ranked = _fuse([lexical, activated], (2.0, 1.0))[:limit]
+    clock.lap("rank")
     return AreaResult(
         [int(memory.fragment_ids[n]) for n in ranked],
         labels,
         area,
         memory.graph.version,
         (lexical, dense, activated),
+        activation,
+        clock.laps,
     )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[f"{stage}_ms"] = round((now - self._last) * 1000, 3)
+        self._last = now
 
 
 def _foci(
@@ -276,3 +307,114 @@ def _fuse(rankings: Sequence[Sequence[int]], weights: Sequence[float]) -> list[i
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + weight / (_RRF_K + rank)
     return sorted(scores, key=lambda item: -scores[item])
+
+
+def explain(conn: apsw.Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
+    """Everything a person needs to see why an area was chosen (JSON-ready)."""
+    activation, area = result.activation, result.area
+    described = _Describer(conn, memory)
+    report: dict[str, Any] = {
+        "graph_version": result.graph_version,
+        "graph": {"nodes": memory.graph.n_nodes, "edges": memory.graph.n_edges},
+        "foci": result.foci,
+        "timings_ms": result.timings_ms,
+        "fragments": result.fragment_ids,
+        "area": None,
+        "candidates": [],
+    }
+    if activation is not None:
+        report["visited"] = {
+            "nodes": activation.nodes_visited,
+            "pushes": activation.pushes,
+            "edges": activation.edges_visited,
+            "rounds": activation.rounds,
+            "converged": activation.converged,
+        }
+    if area is None or area.chosen is None:
+        return report
+    region = area.chosen.region
+    report["area"] = {
+        "representative": described.node(int(region.centre)),
+        "score": dataclasses.asdict(area.chosen.terms),
+        "nodes": [
+            {
+                **described.node(int(n)),
+                "per_focus": dict(zip(result.foci, map(float, row), strict=True)),
+            }
+            for n, row in zip(region.nodes, area.contributions, strict=True)
+        ],
+        "edges": [
+            {
+                "src": int(a),
+                "dst": int(b),
+                "type": EdgeType(int(t)).name.lower(),
+                "edge_id": int(e),
+                "source": described.node(int(src)) if src >= 0 else None,
+            }
+            for a, b, t, e, src in zip(
+                region.edges.src,
+                region.edges.dst,
+                region.edges.edge_type,
+                region.edges.edge_id,
+                region.edges.source,
+                strict=True,
+            )
+        ],
+    }
+    report["candidates"] = [
+        {
+            "representative": described.node(int(c.region.centre)),
+            "size": len(c.region.nodes),
+            "score": c.terms.score,
+        }
+        for c in area.candidates
+    ]
+    return report
+
+
+class _Describer:
+    """Names graph nodes by what they stand for in SQLite."""
+
+    def __init__(self, conn: apsw.Connection, memory: MemoryGraph) -> None:
+        self._conn, self._memory = conn, memory
+        self._by_node: dict[int, tuple[str, object]] = {}
+        for db_id, n in memory.entity_nodes.items():
+            self._by_node[n] = ("entity", db_id)
+        for db_id, n in memory.context_nodes.items():
+            self._by_node[n] = ("context", db_id)
+        for key, n in memory.session_nodes.items():
+            self._by_node[n] = ("session", key)
+        for term, n in memory.term_nodes.items():
+            self._by_node[n] = ("word", term)
+
+    def node(self, n: int) -> dict[str, Any]:
+        if n < self._memory.fragments:
+            fid = int(self._memory.fragment_ids[n])
+            row = self._conn.execute(
+                "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (fid,)
+            ).fetchone()
+            label = f"{row[1] or ''}: {row[2][:80]}" if row else ""
+            return {
+                "node": n,
+                "kind": "fragment",
+                "id": fid,
+                "label": label,
+                "conversation_id": row[0] if row else None,
+            }
+        kind, key = self._by_node.get(n, ("unknown", None))
+        label = str(key)
+        if kind == "entity":
+            found = self._conn.execute("SELECT name FROM entities WHERE id = ?", (key,)).fetchone()
+            label = found[0] if found else label
+        elif kind == "context":
+            found = self._conn.execute("SELECT label FROM contexts WHERE id = ?", (key,)).fetchone()
+            label = found[0] if found else label
+        elif kind == "session" and isinstance(key, tuple):
+            day = dt.datetime.fromtimestamp(key[1] * 86_400, dt.UTC).strftime("%Y-%m-%d")
+            label = f"{key[0]} {day}"
+        return {
+            "node": n,
+            "kind": kind,
+            "id": key if kind in ("entity", "context") else None,
+            "label": label,
+        }

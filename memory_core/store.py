@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from .area_retrieval import MemoryGraph, build_graph, retrieve_area
+from .area_retrieval import AreaResult, MemoryGraph, build_graph, explain, retrieve_area
 from .db import connect, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
@@ -166,17 +166,29 @@ class MemoryStore:
         The graph is rebuilt from the database when fragments were formed since the last
         build (a full build; see :mod:`.area_retrieval`).
         """
-        vector = self._encoder().encode([question])[0]
         with self._read_lock:
-            graph = self._current_graph()
-            result = retrieve_area(
-                self._reader, graph, question, vector, limit=limit + len(exclude_hashes)
-            )
+            _, result = self._area(question, limit + len(exclude_hashes))
             hits = fetch_hits(self._reader, result.fragment_ids)
         excluded = set(exclude_hashes)
         kept = [h for h in hits if h.log_hash not in excluded][:limit]
         context = reconstruct(kept, budget_tokens=budget_tokens, counter=self._counter)
         return Recall(tuple(kept), context)
+
+    def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
+        """The foci, the chosen area with every score term, and the timings of a query."""
+        with self._read_lock:
+            graph, result = self._area(question, limit)
+            return explain(self._reader, graph, result)
+
+    def _area(self, question: str, limit: int) -> tuple[MemoryGraph, AreaResult]:
+        """Run area retrieval (caller holds the read lock)."""
+        began = time.perf_counter()
+        vector = self._encoder().encode([question])[0]
+        encoded = time.perf_counter()
+        graph = self._current_graph()
+        result = retrieve_area(self._reader, graph, question, vector, limit=limit)
+        result.timings_ms["encode_ms"] = round((encoded - began) * 1000, 3)
+        return graph, result
 
     def _encoder(self) -> Any:
         with self._form_lock:

@@ -21,6 +21,7 @@ from .services import SERVICES
 from .tenants import TenantMemory, tenant_of
 
 __all__ = [
+    "area",
     "contexts",
     "entities",
     "healthz",
@@ -155,6 +156,24 @@ async def stats(request: web.Request) -> web.Response:
             500, f"stats failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
     return web.json_response({"tenant": tenant, **dataclasses.asdict(counts)})
+
+
+async def area(request: web.Request) -> web.Response:
+    """Why an area would be chosen for ``q``: foci, region, score terms, timings."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request, svc.config.auth)
+    query = request.query.get("q", "")
+    if not query.strip():
+        raise ApiError(400, "query parameter 'q' is required", param="q")
+    k = _int_param(request, "k", 8, 1, 200)
+    memory = svc.tenants.get(tenant)
+    try:
+        report = await memory.explain_area(query, limit=k)
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    return web.json_response({"query": query, **report})
 
 
 async def entities(request: web.Request) -> web.Response:

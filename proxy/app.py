@@ -92,6 +92,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/memory/entities", admin.entities)
     app.router.add_get("/memory/contexts", admin.contexts)
     app.router.add_get("/memory/relations", admin.relations)
+    app.router.add_get("/memory/area", admin.area)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
     app.cleanup_ctx.append(_lifecycle)
     return app

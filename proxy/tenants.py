@@ -103,6 +103,9 @@ class TenantMemory:
     async def relations(self, *, entity: str | None, limit: int) -> list[dict[str, Any]]:
         return await self._read(lambda: self.store.relations(entity=entity, limit=limit))
 
+    async def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
+        return await self._read(lambda: self.store.explain_area(question, limit=limit))
+
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
 

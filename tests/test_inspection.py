@@ -101,3 +101,20 @@ async def test_inspection_cli(proxy: Proxy) -> None:
     assert contexts.returncode == 0 and "week-1" in contexts.stdout
     missing = cli("entities", "--tenant", "nobody")
     assert missing.returncode == 1 and "no memory for tenant 'nobody'" in missing.stderr
+
+
+async def test_area_explain_endpoint(proxy: Proxy) -> None:
+    await _ingest(proxy)
+    report = await _get(proxy, "/memory/area", q="Where does Rui live now?")
+    assert report["query"] == "Where does Rui live now?"
+    assert "bm25" in report["foci"] and any(f.startswith("entity:") for f in report["foci"])
+    assert report["graph"]["nodes"] > 0 and report["graph_version"] == 0
+    assert {"foci_ms", "pulse_ms", "area_ms", "encode_ms"} <= set(report["timings_ms"])
+    area = report["area"]
+    assert area is not None and len(area["nodes"]) > 1  # a region, not a single node
+    assert set(area["score"]) >= {"coverage", "convergence", "mass", "hub_penalty", "support"}
+    assert all(set(node["per_focus"]) == set(report["foci"]) for node in area["nodes"])
+    assert report["visited"]["nodes"] > 0
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/area") as response:
+            assert response.status == 400
