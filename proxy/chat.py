@@ -51,6 +51,7 @@ class _Exchange:
     decision: Decision | None = None
     recall: Recall | None = None
     receipt_id: str | None = None
+    retrieval: str = "bm25"
     memory_error: str | None = None
     ingest: bool = True
     status: int = 200
@@ -178,6 +179,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     assert ex.chat is not None and ex.decision is not None and ex.conversation is not None
     chat, decision = ex.chat, ex.decision
     began = time.perf_counter()
+    ex.retrieval = svc.config.memory.retrieval
     try:
         ex.recall = await asyncio.wait_for(
             memory.recall(
@@ -185,6 +187,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
                 limit=decision.max_fragments,
                 budget_tokens=decision.budget_tokens,
                 exclude_hashes=chain_hashes(chat.messages, ex.conversation),
+                area=svc.config.memory.retrieval == "area",
             ),
             timeout=svc.config.memory.retrieval_timeout_ms / 1000,
         )
@@ -327,7 +330,7 @@ def _receipt(ex: _Exchange) -> dict[str, Any]:
         "decision": _decision(ex.decision),
         "memory_error": ex.memory_error,
         "area": {
-            "kind": "fts5-bm25 fragments",
+            "kind": "fts5-bm25 fragments" if ex.retrieval == "bm25" else "area (graph + bm25)",
             "fragments": [
                 {
                     "id": h.fragment_id,

@@ -84,6 +84,7 @@ class MemoryConfig:
     retrieval_timeout_ms: float = 250.0
     ingest: bool = True
     conversation_header: str = "X-Conversation-Id"
+    retrieval: Literal["bm25", "area"] = "bm25"
 
 
 @dataclass(frozen=True)
@@ -278,13 +279,21 @@ class _Reader:
 
     def memory(self, value: Any) -> MemoryConfig:
         raw = self.mapping(value, "memory")
-        self.only(raw, "memory", {"role", "retrieval_timeout_ms", "ingest", "conversation_header"})
+        self.only(
+            raw,
+            "memory",
+            {"role", "retrieval_timeout_ms", "ingest", "conversation_header", "retrieval"},
+        )
         default = MemoryConfig()
         role = raw.get("role", default.role)
         if role not in ("system", "user"):
             raise self.fail("memory.role", f"must be 'system' or 'user', got {role!r}")
+        retrieval = raw.get("retrieval", default.retrieval)
+        if retrieval not in ("bm25", "area"):
+            raise self.fail("memory.retrieval", f"must be 'bm25' or 'area', got {retrieval!r}")
         return MemoryConfig(
             role=role,
+            retrieval=retrieval,
             retrieval_timeout_ms=self.number(
                 raw.get("retrieval_timeout_ms", default.retrieval_timeout_ms),
                 "memory.retrieval_timeout_ms",

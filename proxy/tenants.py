@@ -77,10 +77,18 @@ class TenantMemory:
         return await asyncio.get_running_loop().run_in_executor(self._former, self.store.form_all)
 
     async def recall(
-        self, question: str, *, limit: int, budget_tokens: int, exclude_hashes: Collection[str]
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str],
+        area: bool = False,
     ) -> Recall:
+        """BM25 retrieval, or area retrieval over the formed graph when ``area``."""
+        method = self.store.recall_area if area else self.store.recall
         return await self._read(
-            lambda: self.store.recall(
+            lambda: method(
                 question, limit=limit, budget_tokens=budget_tokens, exclude_hashes=exclude_hashes
             )
         )

@@ -249,3 +249,24 @@ async def test_upstream_key_comes_from_the_environment_and_is_never_logged(
     assert headers["Accept-Encoding"] == "identity"  # relayed bytes are never compressed
     log = (proxy.data_dir / "logs" / "proxy.jsonl").read_text()
     assert "sk-upstream-secret" not in log and "sk-client-secret" not in log
+
+
+async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"retrieval": "area"}))
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "My sister Ana keeps bees in Porto."}],
+        )
+        await proxy.settle()
+        raw = await client.chat.completions.with_raw_response.create(
+            model="echo", messages=[{"role": "user", "content": "Remember what Ana keeps?"}]
+        )
+    memory = upstream.requests[-1].body["messages"][0]
+    assert "Ana keeps bees in Porto" in memory["content"]
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http:
+        url = f"{proxy.url}/memory/receipts/{raw.headers['X-Memory-Receipt']}"
+        async with http.get(url) as response:
+            receipt = await response.json()
+    assert receipt["area"]["kind"] == "area (graph + bm25)"
