@@ -227,11 +227,8 @@ def retrieve_area(
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring)."""
     clock = _Clock()
-    lexical = [
-        memory.fragment_nodes[h.fragment_id]
-        for h in search(conn, question, limit=_SEEDS)
-        if h.fragment_id in memory.fragment_nodes
-    ]
+    found = [h.fragment_id for h in search(conn, question, limit=_SEEDS)]
+    lexical = [memory.fragment_nodes[f] for f in found if f in memory.fragment_nodes]
     dense: list[int] = []
     if question_vector is not None and memory.fragments:
         sims = memory.vectors @ question_vector
@@ -255,10 +252,11 @@ def retrieve_area(
         activated = chosen + [
             int(n) for n in activation.nodes[is_fragment][order] if int(n) not in seen
         ]
-    ranked = _fuse([lexical, activated], (2.0, 1.0))[:limit]
+    # fused by fragment id: a fragment formed after this graph version still ranks by BM25
+    ranked = _fuse([found, [int(memory.fragment_ids[n]) for n in activated]], (2.0, 1.0))
     clock.lap("rank")
     return AreaResult(
-        [int(memory.fragment_ids[n]) for n in ranked],
+        ranked[:limit],
         labels,
         area,
         memory.graph.version,

@@ -72,7 +72,6 @@ class MemoryStore:
         self._backends = backends
         self._former: Former | None = None
         self._graph: MemoryGraph | None = None
-        self._graph_mark = -1
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
@@ -115,8 +114,15 @@ class MemoryStore:
     def form(self, limit: int | None = None) -> FormationResult:
         """One formation pass over up to ``limit`` queued log rows (default: batch size).
 
-        Runs on its own connection, so appends never wait for formation's model calls.
+        Runs on its own connection, so appends never wait for formation's model calls;
+        when area retrieval is in use, a new graph version is published afterwards.
         """
+        result = self._form_pass(limit)
+        if result.processed:
+            self._publish_graph()
+        return result
+
+    def _form_pass(self, limit: int | None = None) -> FormationResult:
         with self._form_lock:
             if self._former is None:
                 backends = self._backends or build_backends(self._formation)
@@ -125,19 +131,32 @@ class MemoryStore:
         self.names.add(result.names)
         return result
 
+    def _publish_graph(self) -> None:
+        """Rebuild the graph from the formation connection and swap it in (queries that
+        pinned the old version finish on it). Only once a query has used the graph."""
+        if self._graph is None:
+            return
+        with self._form_lock:
+            graph = build_graph(self._forming, self._graph.graph.version + 1)
+        self._graph = graph
+
     def formation_timings(self) -> dict[str, float]:
         """Cumulative seconds spent per formation stage by this store."""
         with self._form_lock:
             return dict(self._former.timings) if self._former else {}
 
     def form_all(self) -> int:
-        """Drain the whole queue; returns the number of rows processed."""
+        """Drain the whole queue (then publish one new graph version); returns the rows
+        processed."""
         total = 0
         while True:
-            result = self.form()
+            result = self._form_pass()
             total += result.processed
             if result.processed == 0 and result.failed == 0:
-                return total
+                break
+        if total:
+            self._publish_graph()
+        return total
 
     def recall(
         self,
@@ -163,8 +182,9 @@ class MemoryStore:
     ) -> Recall:
         """Retrieve by area (graph activation fused with BM25) and reconstruct.
 
-        The graph is rebuilt from the database when fragments were formed since the last
-        build (a full build; see :mod:`.area_retrieval`).
+        Reads the published graph version; formation publishes a new one (a full build,
+        see :mod:`.area_retrieval`) after each pass, so fragments formed since are found
+        by the BM25 focus until then.
         """
         with self._read_lock:
             _, result = self._area(question, limit + len(exclude_hashes))
@@ -197,15 +217,12 @@ class MemoryStore:
             return self._backends.encoder
 
     def _current_graph(self) -> MemoryGraph:
-        """The cached graph, rebuilt when the formed memory changed (caller holds the
-        read lock)."""
-        row = self._reader.execute("SELECT coalesce(max(id), 0) FROM fragments").fetchone()
-        formed = int(row[0]) if row else 0
-        if self._graph is None or self._graph_mark != formed:
-            version = 0 if self._graph is None else self._graph.graph.version + 1
-            self._graph = build_graph(self._reader, version)
-            self._graph_mark = formed
-        return self._graph
+        """The published graph; the first area query builds it (caller holds the read
+        lock). Formation publishes the next versions, off the query path."""
+        graph = self._graph
+        if graph is None:
+            graph = self._graph = build_graph(self._reader, 0)
+        return graph
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory."""

@@ -82,6 +82,7 @@ class Settings:
     requests: int
     warmup: int
     seed: int
+    retrieval: str = "bm25"
 
 
 # --- synthetic chat text ------------------------------------------------------------------
@@ -132,8 +133,9 @@ class Service:
 class LocalStack:
     """The fake upstream and the proxy as child processes on free loopback ports."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, retrieval: str = "bm25") -> None:
         self.workdir = workdir
+        self.retrieval = retrieval
         self.upstream_port = free_port()
         self.proxy_port = free_port()
         self.services: list[Service] = []
@@ -180,6 +182,7 @@ class LocalStack:
             "upstreams": [{"model": "*", "provider": "openai",
                            "api_base": f"{self.upstream_url}/v1"}],
             "logging": {"stdout": False, "file": True},
+            "memory": {"retrieval": self.retrieval},
             "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}]},
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -540,6 +543,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: 300)")
     parser.add_argument("--warmup", type=int, help="warm-up rounds per scenario (default: 30)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
+    parser.add_argument("--retrieval", choices=("bm25", "area"), default="bm25",
+                        help="the proxy's memory.retrieval (default: bm25)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write all figures here")
     return parser.parse_args(argv)
 
@@ -552,6 +557,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         requests=args.requests if args.requests is not None else (40 if quick else 300),
         warmup=args.warmup if args.warmup is not None else (10 if quick else 30),
         seed=args.seed,
+        retrieval=args.retrieval,
     )
     if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
         raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
@@ -569,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"machine: {info['cores']} cores ({info['usable_cores']} usable), "
               f"{info['platform']}, Python {info['python']}, aiohttp {info['aiohttp']}")
         with (tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp,
-              LocalStack(Path(tmp)) as stack):
+              LocalStack(Path(tmp), settings.retrieval) as stack):
             report = asyncio.run(benchmark(stack, settings))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)

@@ -66,3 +66,17 @@ def test_the_graph_is_rebuilt_when_memory_grows(tmp_path: Path, backends: Backen
     assert store._graph is not first and store._graph is not None
     assert store._graph.graph.version == 1
     assert recall.hits[0].text == "The Dreamer got a new logo."
+
+
+def test_fragments_newer_than_the_graph_are_still_found(tmp_path: Path, backends: Backends) -> None:
+    store = _store(tmp_path, backends)
+    store.recall_area("Dreamer", limit=3, budget_tokens=500)  # the graph is now in use
+    version = store._graph.graph.version if store._graph else -1
+    store.append(
+        [LogMessage({"role": "user", "content": "Zanzibar trip booked for May."}, time.time())],
+        conversation="c3",
+    )
+    store._form_pass()  # formed, but no new graph version published yet
+    assert store._graph is not None and store._graph.graph.version == version
+    recall = store.recall_area("Zanzibar trip", limit=3, budget_tokens=500)
+    assert "Zanzibar trip booked for May." in [h.text for h in recall.hits]
