@@ -107,9 +107,7 @@ async def search(request: web.Request) -> web.Response:
     """What retrieval would return for ``q`` (``k`` fragments, ``budget`` tokens)."""
     svc = request.app[SERVICES]
     tenant = tenant_of(request, svc.config.auth)
-    query = request.query.get("q", "")
-    if not query.strip():
-        raise ApiError(400, "query parameter 'q' is required", param="q")
+    query = _question(request)
     k = _int_param(request, "k", 8, 1, 200)
     budget = _int_param(request, "budget", 600, 1, 100_000)
     began = time.perf_counter()
@@ -162,9 +160,7 @@ async def area(request: web.Request) -> web.Response:
     """Why an area would be chosen for ``q``: foci, region, score terms, timings."""
     svc = request.app[SERVICES]
     tenant = tenant_of(request, svc.config.auth)
-    query = request.query.get("q", "")
-    if not query.strip():
-        raise ApiError(400, "query parameter 'q' is required", param="q")
+    query = _question(request)
     k = _int_param(request, "k", 8, 1, 200)
     memory = svc.tenants.get(tenant)
     try:
@@ -280,6 +276,13 @@ def _timestamp(value: Any, index: int, default: float) -> float:
         f"date-time, got {value!r}",
         param=f"messages[{index}].timestamp",
     )
+
+
+def _question(request: web.Request) -> str:
+    query = request.query.get("q", "")
+    if not query.strip():
+        raise ApiError(400, "query parameter 'q' is required", param="q")
+    return query
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:

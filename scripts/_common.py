@@ -10,6 +10,7 @@ import json
 import math
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 __all__ = [
@@ -17,9 +18,26 @@ __all__ = [
     "base_url",
     "format_ms",
     "percentile",
+    "proc_status",
     "render_table",
     "sigterm_as_interrupt",
 ]
+
+
+def proc_status() -> dict[str, int]:
+    """The ``kB`` fields of ``/proc/self/status`` (VmRSS, VmHWM, ...) in bytes; empty off
+    Linux."""
+    try:
+        lines = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return {}
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            fields[key] = int(parts[0]) * 1024
+    return fields
 
 
 def sigterm_as_interrupt() -> None:

@@ -66,7 +66,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy
 import scipy.sparse as sp
-from _common import format_ms, percentile, render_table, sigterm_as_interrupt
+from _common import format_ms, percentile, proc_status, render_table, sigterm_as_interrupt
 
 from memory_core.graph import (
     CSR,
@@ -224,19 +224,6 @@ def timed(call: Callable[[], T]) -> tuple[T, float]:
     return result, time.perf_counter() - began
 
 
-def proc_status() -> dict[str, int]:
-    """The ``kB`` fields of ``/proc/self/status``, in bytes (empty off Linux)."""
-    try:
-        lines = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
-    except OSError:
-        return {}
-    fields = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        parts = value.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            fields[key] = int(parts[0]) * 1024
-    return fields
 
 
 def reset_peak() -> bool:

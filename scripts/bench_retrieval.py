@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-from _common import format_ms, percentile, render_table, sigterm_as_interrupt
+from _common import format_ms, percentile, proc_status, render_table, sigterm_as_interrupt
 from _synthetic import slot_values, synthetic_conversation
 from tqdm import tqdm
 
@@ -247,25 +247,12 @@ def search_once(store: MemoryStore, text: str, limit: int, bar: tqdm) -> float:
 
 
 def memory_now(db: Path) -> Memory:
-    status = _proc_status()
+    status = proc_status()
     wal = db.with_name(db.name + "-wal")
     return Memory(rss=status.get("VmRSS", 0), peak_rss=status.get("VmHWM", 0),
                   db=db.stat().st_size, wal=wal.stat().st_size if wal.exists() else 0)
 
 
-def _proc_status() -> dict[str, int]:
-    """The ``kB`` fields of ``/proc/self/status``, in bytes (empty off Linux)."""
-    try:
-        lines = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
-    except OSError:
-        return {}
-    fields = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        parts = value.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            fields[key] = int(parts[0]) * 1024
-    return fields
 
 
 @dataclass(frozen=True)
