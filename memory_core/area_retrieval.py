@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from .errors import StorageError
 from .formation.linking import normalise_name
+from .fusion import rrf_fuse
 from .graph import (
     DEFAULT_TRAVERSAL,
     Activation,
@@ -52,7 +53,6 @@ from .retrieval import query_terms, search
 
 __all__ = ["AreaResult", "MemoryGraph", "build_graph", "explain", "retrieve_area"]
 
-_RRF_K = 60
 _PULSE = PulseConfig()
 _AREA = AreaConfig()
 _SEEDS = 50
@@ -253,7 +253,7 @@ def retrieve_area(
             int(n) for n in activation.nodes[is_fragment][order] if int(n) not in seen
         ]
     # fused by fragment id: a fragment formed after this graph version still ranks by BM25
-    ranked = _fuse([found, [int(memory.fragment_ids[n]) for n in activated]], (2.0, 1.0))
+    ranked = rrf_fuse([found, [int(memory.fragment_ids[n]) for n in activated]], (2.0, 1.0))
     clock.lap("rank")
     return AreaResult(
         ranked[:limit],
@@ -296,15 +296,6 @@ def _foci(
             foci.append({n: 1.0 / len(seeds) for n in seeds})
             labels.append(label)
     return foci, labels
-
-
-def _fuse(rankings: Sequence[Sequence[int]], weights: Sequence[float]) -> list[int]:
-    """Items by Σ weight / (60 + rank) over the rankings."""
-    scores: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (_RRF_K + rank)
-    return sorted(scores, key=lambda item: -scores[item])
 
 
 def explain(conn: apsw.Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..embeddings import Encoder
+from ..fusion import rrf_fuse
 
 __all__ = ["BM25Retriever", "DenseRetriever", "HybridRetriever", "Retriever", "rrf_fuse"]
 
-RRF_K = 60
 
 
 class Retriever(Protocol):
@@ -79,12 +79,3 @@ class HybridRetriever:
 
     def rank(self, query: str, k: int) -> list[int]:
         return rrf_fuse([p.rank(query, self._depth) for p in self._parts])[:k]
-
-
-def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
-    """Items ordered by Σ 1/(k + rank) over the rankings (rank from 1); ties by first seen."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return sorted(scores, key=lambda item: -scores[item])
