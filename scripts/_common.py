@@ -20,8 +20,30 @@ __all__ = [
     "percentile",
     "proc_status",
     "render_table",
+    "select_indices",
     "sigterm_as_interrupt",
 ]
+
+
+def select_indices(spec: str, count: int) -> list[int]:
+    """Indexes from ``all``, ``N``, ``N-M`` or a comma list of those (0-based, in order,
+    without repeats); ValueError names what is wrong."""
+    if spec.strip().lower() == "all":
+        return list(range(count))
+    chosen: list[int] = []
+    for part in spec.split(","):
+        low, dash, high = part.strip().partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            raise ValueError(f"--conversations {spec!r}: expected all, N, N-M "
+                             "or a comma-separated list of those") from None
+        if not 0 <= first <= last < count:
+            raise ValueError(f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "
+                             f"(the file has {count} conversations)")
+        chosen.extend(range(first, last + 1))
+    return list(dict.fromkeys(chosen))
 
 
 def proc_status() -> dict[str, int]:

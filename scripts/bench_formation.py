@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from _common import select_indices
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore
@@ -39,11 +40,12 @@ TARGET_TURNS_PER_S = 100.0
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    parser.add_argument("--conversations", default="all", help="indices, e.g. 0-2 (all)")
+    parser.add_argument("--conversations", default="all", help="indices, e.g. 0-4 or 0,2 (all)")
     parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
     try:
-        conversations = _select(load_locomo(args.data), args.conversations)
+        samples = load_locomo(args.data)
+        conversations = [samples[i] for i in select_indices(args.conversations, len(samples))]
     except (LocomoError, ValueError) as exc:
         print(f"bench_formation: {exc}", file=sys.stderr)
         return 2
@@ -61,16 +63,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               indent=2))
         print(f"figures written to {args.json}")
     return 0
-
-
-def _select(conversations: list[Conversation], spec: str) -> list[Conversation]:
-    if spec == "all":
-        return conversations
-    low, _, high = spec.partition("-")
-    chosen = conversations[int(low): int(high or low) + 1]
-    if not chosen:
-        raise ValueError(f"--conversations {spec}: the file has {len(conversations)}")
-    return chosen
 
 
 def _replay(conv: Conversation, store: MemoryStore) -> dict[str, Any]:

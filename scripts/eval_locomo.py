@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common import select_indices
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore, TokenCounter, default_counter
@@ -104,7 +105,8 @@ Ranker = Callable[[str, int], tuple[list[str], TokensAt]]
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
-        conversations = _select(load_locomo(args.data), args.conversations)
+        samples = load_locomo(args.data)
+        conversations = [samples[i] for i in select_indices(args.conversations, len(samples))]
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
@@ -153,20 +155,6 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown or not args.methods:
         parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
     return args
-
-
-def _select(conversations: list[Conversation], spec: str) -> list[Conversation]:
-    if spec == "all":
-        return conversations
-    chosen: list[int] = []
-    for part in spec.split(","):
-        low, _, high = part.strip().partition("-")
-        first, last = int(low), int(high or low)
-        chosen.extend(range(first, last + 1))
-    bad = [i for i in chosen if not 0 <= i < len(conversations)]
-    if bad:
-        raise ValueError(f"--conversations {spec}: the file has {len(conversations)} (0-based)")
-    return [conversations[i] for i in dict.fromkeys(chosen)]
 
 
 def _build(

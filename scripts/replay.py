@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import api_error_message, base_url, format_ms, percentile, render_table
+from _common import api_error_message, base_url, format_ms, percentile, render_table, select_indices
 from tqdm import tqdm
 
 from memory_core.evaluation.locomo import Conversation as LocomoConversation
@@ -237,30 +237,14 @@ def locomo_message(sample: LocomoConversation, turn: Turn) -> Message:
 
 def select(conversations: list[Conversation], spec: str, limit: int | None) -> list[Conversation]:
     """The conversations ``spec`` names, each cut to its first ``limit`` sessions."""
-    chosen = [conversations[i] for i in parse_selection(spec, len(conversations))]
+    try:
+        indices = select_indices(spec, len(conversations))
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    chosen = [conversations[i] for i in indices]
     if limit is None:
         return chosen
     return [dataclasses.replace(c, sessions=c.sessions[:limit]) for c in chosen]
-
-
-def parse_selection(spec: str, count: int) -> list[int]:
-    """Indexes from ``all``, ``N``, ``N-M`` or a comma list of those (0-based)."""
-    if spec.strip().lower() == "all":
-        return list(range(count))
-    chosen: list[int] = []
-    for part in spec.split(","):
-        low, dash, high = part.strip().partition("-")
-        try:
-            first = int(low)
-            last = int(high) if dash else first
-        except ValueError:
-            raise InputError(f"--conversations {spec!r}: expected all, N, N-M "
-                             "or a comma-separated list of those") from None
-        if not 0 <= first <= last < count:
-            raise InputError(f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "
-                             f"(the file has {count} conversations)")
-        chosen.extend(range(first, last + 1))
-    return list(dict.fromkeys(chosen))
 
 
 # --- talking to the proxy -----------------------------------------------------------------
