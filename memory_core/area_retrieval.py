@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +29,6 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from .errors import StorageError
 from .formation.linking import normalise_name
 from .fusion import rrf_fuse
 from .graph import (
@@ -39,50 +36,21 @@ from .graph import (
     Activation,
     Area,
     AreaConfig,
-    EdgeList,
     EdgeType,
-    GraphVersion,
-    NodeKind,
     PulseConfig,
     Traversal,
     pulse,
     select_area,
 )
-from .names import NameIndex
+from .memory_graph import MemoryGraph, stem
 from .retrieval import query_terms, search
 
-__all__ = ["AreaResult", "MemoryGraph", "build_graph", "explain", "retrieve_area"]
+__all__ = ["AreaResult", "explain", "retrieve_area", "summary"]
 
 _PULSE = PulseConfig()
 _AREA = AreaConfig()
 _SEEDS = 50
-_MAX_DF_SHARE = 0.05
-_SUFFIXES = ("ing", "ed", "s")
-
-
-def stem(word: str) -> str:
-    """A light English suffix stripper (enough to join "paint", "paints", "painted")."""
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-@dataclass(frozen=True)
-class MemoryGraph:
-    """A graph version with the maps between its node indices and SQLite rows."""
-
-    graph: GraphVersion
-    fragment_ids: npt.NDArray[np.int64]  # node index -> fragment id (-1: not a fragment)
-    fragment_nodes: dict[int, int]
-    entity_nodes: dict[int, int]
-    context_nodes: dict[int, int]
-    session_nodes: dict[tuple[str, int], int]
-    term_nodes: dict[str, int]
-    vectors: npt.NDArray[np.float32]  # row i: vector of fragment node i (fragments come first)
-    fragments: int
-    names: NameIndex
-    aliases: dict[str, list[int]]
+_FUSION = (2.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -98,122 +66,6 @@ class AreaResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-def build_graph(conn: apsw.Connection, version: int = 0) -> MemoryGraph:
-    """Read the formed memory into a graph version (a full build)."""
-    try:
-        return _build(conn, version)
-    except apsw.Error as exc:
-        raise StorageError(f"cannot build the memory graph: {exc}") from exc
-
-
-def _build(conn: apsw.Connection, version: int) -> MemoryGraph:
-    frag_rows = list(
-        conn.execute(
-            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector FROM fragments f"
-            " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id ORDER BY f.id"
-        )
-    )
-    n_frag = len(frag_rows)
-    fragment_nodes = {row[0]: i for i, row in enumerate(frag_rows)}
-    dim = next((len(r[4]) // 4 for r in frag_rows if r[4]), 384)
-    vectors = np.zeros((n_frag, dim), np.float32)
-    for i, row in enumerate(frag_rows):
-        if row[4]:
-            vectors[i] = np.frombuffer(row[4], dtype="<f4")
-    kinds: list[int] = [NodeKind.FRAGMENT] * n_frag
-    columns: dict[str, list[float]] = {k: [] for k in ("src", "dst", "w", "id", "type", "source")}
-
-    def node(kind: NodeKind) -> int:
-        kinds.append(kind)
-        return len(kinds) - 1
-
-    def edge(src: int, dst: int, w: float, eid: int, etype: EdgeType, source: int = -1) -> None:
-        for key, value in (
-            ("src", src),
-            ("dst", dst),
-            ("w", w),
-            ("id", eid),
-            ("type", int(etype)),
-            ("source", source),
-        ):
-            columns[key].append(value)
-
-    contexts = {cid: node(NodeKind.CONTEXT) for (cid,) in conn.execute("SELECT id FROM contexts")}
-    entities = {eid: node(NodeKind.ENTITY) for (eid,) in conn.execute("SELECT id FROM entities")}
-    for n, (fid, cid, weight) in enumerate(
-        conn.execute("SELECT fragment_id, context_id, weight FROM fragment_contexts")
-    ):
-        edge(fragment_nodes[fid], contexts[cid], float(weight), n, EdgeType.IN_CONTEXT)
-    for mid, fid, eid in conn.execute("SELECT id, fragment_id, entity_id FROM mentions"):
-        edge(fragment_nodes[fid], entities[eid], 1.0, mid, EdgeType.MENTIONS)
-    for rid, subj, obj, fid, conf, status in conn.execute(
-        "SELECT id, subject_id, object_id, fragment_id, confidence, status FROM relations"
-        " WHERE object_id IS NOT NULL"
-    ):
-        weight = float(conf) * (0.5 if status == "superseded" else 1.0)
-        edge(entities[subj], entities[obj], weight, rid, EdgeType.RELATION, fragment_nodes[fid])
-    kinds_of_link = {
-        "next": EdgeType.NEXT,
-        "answers": EdgeType.ANSWERS,
-        "corrects": EdgeType.CORRECTS,
-        "depends_on": EdgeType.DEPENDS_ON,
-    }
-    for lid, src, dst, kind in conn.execute("SELECT id, src, dst, kind FROM fragment_links"):
-        edge(fragment_nodes[src], fragment_nodes[dst], 1.0, lid, kinds_of_link[kind])
-    sessions: dict[tuple[str, int], int] = {}
-    for i, (_, _, conv, ts, _) in enumerate(frag_rows):
-        key = (conv, int(ts // 86_400))
-        if key not in sessions:
-            sessions[key] = node(NodeKind.SESSION)
-        edge(i, sessions[key], 1.0, i, EdgeType.IN_SESSION)
-    term_nodes = _terms(frag_rows, node, edge)
-    edges = EdgeList.from_arrays(
-        np.asarray(columns["src"], np.int64),
-        np.asarray(columns["dst"], np.int64),
-        weight=np.asarray(columns["w"], np.float32),
-        edge_id=np.asarray(columns["id"], np.int64),
-        edge_type=np.asarray(columns["type"], np.int16),
-        source=np.asarray(columns["source"], np.int64),
-    )
-    fragment_ids = np.full(len(kinds), -1, np.int64)
-    fragment_ids[:n_frag] = [row[0] for row in frag_rows]
-    aliases: dict[str, list[int]] = {}
-    for eid, alias in conn.execute("SELECT entity_id, alias FROM aliases"):
-        aliases.setdefault(normalise_name(alias), []).append(entities[eid])
-    return MemoryGraph(
-        GraphVersion.build(np.asarray(kinds, np.int8), edges, version=version),
-        fragment_ids,
-        fragment_nodes,
-        entities,
-        contexts,
-        sessions,
-        term_nodes,
-        vectors,
-        n_frag,
-        NameIndex(a for (a,) in conn.execute("SELECT alias FROM aliases")),
-        aliases,
-    )
-
-
-def _terms(rows: Sequence[tuple[object, ...]], node: object, edge: object) -> dict[str, int]:
-    """Concept nodes for content words used by 2+ fragments (and not by too many)."""
-    per_fragment = [{stem(t) for t in query_terms(str(row[1]))} for row in rows]
-    df: dict[str, int] = {}
-    for terms in per_fragment:
-        for term in terms:
-            df[term] = df.get(term, 0) + 1
-    limit = max(2, int(_MAX_DF_SHARE * len(rows)))
-    kept = {t for t, d in df.items() if 2 <= d <= limit}
-    nodes: dict[str, int] = {}
-    for i, terms in enumerate(per_fragment):
-        for term in sorted(terms & kept):
-            if term not in nodes:
-                nodes[term] = node(NodeKind.CONCEPT)  # type: ignore[operator]
-            idf = math.log(len(rows) / df[term])
-            edge(i, nodes[term], idf, i, EdgeType.IS_A)  # type: ignore[operator]
-    return nodes
-
-
 def retrieve_area(
     conn: apsw.Connection,
     memory: MemoryGraph,
@@ -221,20 +73,24 @@ def retrieve_area(
     question_vector: npt.NDArray[np.float32] | None,
     *,
     limit: int,
-    traversal: Traversal = DEFAULT_TRAVERSAL,
-    pulse_config: PulseConfig = _PULSE,
-    area_config: AreaConfig = _AREA,
+    traversal: Traversal | None = None,
+    pulse_config: PulseConfig | None = None,
+    area_config: AreaConfig | None = None,
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring)."""
+    traversal = traversal or DEFAULT_TRAVERSAL
+    pulse_config = pulse_config or _PULSE
+    area_config = area_config or _AREA
     clock = _Clock()
     found = [h.fragment_id for h in search(conn, question, limit=_SEEDS)]
-    lexical = [memory.fragment_nodes[f] for f in found if f in memory.fragment_nodes]
+    lexical = [n for n in map(memory.fragment_nodes.get, found) if n is not None and memory.has(n)]
     dense: list[int] = []
-    if question_vector is not None and memory.fragments:
+    rows = memory.vectors.shape[0]
+    if question_vector is not None and rows:
         sims = memory.vectors @ question_vector
-        k = min(_SEEDS, memory.fragments)
+        k = min(_SEEDS, rows)
         top = np.argpartition(-sims, k - 1)[:k]
-        dense = [int(i) for i in top[np.argsort(-sims[top])]]
+        dense = [int(memory.vector_nodes[i]) for i in top[np.argsort(-sims[top])]]
     foci, labels = _foci(memory, question, lexical, dense)
     clock.lap("foci")
     activated: list[int] = []
@@ -244,22 +100,21 @@ def retrieve_area(
         clock.lap("pulse")
         area = select_area(memory.graph, activation, traversal, area_config)
         clock.lap("area")
-        totals = activation.total
-        is_fragment = activation.nodes < memory.fragments
-        order = np.argsort(-totals[is_fragment], kind="stable")
-        chosen = [int(n) for n in area.fragments if n < memory.fragments]
+        is_fragment = memory.fragment_of[activation.nodes] >= 0
+        order = np.argsort(-activation.total[is_fragment], kind="stable")
+        chosen = [int(n) for n in area.fragments if memory.fragment_of[n] >= 0]
         seen = set(chosen)
         activated = chosen + [
             int(n) for n in activation.nodes[is_fragment][order] if int(n) not in seen
         ]
     # fused by fragment id: a fragment formed after this graph version still ranks by BM25
-    ranked = rrf_fuse([found, [int(memory.fragment_ids[n]) for n in activated]], (2.0, 1.0))
+    ranked = rrf_fuse([found, [int(memory.fragment_of[n]) for n in activated]], _FUSION)
     clock.lap("rank")
     return AreaResult(
         ranked[:limit],
         labels,
         area,
-        memory.graph.version,
+        memory.version,
         (lexical, dense, activated),
         activation,
         clock.laps,
@@ -283,11 +138,11 @@ def _foci(
     foci: list[dict[int, float]] = []
     labels: list[str] = []
     for term in dict.fromkeys(stem(t) for t in query_terms(question)):
-        if term in memory.term_nodes:
+        if memory.is_focus_word(term):
             foci.append({memory.term_nodes[term]: 1.0})
             labels.append(f"word:{term}")
     for name in memory.names.mentioned(question):
-        nodes = memory.aliases.get(normalise_name(name), [])
+        nodes = [n for n in memory.aliases.get(normalise_name(name), ()) if memory.has(n)]
         if nodes:
             foci.append({n: 1.0 / len(nodes) for n in nodes})
             labels.append(f"entity:{name}")
@@ -298,13 +153,50 @@ def _foci(
     return foci, labels
 
 
+def summary(memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
+    """What a receipt keeps of an area query: graph version, foci, the chosen region
+    (its nodes as ``[kind, id]``, edge types, representative, score terms), work done and
+    timings. No SQLite reads: it is built on the request path."""
+    report: dict[str, Any] = {
+        "graph_version": result.graph_version,
+        "operator": None,
+        "foci": result.foci,
+        "timings_ms": result.timings_ms,
+        "region": None,
+    }
+    activation, area = result.activation, result.area
+    if activation is not None:
+        report["visited"] = {"nodes": activation.nodes_visited, "edges": activation.edges_visited}
+    if area is None or area.chosen is None:
+        return report
+    report["operator"] = "wave" if area.wave is not None else "pulse"
+    region = area.chosen.region
+    types = np.bincount(region.edges.edge_type.astype(np.int64), minlength=1)
+    report["region"] = {
+        "representative": list(memory.node_keys[int(region.centre)]),
+        "nodes": [list(memory.node_keys[int(n)]) for n in region.nodes],
+        "edges": {EdgeType(t).name.lower(): int(c) for t, c in enumerate(types) if c},
+        "score": {
+            k: v
+            for k, v in dataclasses.asdict(area.chosen.terms).items()
+            if k not in ("per_focus",)
+        },
+    }
+    return report
+
+
 def explain(conn: apsw.Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     """Everything a person needs to see why an area was chosen (JSON-ready)."""
     activation, area = result.activation, result.area
     described = _Describer(conn, memory)
     report: dict[str, Any] = {
         "graph_version": result.graph_version,
-        "graph": {"nodes": memory.graph.n_nodes, "edges": memory.graph.n_edges},
+        "graph": {
+            "nodes": memory.graph.n_nodes,
+            "edges": memory.graph.n_edges,
+            "delta_edges": memory.graph.n_delta,
+            "fragments": memory.fragments,
+        },
         "foci": result.foci,
         "timings_ms": result.timings_ms,
         "fragments": result.fragment_ids,
@@ -366,31 +258,21 @@ class _Describer:
 
     def __init__(self, conn: apsw.Connection, memory: MemoryGraph) -> None:
         self._conn, self._memory = conn, memory
-        self._by_node: dict[int, tuple[str, object]] = {}
-        for db_id, n in memory.entity_nodes.items():
-            self._by_node[n] = ("entity", db_id)
-        for db_id, n in memory.context_nodes.items():
-            self._by_node[n] = ("context", db_id)
-        for key, n in memory.session_nodes.items():
-            self._by_node[n] = ("session", key)
-        for term, n in memory.term_nodes.items():
-            self._by_node[n] = ("word", term)
 
     def node(self, n: int) -> dict[str, Any]:
-        if n < self._memory.fragments:
-            fid = int(self._memory.fragment_ids[n])
+        kind, key = self._memory.node_keys[n]
+        if kind == "fragment":
             row = self._conn.execute(
-                "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (fid,)
+                "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (key,)
             ).fetchone()
             label = f"{row[1] or ''}: {row[2][:80]}" if row else ""
             return {
                 "node": n,
-                "kind": "fragment",
-                "id": fid,
+                "kind": kind,
+                "id": key,
                 "label": label,
                 "conversation_id": row[0] if row else None,
             }
-        kind, key = self._by_node.get(n, ("unknown", None))
         label = str(key)
         if kind == "entity":
             found = self._conn.execute("SELECT name FROM entities WHERE id = ?", (key,)).fetchone()

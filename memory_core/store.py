@@ -18,12 +18,14 @@ from typing import Any
 
 import apsw
 
-from .area_retrieval import AreaResult, MemoryGraph, build_graph, explain, retrieve_area
+from .area_retrieval import AreaResult, explain, retrieve_area, summary
 from .db import connect, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from .graph import GraphSettings
 from .inspect import list_contexts, list_entities, list_relations
 from .log import AppendResult, LogMessage, append_messages
+from .memory_graph import MemoryGraph, MemoryGraphIndex
 from .migrations import migrate
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
@@ -39,6 +41,7 @@ class Recall:
 
     hits: tuple[Hit, ...]
     context: Reconstruction
+    area: Mapping[str, Any] | None = None  # area retrieval: graph version, foci, region
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class MemoryStore:
         clock: Callable[[], float] = time.time,
         formation: FormationConfig | None = None,
         backends: Backends | None = None,
+        graph: GraphSettings | None = None,
     ) -> None:
         self.path = path
         self._clock = clock
@@ -71,7 +75,8 @@ class MemoryStore:
         self._formation = formation or FormationConfig()
         self._backends = backends
         self._former: Former | None = None
-        self._graph: MemoryGraph | None = None
+        self._settings = graph or GraphSettings()
+        self._graph = MemoryGraphIndex(max_delta_edges=self._settings.max_delta_edges)
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
@@ -115,7 +120,8 @@ class MemoryStore:
         """One formation pass over up to ``limit`` queued log rows (default: batch size).
 
         Runs on its own connection, so appends never wait for formation's model calls;
-        when area retrieval is in use, a new graph version is published afterwards.
+        once the memory graph is in use, what the pass formed is appended to it and a new
+        graph version published.
         """
         result = self._form_pass(limit)
         if result.processed:
@@ -132,13 +138,17 @@ class MemoryStore:
         return result
 
     def _publish_graph(self) -> None:
-        """Rebuild the graph from the formation connection and swap it in (queries that
-        pinned the old version finish on it). Only once a query has used the graph."""
-        if self._graph is None:
-            return
+        """Append what formation added to the graph (queries that pinned the previous
+        version finish on it). Only once the graph is in use: see :meth:`warm_graph`."""
+        if self._graph.started:
+            with self._form_lock:
+                self._graph.refresh(self._forming)
+
+    def warm_graph(self) -> MemoryGraph:
+        """Read the memory graph now (the first area query would otherwise pay for it);
+        from then on every formation pass keeps it current. Returns the published version."""
         with self._form_lock:
-            graph = build_graph(self._forming, self._graph.graph.version + 1)
-        self._graph = graph
+            return self._graph.refresh(self._forming)
 
     def formation_timings(self) -> dict[str, float]:
         """Cumulative seconds spent per formation stage by this store."""
@@ -182,17 +192,16 @@ class MemoryStore:
     ) -> Recall:
         """Retrieve by area (graph activation fused with BM25) and reconstruct.
 
-        Reads the published graph version; formation publishes a new one (a full build,
-        see :mod:`.area_retrieval`) after each pass, so fragments formed since are found
-        by the BM25 focus until then.
+        Reads the published graph version; formation appends to it after each pass, and a
+        fragment formed since is still found by its BM25 rank.
         """
         with self._read_lock:
-            _, result = self._area(question, limit + len(exclude_hashes))
+            graph, result = self._area(question, limit + len(exclude_hashes))
             hits = fetch_hits(self._reader, result.fragment_ids)
         excluded = set(exclude_hashes)
         kept = [h for h in hits if h.log_hash not in excluded][:limit]
         context = reconstruct(kept, budget_tokens=budget_tokens, counter=self._counter)
-        return Recall(tuple(kept), context)
+        return Recall(tuple(kept), context, summary(graph, result))
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
@@ -206,7 +215,16 @@ class MemoryStore:
         vector = self._encoder().encode([question])[0]
         encoded = time.perf_counter()
         graph = self._current_graph()
-        result = retrieve_area(self._reader, graph, question, vector, limit=limit)
+        result = retrieve_area(
+            self._reader,
+            graph,
+            question,
+            vector,
+            limit=limit,
+            traversal=self._settings.traversal,
+            pulse_config=self._settings.pulse,
+            area_config=self._settings.area,
+        )
         result.timings_ms["encode_ms"] = round((encoded - began) * 1000, 3)
         return graph, result
 
@@ -217,12 +235,9 @@ class MemoryStore:
             return self._backends.encoder
 
     def _current_graph(self) -> MemoryGraph:
-        """The published graph; the first area query builds it (caller holds the read
-        lock). Formation publishes the next versions, off the query path."""
-        graph = self._graph
-        if graph is None:
-            graph = self._graph = build_graph(self._reader, 0)
-        return graph
+        """The published graph; the first area query reads it (caller holds the read
+        lock), formation keeps it current afterwards, off the query path."""
+        return self._graph.current() or self._graph.refresh(self._reader)
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory."""

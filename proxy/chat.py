@@ -351,7 +351,8 @@ def _receipt(ex: _Exchange) -> dict[str, Any]:
         "tokens": recall.context.tokens if recall else 0,
         "timings_ms": dict(ex.stages),
         "upstream_status": ex.status,
-        "graph_version": None,
+        "graph_version": recall.area.get("graph_version") if recall and recall.area else None,
+        "graph_area": dict(recall.area) if recall and recall.area else None,
     }
 
 
@@ -407,6 +408,7 @@ def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
         "rule": decision.rule if decision else None,
         "fragments_injected": len(recall.context.cited) if recall else 0,
         "memory_tokens": recall.context.tokens if recall else 0,
+        "graph_version": recall.area.get("graph_version") if recall and recall.area else None,
         "usage": ex.usage,
         "stages_ms": ex.stages,
         "status": ex.status,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from memory_core.formation import FormationConfig, FormationConfigError, parse_formation
+from memory_core.graph import GraphConfigError, GraphSettings, parse_graph_settings
 from policies import DEFAULT_POLICY_PATH
 
 from .errors import ConfigError
@@ -108,6 +109,7 @@ class Config:
     policy_path: Path
     policy_key: str | None
     formation: FormationConfig = field(default_factory=FormationConfig)
+    retrieval: GraphSettings = field(default_factory=GraphSettings)
 
     @property
     def log_file(self) -> Path:
@@ -133,7 +135,9 @@ def load_config(
     reader = _Reader(str(source), source.parent)
     root = reader.mapping(doc if doc is not None else {}, "")
     reader.only(
-        root, "", {"server", "auth", "upstreams", "memory", "logging", "policy", "formation"}
+        root,
+        "",
+        {"server", "auth", "upstreams", "memory", "logging", "policy", "formation", "retrieval"},
     )
     server = reader.server(root.get("server"), host, port, data_dir)
     policy_path, policy_key = reader.policy(root.get("policy"), source)
@@ -147,6 +151,7 @@ def load_config(
         policy_path=policy_path,
         policy_key=policy_key,
         formation=reader.formation(root.get("formation")),
+        retrieval=reader.retrieval(root.get("retrieval")),
     )
 
 
@@ -318,6 +323,12 @@ class _Reader:
         try:
             return parse_formation(value)
         except FormationConfigError as exc:
+            raise self.fail(exc.key, exc.reason) from exc
+
+    def retrieval(self, value: Any) -> GraphSettings:
+        try:
+            return parse_graph_settings(self.mapping(value, "retrieval"), "retrieval")
+        except GraphConfigError as exc:
             raise self.fail(exc.key, exc.reason) from exc
 
     def policy(self, value: Any, source: Path) -> tuple[Path, str | None]:

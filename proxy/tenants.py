@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from aiohttp import web
 
 from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
 from memory_core.formation import Backends, FormationConfig
+from memory_core.graph import GraphSettings
 from memory_core.tokens import TokenCounter
 
 from .config import AuthConfig
@@ -29,6 +30,7 @@ from .errors import ApiError
 __all__ = ["TenantMemory", "Tenants", "tenant_of"]
 
 T = TypeVar("T")
+Events = Callable[[dict[str, Any]], None]
 
 
 def tenant_of(request: web.Request, auth: AuthConfig) -> str:
@@ -52,9 +54,16 @@ def tenant_of(request: web.Request, auth: AuthConfig) -> str:
 class TenantMemory:
     """One tenant's store with async access (writer thread + shared reader pool)."""
 
-    def __init__(self, name: str, store: MemoryStore, readers: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        name: str,
+        store: MemoryStore,
+        readers: ThreadPoolExecutor,
+        events: Events | None = None,
+    ) -> None:
         self.name = name
         self.store = store
+        self._events = events
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
@@ -75,6 +84,17 @@ class TenantMemory:
     async def form(self) -> int:
         """Form what is queued, on the tenant's formation thread (appends never wait)."""
         return await asyncio.get_running_loop().run_in_executor(self._former, self.store.form_all)
+
+    def warm_graph(self) -> None:
+        """Read the memory graph on the formation thread now, so the first area query
+        does not pay for it (a failure is logged; that query then reads it itself)."""
+        future = self._former.submit(self.store.warm_graph)
+        future.add_done_callback(self._warmed)
+
+    def _warmed(self, future: Future[Any]) -> None:
+        exc = future.exception()
+        if exc is not None and self._events is not None:
+            self._events({"event": "graph_warm_failed", "tenant": self.name, "error": str(exc)})
 
     async def recall(
         self,
@@ -132,11 +152,18 @@ class Tenants:
         counter: TokenCounter,
         formation: FormationConfig,
         backends: Backends,
+        *,
+        graph: GraphSettings | None = None,
+        warm_graph: bool = False,
+        events: Events | None = None,
     ) -> None:
         self.folder = data_dir / "tenants"
         self._counter = counter
         self._formation = formation
         self._backends = backends
+        self._graph = graph
+        self._warm_graph = warm_graph
+        self._events = events
         self._open: dict[str, TenantMemory] = {}
         self._lock = threading.Lock()
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mem-r")
@@ -150,8 +177,13 @@ class Tenants:
                     counter=self._counter,
                     formation=self._formation,
                     backends=self._backends,
+                    graph=self._graph,
                 )
-                memory = self._open[tenant] = TenantMemory(tenant, store, self._readers)
+                memory = self._open[tenant] = TenantMemory(
+                    tenant, store, self._readers, self._events
+                )
+                if self._warm_graph:
+                    memory.warm_graph()
             return memory
 
     def existing(self) -> list[str]:

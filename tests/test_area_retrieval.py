@@ -1,14 +1,18 @@
-"""Area retrieval over the formed graph (first wiring of the graph engine)."""
+"""Area retrieval over the formed graph, and the graph kept current incrementally."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from memory_core import LogMessage, MemoryStore
-from memory_core.area_retrieval import build_graph, stem
+from memory_core.area_retrieval import retrieve_area
 from memory_core.formation import Backends
-from memory_core.graph import NodeKind
+from memory_core.graph import DEFAULT_TRAVERSAL, GraphSettings, NodeKind, pulse
+from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex, stem
 
 TURNS = [
     "The Dreamer is the consolidation cycle; it runs every night at 3 am.",
@@ -21,26 +25,63 @@ TURNS = [
     "June in Porto is lovely, book the train early.",
 ]
 
+LATER = [
+    "Ana says the red bicycle needs new brakes before the Porto trip.",
+    "The Dreamer got a new logo, a sleeping owl.",
+    "Book the Porto train for the second week of June.",
+    "Lisbon to Porto by train takes three hours.",
+]
 
-def _store(tmp_path: Path, backends: Backends) -> MemoryStore:
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
-    messages = [
-        LogMessage({"role": "user" if i % 2 == 0 else "assistant", "content": t}, 1_700_000_000 + i)
-        for i, t in enumerate(TURNS)
+
+def _messages(texts: list[str], start: float) -> list[LogMessage]:
+    return [
+        LogMessage({"role": "user" if i % 2 == 0 else "assistant", "content": t}, start + i)
+        for i, t in enumerate(texts)
     ]
-    store.append(messages, conversation="c1")
+
+
+def _store(tmp_path: Path, backends: Backends, **kwargs: object) -> MemoryStore:
+    store = MemoryStore(tmp_path / "m.db", backends=backends, **kwargs)  # type: ignore[arg-type]
+    store.append(_messages(TURNS, 1_700_000_000), conversation="c1")
     store.form_all()
     return store
 
 
+def _edge_rows(memory: MemoryGraph) -> list[tuple[object, ...]]:
+    """Every edge as (src key, dst key, type, row id, weight, source key), sorted."""
+    edges = memory.graph.edges()
+    keys = memory.node_keys
+
+    def key(n: int) -> object:
+        return None if n < 0 else keys[n]
+
+    return sorted(
+        (
+            (key(int(s)), key(int(d)), int(t), int(i), round(float(w), 6), key(int(src)))
+            for s, d, t, i, w, src in zip(
+                edges.src,
+                edges.dst,
+                edges.edge_type,
+                edges.edge_id,
+                edges.weight,
+                edges.source,
+                strict=True,
+            )
+        ),
+        key=repr,
+    )
+
+
 def test_graph_holds_every_formed_node_kind(tmp_path: Path, backends: Backends) -> None:
     store = _store(tmp_path, backends)
-    memory = build_graph(store._reader)
+    memory = store.warm_graph()
     kinds = set(memory.graph.kinds.tolist())
     assert {NodeKind.FRAGMENT, NodeKind.CONTEXT, NodeKind.ENTITY, NodeKind.SESSION} <= kinds
     assert memory.fragments == len(TURNS)
+    assert memory.vectors.shape == (len(TURNS), 384)
     assert "dreamer" in memory.aliases  # the entity, by its alias
     assert stem("bicycles") in memory.term_nodes  # a word two fragments share
+    assert memory.node_keys[memory.fragment_nodes[1]] == ("fragment", 1)
 
 
 def test_a_question_reaches_the_fragment_and_its_correction(
@@ -51,32 +92,119 @@ def test_a_question_reaches_the_fragment_and_its_correction(
     texts = [h.text for h in recall.hits]
     assert TURNS[0] in texts and TURNS[4] in texts
     assert "Dreamer now runs every hour" in recall.context.text
+    assert recall.area is not None and recall.area["graph_version"] == 0
+    assert "entity:Dreamer" in recall.area["foci"]
+    assert recall.area["region"]["nodes"]  # the receipt keeps the whole region
 
 
-def test_the_graph_is_rebuilt_when_memory_grows(tmp_path: Path, backends: Backends) -> None:
+def test_formation_appends_to_the_delta_instead_of_rebuilding(
+    tmp_path: Path, backends: Backends
+) -> None:
     store = _store(tmp_path, backends)
-    store.recall_area("Dreamer", limit=3, budget_tokens=500)
-    first = store._graph
-    store.append(
-        [LogMessage({"role": "user", "content": "The Dreamer got a new logo."}, time.time())],
-        conversation="c2",
-    )
+    first = store.warm_graph()
+    store.append(_messages(LATER[1:2], time.time()), conversation="c2")
     store.form_all()
+    now = store._graph.current()
+    assert now is not None and now.version == first.version + 1
+    assert now.graph.base_version == first.graph.base_version  # same CSR base, a delta on top
+    assert now.graph.n_delta > 0 and now.graph.out is first.graph.out
     recall = store.recall_area("Dreamer logo", limit=3, budget_tokens=500)
-    assert store._graph is not first and store._graph is not None
-    assert store._graph.graph.version == 1
-    assert recall.hits[0].text == "The Dreamer got a new logo."
+    assert recall.hits[0].text == LATER[1]
+    # the version pinned before the append is untouched
+    assert first.graph.n_delta == 0 and first.fragments == len(TURNS)
+    assert first.graph.n_nodes < now.graph.n_nodes
+
+
+def test_a_graph_kept_current_pass_by_pass_equals_one_read_at_the_end(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = _store(tmp_path, backends)
+    store.warm_graph()
+    for i, text in enumerate(LATER):  # one formation pass (and one graph append) each
+        store.append(_messages([text], 1_700_100_000 + i), conversation=f"later-{i}")
+        store.form_all()
+    incremental = store._graph.current()
+    assert incremental is not None and incremental.version == len(LATER)
+    fresh = MemoryGraphIndex().refresh(store._reader)
+    # the same graph, numbered in another order: compare by what each node stands for
+    assert _nodes(fresh) == _nodes(incremental)
+    assert _edge_rows(fresh) == _edge_rows(incremental)
+    assert fresh.fragments == incremental.fragments == len(TURNS) + len(LATER)
+    porto, first = ("word", stem("porto")), ("fragment", 1)
+    a = _activation(fresh, [porto, first])
+    b = _activation(incremental, [porto, first])
+    assert a.keys() == b.keys()
+    assert all(np.allclose(a[k], b[k]) for k in a)
+
+
+def _nodes(memory: MemoryGraph) -> dict[object, int]:
+    return {key: int(kind) for key, kind in zip(memory.node_keys, memory.graph.kinds, strict=True)}
+
+
+def _activation(memory: MemoryGraph, seeds: list[object]) -> dict[object, np.ndarray]:
+    index = {key: n for n, key in enumerate(memory.node_keys)}
+    result = pulse(memory.graph, [{index[k]: 1.0} for k in seeds], DEFAULT_TRAVERSAL)
+    return {
+        memory.node_keys[int(n)]: row for n, row in zip(result.nodes, result.per_focus, strict=True)
+    }
+
+
+def test_the_delta_is_merged_once_it_passes_its_limit(tmp_path: Path, backends: Backends) -> None:
+    store = _store(tmp_path, backends, graph=GraphSettings(max_delta_edges=5))
+    first = store.warm_graph()
+    store.append(_messages(LATER, 1_700_100_000), conversation="c2")
+    store.form_all()
+    merged = store._graph.current()
+    assert merged is not None and merged.graph.n_delta == 0
+    assert merged.graph.base_version > first.graph.base_version
+    assert _edge_rows(merged) == _edge_rows(MemoryGraphIndex().refresh(store._reader))
 
 
 def test_fragments_newer_than_the_graph_are_still_found(tmp_path: Path, backends: Backends) -> None:
     store = _store(tmp_path, backends)
-    store.recall_area("Dreamer", limit=3, budget_tokens=500)  # the graph is now in use
-    version = store._graph.graph.version if store._graph else -1
-    store.append(
-        [LogMessage({"role": "user", "content": "Zanzibar trip booked for May."}, time.time())],
-        conversation="c3",
-    )
-    store._form_pass()  # formed, but no new graph version published yet
-    assert store._graph is not None and store._graph.graph.version == version
+    version = store.warm_graph().version
+    store.append(_messages(["Zanzibar trip booked for May."], time.time()), conversation="c3")
+    store._form_pass()  # formed, but not yet appended to the graph
+    assert store._graph.current().version == version  # type: ignore[union-attr]
     recall = store.recall_area("Zanzibar trip", limit=3, budget_tokens=500)
     assert "Zanzibar trip booked for May." in [h.text for h in recall.hits]
+
+
+def test_a_query_pinned_to_an_old_version_ignores_what_was_added_since(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = _store(tmp_path, backends)
+    old = store.warm_graph()
+    store.append(_messages(LATER, 1_700_100_000), conversation="c2")
+    store.form_all()
+    vector = backends.encoder.encode(["Porto train brakes"])[0]
+    result = retrieve_area(store._reader, old, "Porto train brakes", vector, limit=20)
+    assert result.graph_version == old.version
+    assert result.activation is not None
+    assert int(result.activation.nodes.max()) < old.graph.n_nodes
+    later_ids = {
+        f for f, n in store._graph.current().fragment_nodes.items() if n >= old.graph.n_nodes
+    }  # type: ignore[union-attr]
+    assert later_ids  # ranked by BM25 only: the old version has no nodes for them
+    assert set(result.lists[2]).isdisjoint(range(old.graph.n_nodes, 10**9))
+
+
+def test_a_failed_refresh_is_followed_by_a_full_read(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path, backends)
+    index = store._graph
+    first = store.warm_graph()
+    store.append(_messages(LATER, 1_700_100_000), conversation="c2")
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(index, "_read_edges", broken)
+    with pytest.raises(RuntimeError):
+        store.form_all()
+    monkeypatch.undo()
+    again = store.warm_graph()  # reads everything again, as a new version
+    assert again.version > first.version and again.graph.n_delta == 0
+    assert again.fragments == len(TURNS) + len(LATER)
+    assert _edge_rows(again) == _edge_rows(MemoryGraphIndex().refresh(store._reader))

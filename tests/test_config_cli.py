@@ -48,6 +48,21 @@ UPSTREAM = [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:1
             "'system' or 'user'",
         ),
         ({"upstreams": UPSTREAM, "policy": "missing.yaml"}, "policy", "does not exist"),
+        (
+            {"upstreams": UPSTREAM, "retrieval": {"operator": "tide"}},
+            "retrieval.area.operator",
+            "pulse, wave",
+        ),
+        (
+            {"upstreams": UPSTREAM, "retrieval": {"pulse": {"gamma": 1.5}}},
+            "retrieval.pulse.gamma",
+            "(0, 1)",
+        ),
+        (
+            {"upstreams": UPSTREAM, "retrieval": {"traversal": {"telepathy": [1, 1]}}},
+            "retrieval.traversal.telepathy",
+            "unknown edge type",
+        ),
         ({"upstreams": UPSTREAM, "extra": 1}, "extra", "unknown key"),
         ("upstreams: [unclosed", "", "invalid YAML"),
     ],
@@ -71,6 +86,25 @@ def test_config_defaults_and_overrides(tmp_path: Path) -> None:
     assert config.auth.mode == "open"
     assert config.upstreams[0].uses_fast_path
     assert config.policy_path.name == "default.yaml"
+    assert config.retrieval.area.operator == "pulse"
+
+
+def test_retrieval_settings_are_read(tmp_path: Path) -> None:
+    doc = {
+        "upstreams": UPSTREAM,
+        "retrieval": {
+            "operator": "wave",
+            "traversal": {"mentions": [1.0, 0.5]},
+            "pulse": {"gamma": 0.7, "epsilon": 0.001},
+            "area": {"max_region_nodes": 32},
+            "max_delta_edges": 1000,
+        },
+    }
+    settings = load_config(_write(tmp_path, doc)).retrieval
+    assert settings.area.operator == "wave" and settings.area.max_region_nodes == 32
+    assert settings.pulse.gamma == 0.7 and settings.pulse.epsilon == 0.001
+    assert settings.traversal.multipliers(0) == (1.0, 0.5)
+    assert settings.max_delta_edges == 1000
 
 
 def test_shipped_config_loads() -> None:

@@ -270,3 +270,12 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
         async with http.get(url) as response:
             receipt = await response.json()
     assert receipt["area"]["kind"] == "area (graph + bm25)"
+    assert isinstance(receipt["graph_version"], int)  # the version the query pinned
+    area = receipt["graph_area"]
+    assert area["graph_version"] == receipt["graph_version"]
+    assert "entity:Ana" in area["foci"]
+    assert area["region"]["representative"] in area["region"]["nodes"]
+    assert any(kind == "fragment" for kind, _ in area["region"]["nodes"])
+    assert {"coverage", "convergence", "mass", "hub_penalty", "support"} <= set(
+        area["region"]["score"]
+    )

@@ -17,7 +17,6 @@ from ..fusion import rrf_fuse
 __all__ = ["BM25Retriever", "DenseRetriever", "HybridRetriever", "Retriever", "rrf_fuse"]
 
 
-
 class Retriever(Protocol):
     """Ranks the indexed documents for a query."""
 

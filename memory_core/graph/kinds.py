@@ -39,3 +39,4 @@ class EdgeType(IntEnum):
     IN_SESSION = 7  # fragment -> session node
     AT_TIME = 8  # fragment -> time node
     IS_A = 9  # entity -> concept
+    USES_TERM = 10  # fragment -> word (a content word the fragment uses)

@@ -97,6 +97,7 @@ DEFAULT_TRAVERSAL = Traversal(
         EdgeType.IN_SESSION: (0.2, 0.2),
         EdgeType.AT_TIME: (0.2, 0.2),
         EdgeType.IS_A: (1.0, 0.5),
+        EdgeType.USES_TERM: (1.0, 0.5),
     }
 )
 """Named preset: mentions and relations both ways, weaker context/session/time links."""

@@ -1,0 +1,420 @@
+"""The formed memory as a graph, kept up to date incrementally (DESIGN.md §7).
+
+Nodes: fragments, contexts, entities, sessions (a conversation's day) and words (content
+words used by two or more fragments). Edges, each carrying the id of the SQLite row it
+comes from: mentions (fragment → entity), context memberships (fragment → context, with
+the membership weight), relations (subject → object entity, with their confidence and
+their source fragment), fragment links (next, answers, corrects, depends_on), session
+membership (fragment → session) and word use (fragment → word).
+
+:class:`MemoryGraphIndex` reads only what formation added since its last refresh (row-id
+cursors per table) and appends it to the graph holder's delta, so keeping the graph
+current costs what a formation pass wrote, not the size of memory. The holder merges the
+delta into a new CSR base once it passes ``max_delta_edges``.
+
+Invariants:
+
+- Every refresh reads inside one read transaction, so a refresh sees whole formation
+  passes: an edge never points to a node the same refresh has not created.
+- A graph refreshed after every pass equals one built in a single refresh from the
+  finished store, up to the numbering of its nodes (same nodes by what they stand for,
+  same edges, same activations): word nodes are created when a second fragment uses the
+  word, word edges have unit weight (degree normalisation in
+  the pulse already makes a rare word pass on more activation than a common one), and
+  relation edges weigh their confidence, not their later status.
+- A :class:`MemoryGraph` is an immutable snapshot: its arrays are views of the first
+  ``n`` entries of append-only buffers, and the lookup dictionaries it shares with later
+  snapshots only gain keys; lookups therefore check ``node < graph.n_nodes``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from .errors import StorageError
+from .formation.linking import normalise_name
+from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphHolder, GraphVersion, NodeKind
+from .names import NameIndex
+from .retrieval import query_terms
+
+__all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey", "stem"]
+
+NodeKey = tuple[str, object]
+"""What a node stands for: ``("fragment", id)``, ``("entity", id)``, ``("context", id)``,
+``("session", (conversation, day))`` or ``("word", stem)``."""
+
+_SUFFIXES = ("ing", "ed", "s")
+_MAX_FOCUS_DF_SHARE = 0.05
+_DAY = 86_400
+_LINKS = {
+    "next": EdgeType.NEXT,
+    "answers": EdgeType.ANSWERS,
+    "corrects": EdgeType.CORRECTS,
+    "depends_on": EdgeType.DEPENDS_ON,
+}
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper (enough to join "paint", "paints", "painted")."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def fragment_terms(text: str) -> set[str]:
+    """The stemmed content words of a fragment (what its word edges point to)."""
+    return {stem(t) for t in query_terms(text)}
+
+
+@dataclass(frozen=True)
+class MemoryGraph:
+    """One published graph version with the maps between its nodes and SQLite rows."""
+
+    graph: GraphVersion
+    fragment_of: npt.NDArray[np.int64]  # node -> fragment id, -1 for other kinds
+    vectors: npt.NDArray[np.float32]  # one row per embedded fragment
+    vector_nodes: npt.NDArray[np.int64]  # row of ``vectors`` -> fragment node
+    node_keys: Sequence[NodeKey]  # node -> what it stands for (shared, append-only)
+    fragment_nodes: Mapping[int, int]  # the dictionaries are shared and only gain keys
+    entity_nodes: Mapping[int, int]
+    term_nodes: Mapping[str, int]
+    term_df: Mapping[str, int]
+    aliases: Mapping[str, Sequence[int]]  # normalised alias -> entity nodes
+    names: NameIndex
+    fragments: int  # fragment nodes in this version
+
+    @property
+    def version(self) -> int:
+        return self.graph.version
+
+    def is_focus_word(self, term: str) -> bool:
+        """A word known to this version and used by at most 5% of its fragments (a word
+        in every other fragment says nothing about where to look)."""
+        node = self.term_nodes.get(term)
+        cap = max(2, math.floor(_MAX_FOCUS_DF_SHARE * self.fragments))
+        return node is not None and self.has(node) and self.term_df.get(term, 0) <= cap
+
+    def has(self, node: int) -> bool:
+        """Whether ``node`` exists in this version (the shared maps may be ahead of it)."""
+        return 0 <= node < self.graph.n_nodes
+
+
+class _Buffer:
+    """An append-only array whose published prefixes never change (amortised doubling)."""
+
+    def __init__(self, dtype: type[np.generic], width: int = 0) -> None:
+        self._shape: tuple[int, ...] = (64, width) if width else (64,)
+        self._data = np.zeros(self._shape, dtype)
+        self.size = 0
+
+    def extend(self, rows: npt.ArrayLike) -> None:
+        values = np.asarray(rows, self._data.dtype)
+        if values.shape[0] == 0:
+            return
+        needed = self.size + values.shape[0]
+        if needed > self._data.shape[0]:
+            grown = np.zeros(
+                (max(needed, 2 * self._data.shape[0]), *self._shape[1:]), self._data.dtype
+            )
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown  # readers keep views of the old array, which stays valid
+        self._data[self.size : needed] = values
+        self.size = needed
+
+    def view(self) -> npt.NDArray[np.generic]:
+        prefix = self._data[: self.size]
+        prefix.flags.writeable = False
+        return prefix
+
+
+class MemoryGraphIndex:
+    """Maintains the memory graph of one store; see the module docstring.
+
+    ``refresh`` is serialised by a lock (formation calls it after each pass, a first query
+    may call it from the reader); ``current`` is one reference read and never blocks.
+    """
+
+    def __init__(self, *, max_delta_edges: int = DEFAULT_MAX_DELTA_EDGES, dim: int = 384) -> None:
+        self._max_delta = max_delta_edges
+        self._dim = dim
+        self._lock = threading.Lock()
+        self._holder: GraphHolder | None = None
+        self._snapshot: MemoryGraph | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget everything read; the next refresh reads the whole store again."""
+        self._full = True
+        self._cursors = dict.fromkeys(
+            (
+                "fragments",
+                "contexts",
+                "entities",
+                "fragment_contexts",
+                "mentions",
+                "relations",
+                "fragment_links",
+                "aliases",
+            ),
+            0,
+        )
+        self._fragment_of = _Buffer(np.int64)
+        self._vectors = _Buffer(np.float32, self._dim)
+        self._vector_nodes = _Buffer(np.int64)
+        self._node_keys: list[NodeKey] = []
+        self._fragment_nodes: dict[int, int] = {}
+        self._entity_nodes: dict[int, int] = {}
+        self._context_nodes: dict[int, int] = {}
+        self._session_nodes: dict[tuple[str, int], int] = {}
+        self._term_nodes: dict[str, int] = {}
+        self._term_df: dict[str, int] = {}
+        self._first_user: dict[str, int] = {}
+        self._aliases: dict[str, list[int]] = {}
+        self._names = NameIndex()
+        self._fragments = 0
+
+    @property
+    def started(self) -> bool:
+        """Whether the graph has been read at least once (then formation keeps it current)."""
+        return self._snapshot is not None
+
+    def current(self) -> MemoryGraph | None:
+        """The latest published snapshot (None before the first refresh)."""
+        return self._snapshot
+
+    def refresh(self, conn: apsw.Connection) -> MemoryGraph:
+        """Read what was formed since the last refresh and publish it as a new version."""
+        with self._lock:
+            try:
+                with conn:  # one read transaction: whole formation passes only
+                    batch = self._read(conn)
+                return self._publish(batch)
+            except apsw.Error as exc:
+                self._reset()
+                raise StorageError(f"cannot read the memory graph: {exc}") from exc
+            except BaseException:
+                self._reset()  # the maps may be ahead of the graph: start again next time
+                raise
+
+    def reload(self, conn: apsw.Connection) -> MemoryGraph:
+        """Read the whole store again and publish it as a new version (after a rollback or
+        anything else that changed rows instead of adding them)."""
+        with self._lock:
+            self._reset()
+        return self.refresh(conn)
+
+    def _read(self, conn: apsw.Connection) -> _Batch:
+        batch = _Batch(first_node=len(self._node_keys))
+        self._read_nodes(conn, batch)
+        self._read_edges(conn, batch)
+        for aid, eid, alias in self._rows(
+            conn, "aliases", "SELECT id, entity_id, alias FROM aliases WHERE id > ? ORDER BY id"
+        ):
+            del aid
+            nodes = self._aliases.setdefault(normalise_name(alias), [])
+            nodes.append(self._node("entity", self._entity_nodes, eid))
+            batch.names.append(alias)
+        return batch
+
+    def _read_nodes(self, conn: apsw.Connection, batch: _Batch) -> None:
+        for fid, text, conversation, ts, vector in self._rows(
+            conn,
+            "fragments",
+            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector FROM fragments f"
+            " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
+        ):
+            node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
+            self._fragment_nodes[fid] = node
+            batch.fragment_of.append((node, fid))
+            if vector and len(vector) == 4 * self._dim:
+                batch.vectors.append(np.frombuffer(vector, dtype="<f4"))
+                batch.vector_nodes.append(node)
+            day = (str(conversation), int(ts // _DAY))
+            session = self._session_nodes.get(day)
+            if session is None:
+                session = self._session_nodes[day] = batch.add(
+                    self._node_keys, NodeKind.SESSION, ("session", day)
+                )
+            batch.edge(node, session, 1.0, fid, EdgeType.IN_SESSION)
+            self._words(batch, node, fid, str(text))
+        for (cid,) in self._rows(
+            conn, "contexts", "SELECT id FROM contexts WHERE id > ? ORDER BY id"
+        ):
+            self._context_nodes[cid] = batch.add(
+                self._node_keys, NodeKind.CONTEXT, ("context", cid)
+            )
+        for (eid,) in self._rows(
+            conn, "entities", "SELECT id FROM entities WHERE id > ? ORDER BY id"
+        ):
+            self._entity_nodes[eid] = batch.add(self._node_keys, NodeKind.ENTITY, ("entity", eid))
+
+    def _read_edges(self, conn: apsw.Connection, batch: _Batch) -> None:
+        fragment, entity, context = self._fragment_nodes, self._entity_nodes, self._context_nodes
+        for rowid, fid, cid, weight in self._rows(
+            conn,
+            "fragment_contexts",
+            "SELECT rowid, fragment_id, context_id, weight FROM fragment_contexts"
+            " WHERE rowid > ? ORDER BY rowid",
+        ):
+            batch.edge(
+                self._node("fragment", fragment, fid),
+                self._node("context", context, cid),
+                float(weight),
+                rowid,
+                EdgeType.IN_CONTEXT,
+            )
+        for mid, fid, eid in self._rows(
+            conn,
+            "mentions",
+            "SELECT id, fragment_id, entity_id FROM mentions WHERE id > ? ORDER BY id",
+        ):
+            batch.edge(
+                self._node("fragment", fragment, fid),
+                self._node("entity", entity, eid),
+                1.0,
+                mid,
+                EdgeType.MENTIONS,
+            )
+        for rid, subject, obj, fid, confidence in self._rows(
+            conn,
+            "relations",
+            "SELECT id, subject_id, object_id, fragment_id, confidence FROM relations"
+            " WHERE id > ? ORDER BY id",
+        ):
+            if obj is None:  # a value, not an entity: no edge (reconstruction reads it)
+                continue
+            batch.edge(
+                self._node("entity", entity, subject),
+                self._node("entity", entity, obj),
+                float(confidence),
+                rid,
+                EdgeType.RELATION,
+                self._node("fragment", fragment, fid),
+            )
+        for lid, src, dst, kind in self._rows(
+            conn,
+            "fragment_links",
+            "SELECT id, src, dst, kind FROM fragment_links WHERE id > ? ORDER BY id",
+        ):
+            batch.edge(
+                self._node("fragment", fragment, src),
+                self._node("fragment", fragment, dst),
+                1.0,
+                lid,
+                _LINKS[kind],
+            )
+
+    def _rows(self, conn: apsw.Connection, table: str, sql: str) -> list[Any]:
+        """Rows of ``table`` past its cursor (first column: the row id); moves the cursor."""
+        rows = list(conn.execute(sql, (self._cursors[table],)))
+        if rows:
+            self._cursors[table] = int(rows[-1][0])
+        return rows
+
+    def _words(self, batch: _Batch, node: int, fid: int, text: str) -> None:
+        for term in sorted(fragment_terms(text)):
+            df = self._term_df[term] = self._term_df.get(term, 0) + 1
+            if df == 1:
+                self._first_user[term] = node
+                continue
+            word = self._term_nodes.get(term)
+            if word is None:
+                word = self._term_nodes[term] = batch.add(
+                    self._node_keys, NodeKind.CONCEPT, ("word", term)
+                )
+                first = self._first_user.pop(term)
+                batch.edge(first, word, 1.0, int(self._node_keys[first][1]), EdgeType.USES_TERM)  # type: ignore[call-overload]
+            batch.edge(node, word, 1.0, fid, EdgeType.USES_TERM)
+
+    @staticmethod
+    def _node(kind: str, nodes: Mapping[int, int], row_id: object) -> int:
+        node = nodes.get(row_id)  # type: ignore[call-overload]
+        if node is None:
+            raise StorageError(f"memory graph: {kind} {row_id} is referenced before it exists")
+        return int(node)
+
+    def _publish(self, batch: _Batch) -> MemoryGraph:
+        new_kinds = np.asarray(batch.kinds, np.int8)
+        edges = batch.edges()
+        fragment_of = np.full(new_kinds.shape[0], -1, np.int64)
+        for node, fid in batch.fragment_of:
+            fragment_of[node - batch.first_node] = fid
+        self._fragment_of.extend(fragment_of)
+        if batch.vectors:
+            self._vectors.extend(np.stack(batch.vectors))
+            self._vector_nodes.extend(batch.vector_nodes)
+        self._names.add(batch.names)
+        self._fragments += len(batch.fragment_of)
+        if self._holder is None:
+            self._holder = GraphHolder(
+                GraphVersion.build(new_kinds, edges), max_delta_edges=self._max_delta
+            )
+            graph = self._holder.current()
+        elif self._full:
+            graph = self._holder.replace(new_kinds, edges)
+        elif new_kinds.shape[0] or len(edges):
+            graph = self._holder.append(edges, new_kinds)
+        else:
+            graph = self._holder.current()
+        self._full = False
+        self._snapshot = MemoryGraph(
+            graph,
+            self._fragment_of.view(),  # type: ignore[arg-type]
+            self._vectors.view(),  # type: ignore[arg-type]
+            self._vector_nodes.view(),  # type: ignore[arg-type]
+            self._node_keys,
+            self._fragment_nodes,
+            self._entity_nodes,
+            self._term_nodes,
+            self._term_df,
+            self._aliases,
+            self._names,
+            self._fragments,
+        )
+        return self._snapshot
+
+
+class _Batch:
+    """Nodes and edges read by one refresh, before they are published."""
+
+    def __init__(self, first_node: int) -> None:
+        self.first_node = first_node
+        self.kinds: list[int] = []
+        self.fragment_of: list[tuple[int, int]] = []
+        self.vectors: list[npt.NDArray[np.float32]] = []
+        self.vector_nodes: list[int] = []
+        self.names: list[str] = []
+        self._columns: list[list[float]] = [[] for _ in range(6)]
+
+    def add(self, keys: list[NodeKey], kind: NodeKind, key: NodeKey) -> int:
+        keys.append(key)
+        self.kinds.append(int(kind))
+        return len(keys) - 1
+
+    def edge(
+        self, src: int, dst: int, weight: float, edge_id: int, etype: EdgeType, source: int = -1
+    ) -> None:
+        for column, value in zip(
+            self._columns, (src, dst, weight, edge_id, int(etype), source), strict=True
+        ):
+            column.append(value)
+
+    def edges(self) -> EdgeList:
+        src, dst, weight, edge_id, etype, source = self._columns
+        return EdgeList.from_arrays(
+            np.asarray(src, np.int64),
+            np.asarray(dst, np.int64),
+            weight=np.asarray(weight, np.float32),
+            edge_id=np.asarray(edge_id, np.int64),
+            edge_type=np.asarray(etype, np.int16),
+            source=np.asarray(source, np.int64),
+        )
