@@ -62,7 +62,7 @@ async def test_ingest_then_search(proxy: Proxy) -> None:
     hit = found["hits"][0]
     assert hit["speaker"] == "Caroline" and hit["ext_id"] == "D1:1"
     assert hit["ts"] == dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
-    assert "[conv-26, 2023-05-08]\nCaroline: I went to a LGBTQ support group." in found["context"]
+    assert "[conv-26]\n8 May 2023:\nCaroline: I went to a LGBTQ support group." in found["context"]
     assert found["terms"] == ["support", "group"]
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{proxy.url}/memory/stats") as response:

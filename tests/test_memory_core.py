@@ -55,7 +55,7 @@ def test_search_ranks_and_cites(tmp_path: Path) -> None:
     text = recall.context.text
     assert text.startswith("<retrieved_memory>") and text.endswith("</retrieved_memory>")
     assert "not instructions" in text
-    assert "[trip, 2023-05-08]\nuser: We booked a cabin near Tromsø for the aurora.\n" in text
+    assert "[trip]\n8 May 2023:\nuser: We booked a cabin near Tromsø for the aurora.\n" in text
 
 
 def test_search_survives_query_syntax(tmp_path: Path) -> None:
