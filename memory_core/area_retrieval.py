@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from .formation.linking import normalise_name
-from .fusion import rrf_fuse
 from .graph import (
     DEFAULT_TRAVERSAL,
     Activation,
@@ -43,14 +42,19 @@ from .graph import (
     select_area,
 )
 from .memory_graph import MemoryGraph, stem
-from .retrieval import query_terms, search
+from .retrieval import Hit, query_terms, search
 
 __all__ = ["AreaResult", "explain", "retrieve_area", "summary"]
 
 _PULSE = PulseConfig()
 _AREA = AreaConfig()
-_SEEDS = 50
-_FUSION = (2.0, 1.0)
+_SEEDS = 20  # seeds of the BM25 focus and of the dense focus
+_LEXICAL = 50  # BM25 fragments scored in the final ranking
+_W_ACTIVATION = 0.5
+_W_CONVERGENCE = 1.0
+_W_DENSE = 0.5
+_CONVERGENCE_SHARE = 0.05  # a focus reaches a fragment with >= this share of its own peak
+_NEWER = 1.0 + _W_ACTIVATION + _W_CONVERGENCE + _W_DENSE
 
 
 @dataclass(frozen=True)
@@ -82,12 +86,17 @@ def retrieve_area(
     pulse_config = pulse_config or _PULSE
     area_config = area_config or _AREA
     clock = _Clock()
-    found = [h.fragment_id for h in search(conn, question, limit=_SEEDS)]
-    lexical = [n for n in map(memory.fragment_nodes.get, found) if n is not None and memory.has(n)]
+    hits = search(conn, question, limit=max(_SEEDS, _LEXICAL))
+    found = [h.fragment_id for h in hits]
+    lexical = [
+        n for n in map(memory.fragment_nodes.get, found[:_SEEDS]) if n is not None and memory.has(n)
+    ]
+    score = np.zeros(memory.graph.n_nodes)  # per node; only fragment nodes get a score
     dense: list[int] = []
     rows = memory.vectors.shape[0]
     if question_vector is not None and rows:
         sims = memory.vectors @ question_vector
+        score[memory.vector_nodes] += _W_DENSE * np.maximum(sims, 0.0)
         k = min(_SEEDS, rows)
         top = np.argpartition(-sims, k - 1)[:k]
         dense = [int(memory.vector_nodes[i]) for i in top[np.argsort(-sims[top])]]
@@ -96,19 +105,20 @@ def retrieve_area(
     activated: list[int] = []
     area = activation = None
     if foci:
-        activation = pulse(memory.graph, foci, traversal, pulse_config)
+        activation = pulse(memory.graph, foci, traversal, pulse_config, closed=memory.closed_words)
         clock.lap("pulse")
         area = select_area(memory.graph, activation, traversal, area_config)
         clock.lap("area")
         is_fragment = memory.fragment_of[activation.nodes] >= 0
-        order = np.argsort(-activation.total[is_fragment], kind="stable")
-        chosen = [int(n) for n in area.fragments if memory.fragment_of[n] >= 0]
-        seen = set(chosen)
-        activated = chosen + [
-            int(n) for n in activation.nodes[is_fragment][order] if int(n) not in seen
-        ]
-    # fused by fragment id: a fragment formed after this graph version still ranks by BM25
-    ranked = rrf_fuse([found, [int(memory.fragment_of[n]) for n in activated]], _FUSION)
+        nodes, per_focus = activation.nodes[is_fragment], activation.per_focus[is_fragment]
+        if nodes.shape[0]:
+            totals = per_focus.sum(axis=1)
+            peak = per_focus.max(axis=0, keepdims=True)
+            reached = ((per_focus >= _CONVERGENCE_SHARE * peak) & (peak > 0)).sum(axis=1)
+            score[nodes] += _W_ACTIVATION * totals / max(float(totals.max()), 1e-300)
+            score[nodes] += _W_CONVERGENCE * reached / len(foci)
+            activated = [int(n) for n in nodes[np.argsort(-totals, kind="stable")]]
+    ranked = _ranked(memory, score, hits[:_LEXICAL])
     clock.lap("rank")
     return AreaResult(
         ranked[:limit],
@@ -119,6 +129,26 @@ def retrieve_area(
         activation,
         clock.laps,
     )
+
+
+def _ranked(memory: MemoryGraph, score: npt.NDArray[np.float64], hits: list[Hit]) -> list[int]:
+    """Fragment ids by score, BM25 (normalised by the best) added; see the module docstring.
+
+    A fragment formed after this graph version has no graph or vector terms: they are taken
+    to agree with its BM25 share, so it competes at full scale on BM25 alone.
+    """
+    live = np.flatnonzero((score > 0) & (memory.fragment_of[: score.shape[0]] >= 0))
+    scores = dict(zip(memory.fragment_of[live].tolist(), score[live].tolist(), strict=True))
+    best = max((h.score for h in hits), default=0.0)
+    if best > 0:
+        for hit in hits:
+            share = hit.score / best
+            node = memory.fragment_nodes.get(hit.fragment_id)
+            if node is not None and memory.has(node):
+                scores[hit.fragment_id] = scores.get(hit.fragment_id, 0.0) + share
+            else:
+                scores[hit.fragment_id] = _NEWER * share
+    return sorted(scores, key=lambda f: (-scores[f], f))
 
 
 class _Clock:

@@ -179,7 +179,9 @@ class MemoryStore:
         """Retrieve and reconstruct memory for ``question``."""
         with self._read_lock:
             hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
-        context = reconstruct(hits, budget_tokens=budget_tokens, counter=self._counter)
+        context = reconstruct(
+            hits, budget_tokens=budget_tokens, counter=self._counter, question=question
+        )
         return Recall(tuple(hits), context)
 
     def recall_area(
@@ -200,7 +202,9 @@ class MemoryStore:
             hits = fetch_hits(self._reader, result.fragment_ids)
         excluded = set(exclude_hashes)
         kept = [h for h in hits if h.log_hash not in excluded][:limit]
-        context = reconstruct(kept, budget_tokens=budget_tokens, counter=self._counter)
+        context = reconstruct(
+            kept, budget_tokens=budget_tokens, counter=self._counter, question=question
+        )
         return Recall(tuple(kept), context, summary(graph, result))
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:

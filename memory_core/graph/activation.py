@@ -28,6 +28,12 @@ any order of pushes, so revisits and cycles need no special case: a node is push
 whenever fresh mass has piled up on it. Every push removes at least ``(1 - gamma) r(u)``
 from the pending total, which never grows.
 
+**Closed nodes.** A query may close nodes (the memory closes words used by too many
+fragments to say anything): arcs into a closed node are dropped before normalisation,
+exactly as if its edges were not stored, so the rows of ``W`` still sum to at most 1 and
+the argument above is unchanged. Nothing flows into a closed node, so it is never pushed
+unless it is a seed.
+
 **Locality.** A node is pushed for a focus only while its pending activation for that
 focus exceeds ``epsilon * d(u)``, ``d(u)`` its stored degree (both directions, at least 1).
 A push reads ``d(u)`` edge entries and removes at least ``(1 - gamma) * epsilon * d(u)`` of
@@ -140,8 +146,12 @@ def pulse(
     foci: Sequence[Mapping[int, float]],
     traversal: Traversal,
     config: PulseConfig = PulseConfig(),
+    *,
+    closed: Int64s | None = None,
 ) -> Activation:
-    """Spread every focus's seeds over ``graph``; see the module docstring for the rule."""
+    """Spread every focus's seeds over ``graph``; see the module docstring for the rule.
+
+    ``closed``: sorted node ids no arc may enter (see "Closed nodes")."""
     if not foci:
         raise GraphError("a pulse needs at least one focus")
     state = _State(graph, len(foci))
@@ -156,7 +166,7 @@ def pulse(
         if rows.shape[0] == 0:
             break
         rows = _within_budget(state, rows, config.max_pushes - pushes)
-        read += _push(graph, traversal, config.gamma, state, rows, mask[rows])
+        read += _push(graph, traversal, config.gamma, state, rows, mask[rows], closed)
         pushes += int(rows.shape[0])
         rounds += 1
         trace.append(state.pending.sum(axis=0))
@@ -184,22 +194,28 @@ def _push(
     state: _State,
     rows: Int64s,
     mask: npt.NDArray[np.bool_],
+    closed: Int64s | None = None,
 ) -> int:
     """Push the masked pending activation of ``rows``; returns the edge entries read."""
     amounts = np.where(mask, state.pending[rows], 0.0)
     state.settled[rows] += amounts
     state.pending[rows] -= amounts
     arcs = graph.arcs(state.ids[rows], traversal)
-    owner, target, share = _normalised(arcs, rows.shape[0])
+    owner, target, share = _normalised(arcs, rows.shape[0], closed)
     state.add(target, gamma * share[:, None] * amounts[owner])
     return arcs.read
 
 
-def _normalised(arcs: Arcs, n_owners: int) -> tuple[Int64s, Int64s, Floats]:
+def _normalised(
+    arcs: Arcs, n_owners: int, closed: Int64s | None = None
+) -> tuple[Int64s, Int64s, Floats]:
     """Open arcs with weights divided by their owner's total (degree normalisation)."""
-    strength = np.bincount(arcs.owner, weights=arcs.weight, minlength=n_owners)
     keep = arcs.weight > 0.0
+    if closed is not None and closed.shape[0]:
+        at = np.minimum(np.searchsorted(closed, arcs.target), closed.shape[0] - 1)
+        keep &= closed[at] != arcs.target
     owner = arcs.owner[keep]
+    strength = np.bincount(owner, weights=arcs.weight[keep], minlength=n_owners)
     return owner, arcs.target[keep], arcs.weight[keep] / strength[owner]
 
 
