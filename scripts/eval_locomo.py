@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -80,6 +81,7 @@ class MethodResult:
     recall: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     ndcg: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     tokens: dict[int, list[int]] = field(default_factory=dict)
+    answers: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     latency_ms: list[float] = field(default_factory=list)
     build_s: float = 0.0
 
@@ -88,6 +90,7 @@ class MethodResult:
             "recall": {str(k): mean_by_category(self.recall[k]) for k in ks},
             "ndcg": {str(k): mean_by_category(self.ndcg[k]) for k in ks},
             "tokens": {str(k): statistics.fmean(self.tokens[k]) for k in ks},
+            "answer_in_context": {str(k): mean_by_category(self.answers.get(k, [])) for k in ks},
             "latency_ms": {
                 "p50": _percentile(self.latency_ms, 50),
                 "p95": _percentile(self.latency_ms, 95),
@@ -97,9 +100,9 @@ class MethodResult:
         }
 
 
-TokensAt = Callable[[int], int]
-Ranker = Callable[[str, int], tuple[list[str], TokensAt]]
-"""question, k → (dia_ids best first, tokens the first n of them would inject)."""
+ContextAt = Callable[[int], tuple[int, str]]
+Ranker = Callable[[str, int], tuple[list[str], ContextAt]]
+"""question, k → (dia_ids best first, the tokens and text the first n would inject)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,7 +190,7 @@ def _build(
         baseline("hybrid", lambda: HybridRetriever([built["bm25"], built["dense"]]))
     for name in ("bm25", "dense", "hybrid"):
         if name in methods:
-            rankers[name] = _baseline_ranker(built[name], ids, doc_tokens)
+            rankers[name] = _baseline_ranker(built[name], ids, docs, doc_tokens)
     if {"memory", "area"} & set(methods):
         began = time.perf_counter()
         store = _replay(conv, tmp / f"{conv.sample_id}.db", counter)
@@ -197,10 +200,16 @@ def _build(
     return rankers
 
 
-def _baseline_ranker(retriever: Any, ids: list[str], doc_tokens: list[int]) -> Ranker:
-    def rank(question: str, k: int) -> tuple[list[str], TokensAt]:
+def _baseline_ranker(
+    retriever: Any, ids: list[str], docs: list[str], doc_tokens: list[int]
+) -> Ranker:
+    def rank(question: str, k: int) -> tuple[list[str], ContextAt]:
         order = retriever.rank(question, k)
-        return [ids[i] for i in order], lambda n: sum(doc_tokens[i] for i in order[:n])
+
+        def context_at(n: int) -> tuple[int, str]:
+            return sum(doc_tokens[i] for i in order[:n]), "\n".join(docs[i] for i in order[:n])
+
+        return [ids[i] for i in order], context_at
 
     return rank
 
@@ -226,13 +235,16 @@ def _message(conv: Conversation, turn: Turn) -> LogMessage:
 def _memory_ranker(store: MemoryStore, counter: TokenCounter, *, area: bool) -> Ranker:
     recall = store.recall_area if area else store.recall
 
-    def rank(question: str, k: int) -> tuple[list[str], TokensAt]:
+    def rank(question: str, k: int) -> tuple[list[str], ContextAt]:
         hits = recall(question, limit=k, budget_tokens=1_000_000).hits
 
-        def tokens_at(n: int) -> int:
-            return reconstruct(hits[:n], budget_tokens=1_000_000, counter=counter).tokens
+        def context_at(n: int) -> tuple[int, str]:
+            block = reconstruct(
+                hits[:n], budget_tokens=1_000_000, counter=counter, question=question
+            )
+            return block.tokens, block.text
 
-        return [str(h.ext_id) for h in hits if h.ext_id], tokens_at
+        return [str(h.ext_id) for h in hits if h.ext_id], context_at
 
     return rank
 
@@ -244,6 +256,10 @@ def _query(
     results: dict[str, MethodResult],
 ) -> None:
     questions = [q for q in conv.questions if q.evidence]
+    whole = _normal("\n".join(t.document() for t in conv.turns))
+    answerable = {
+        q.question for q in questions if len(_normal(q.answer)) >= 3 and _normal(q.answer) in whole
+    }
     bar = tqdm(
         total=len(questions) * len(rankers), desc=f"query {conv.sample_id}", unit="q", leave=False
     )
@@ -251,7 +267,7 @@ def _query(
         result = results[name]
         for question in questions:
             began = time.perf_counter()
-            ranked, tokens_at = rank(question.question, max(ks))
+            ranked, context_at = rank(question.question, max(ks))
             result.latency_ms.append((time.perf_counter() - began) * 1000)
             for k in ks:
                 result.recall.setdefault(k, []).append(
@@ -260,9 +276,18 @@ def _query(
                 result.ndcg.setdefault(k, []).append(
                     (question.category, ndcg_at_k(ranked, question.evidence, k))
                 )
-                result.tokens.setdefault(k, []).append(tokens_at(k))
+                tokens, text = context_at(k)
+                result.tokens.setdefault(k, []).append(tokens)
+                if question.question in answerable:
+                    found = float(_normal(question.answer) in _normal(text))
+                    result.answers.setdefault(k, []).append((question.category, found))
             bar.update()
     bar.close()
+
+
+def _normal(text: str) -> str:
+    """Lowercase words separated by single spaces (punctuation dropped), for answer matching."""
+    return " " + " ".join(re.findall(r"\w+", str(text).lower())) + " "
 
 
 def _question_counts(conversations: Sequence[Conversation]) -> dict[str, int]:
@@ -300,7 +325,7 @@ def _print_table(report: dict[str, Any], ks: Sequence[int]) -> None:
         ["method"]
         + [f"R@{k} all" for k in ks]
         + [f"R@{k_main} c{c}" for c in CATEGORIES]
-        + [f"NDCG@{k_main}", f"tok@{k_main}", "p50 ms", "p95 ms"]
+        + [f"NDCG@{k_main}", f"ans@{k_main}", f"tok@{k_main}", "p50 ms", "p95 ms"]
     )
     rows = []
     for name, m in report["methods"].items():
@@ -311,6 +336,7 @@ def _print_table(report: dict[str, Any], ks: Sequence[int]) -> None:
             + [f"{recall[str(k_main)].get(c, float('nan')):.3f}" for c in CATEGORIES]
             + [
                 f"{m['ndcg'][str(k_main)].get('all', float('nan')):.3f}",
+                f"{m['answer_in_context'][str(k_main)].get('all', float('nan')):.3f}",
                 f"{m['tokens'][str(k_main)]:.0f}",
                 f"{m['latency_ms']['p50']:.2f}",
                 f"{m['latency_ms']['p95']:.2f}",
@@ -327,7 +353,8 @@ def _print_table(report: dict[str, Any], ks: Sequence[int]) -> None:
     print(
         "recall: fraction of a question's evidence turns in the top k, mean over questions; "
         "'all' = categories 1-4 (c1 multi-hop, c2 temporal, c3 open-domain, c4 single-hop, "
-        "c5 adversarial)"
+        "c5 adversarial); ans: fraction of the questions whose answer occurs verbatim in the "
+        "conversation that find it in the text injected at k; tok: mean tokens injected at k"
     )
 
 
