@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from .graph import (
     EdgeType,
     PulseConfig,
     Traversal,
+    combine,
     pulse,
     select_area,
 )
@@ -70,18 +72,27 @@ class AreaResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
+Vector = npt.NDArray[np.float32]
+
+
 def retrieve_area(
     conn: apsw.Connection,
     memory: MemoryGraph,
     question: str,
-    question_vector: npt.NDArray[np.float32] | None,
+    question_vector: Vector | Callable[[], Vector | None] | None,
     *,
     limit: int,
     traversal: Traversal | None = None,
     pulse_config: PulseConfig | None = None,
     area_config: AreaConfig | None = None,
 ) -> AreaResult:
-    """The ``limit`` best fragment ids for ``question`` (see the module docstring)."""
+    """The ``limit`` best fragment ids for ``question`` (see the module docstring).
+
+    ``question_vector`` may be a callable that waits for the embedding: the lexical foci
+    (words, entities, BM25) are pulsed first, and only then is it called, so encoding the
+    question can run meanwhile; the dense focus is pulsed afterwards and the two
+    activations combined (foci never interact, so this equals one pulse of all of them).
+    """
     traversal = traversal or DEFAULT_TRAVERSAL
     pulse_config = pulse_config or _PULSE
     area_config = area_config or _AREA
@@ -91,22 +102,31 @@ def retrieve_area(
     lexical = [
         n for n in map(memory.fragment_nodes.get, found[:_SEEDS]) if n is not None and memory.has(n)
     ]
+    foci, labels = _foci(memory, question, lexical)
+    clock.lap("foci")
+    parts: list[Activation] = []
+    if foci:
+        parts.append(_pulse(memory, foci, traversal, pulse_config))
+    clock.lap("pulse")
+    vector = question_vector() if callable(question_vector) else question_vector
+    clock.lap("wait_vector")
     score = np.zeros(memory.graph.n_nodes)  # per node; only fragment nodes get a score
     dense: list[int] = []
     rows = memory.vectors.shape[0]
-    if question_vector is not None and rows:
-        sims = memory.vectors @ question_vector
+    if vector is not None and rows:
+        sims = memory.vectors @ vector
         score[memory.vector_nodes] += _W_DENSE * np.maximum(sims, 0.0)
         k = min(_SEEDS, rows)
         top = np.argpartition(-sims, k - 1)[:k]
         dense = [int(memory.vector_nodes[i]) for i in top[np.argsort(-sims[top])]]
-    foci, labels = _foci(memory, question, lexical, dense)
-    clock.lap("foci")
+        foci.append({n: 1.0 / len(dense) for n in dense})
+        labels.append("dense")
+        parts.append(_pulse(memory, foci[-1:], traversal, pulse_config))
+    clock.lap("dense")
     activated: list[int] = []
     area = activation = None
-    if foci:
-        activation = pulse(memory.graph, foci, traversal, pulse_config, closed=memory.closed_words)
-        clock.lap("pulse")
+    if parts:
+        activation = combine(parts)
         area = select_area(memory.graph, activation, traversal, area_config)
         clock.lap("area")
         is_fragment = memory.fragment_of[activation.nodes] >= 0
@@ -129,6 +149,15 @@ def retrieve_area(
         activation,
         clock.laps,
     )
+
+
+def _pulse(
+    memory: MemoryGraph,
+    foci: list[dict[int, float]],
+    traversal: Traversal,
+    config: PulseConfig,
+) -> Activation:
+    return pulse(memory.graph, foci, traversal, config, closed=memory.closed_words)
 
 
 def _ranked(memory: MemoryGraph, score: npt.NDArray[np.float64], hits: list[Hit]) -> list[int]:
@@ -163,8 +192,9 @@ class _Clock:
 
 
 def _foci(
-    memory: MemoryGraph, question: str, lexical: list[int], dense: list[int]
+    memory: MemoryGraph, question: str, lexical: list[int]
 ) -> tuple[list[dict[int, float]], list[str]]:
+    """One focus per focus word, per entity named, and one for the BM25 fragments."""
     foci: list[dict[int, float]] = []
     labels: list[str] = []
     for term in dict.fromkeys(stem(t) for t in query_terms(question)):
@@ -176,10 +206,9 @@ def _foci(
         if nodes:
             foci.append({n: 1.0 / len(nodes) for n in nodes})
             labels.append(f"entity:{name}")
-    for label, seeds in (("bm25", lexical), ("dense", dense)):
-        if seeds:
-            foci.append({n: 1.0 / len(seeds) for n in seeds})
-            labels.append(label)
+    if lexical:
+        foci.append({n: 1.0 / len(lexical) for n in lexical})
+        labels.append("bm25")
     return foci, labels
 
 

@@ -7,7 +7,7 @@ ranked fragments. :func:`damped_wave` is the wave variant (``AreaConfig.operator
 Building the edge lists from SQLite, and the foci from a message, are the caller's job.
 """
 
-from .activation import Activation, PulseConfig, pulse
+from .activation import Activation, PulseConfig, combine, prepare, pulse
 from .area import (
     OPERATORS,
     Area,
@@ -54,8 +54,10 @@ __all__ = [
     "Traversal",
     "WaveConfig",
     "WaveResult",
+    "combine",
     "damped_wave",
     "parse_graph_settings",
+    "prepare",
     "pulse",
     "region_laplacian",
     "score_region",

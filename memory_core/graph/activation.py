@@ -40,6 +40,15 @@ A push reads ``d(u)`` edge entries and removes at least ``(1 - gamma) * epsilon 
 pending mass, so a focus of seed mass ``m`` reads at most ``m / ((1 - gamma) * epsilon)``
 edge entries in all: the cost follows the region the pulse touches, not the graph's size.
 
+**Small graphs, whole-graph rounds.** When the graph has at most ``whole_graph_edges``
+stored edges, the same rounds are computed over the whole graph at once: the normalised
+weights of every node are one sparse matrix (built once per graph version, traversal and
+closed set, and cached), and a round is ``pending += gamma * W^T (masked pending)``: the
+same rule, the same thresholds, the same pushes in the same rounds, so the same
+activation (to floating-point summation order, tested), without the bookkeeping of the
+touched region that dominates a query on a small graph. Above the limit the local push
+keeps a query's cost to its region.
+
 **Rounds and the stopping rule.** The pending queue (every node above threshold) is
 drained round by round: all of it is pushed at once, with arrivals summed before the next
 round decides. Let ``r_t`` be the pending mass after ``t`` rounds and ``h_t`` the part held
@@ -60,8 +69,11 @@ added to the result as its own first term; the error left is at most
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +82,7 @@ from .csr import Arcs, GraphVersion
 from .errors import GraphConfigError, GraphError
 from .traversal import Traversal
 
-__all__ = ["Activation", "PulseConfig", "pulse"]
+__all__ = ["Activation", "PulseConfig", "combine", "prepare", "pulse"]
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
@@ -84,6 +96,7 @@ class PulseConfig:
     epsilon: float = 1e-4
     max_pushes: int = 100_000
     max_rounds: int = 256
+    whole_graph_edges: int = 100_000
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gamma < 1.0:
@@ -94,6 +107,8 @@ class PulseConfig:
             raise GraphConfigError("pulse.max_pushes", "must be >= 1")
         if self.max_rounds < 1:
             raise GraphConfigError("pulse.max_rounds", "must be >= 1")
+        if self.whole_graph_edges < 0:
+            raise GraphConfigError("pulse.whole_graph_edges", "must be >= 0")
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,6 +169,8 @@ def pulse(
     ``closed``: sorted node ids no arc may enter (see "Closed nodes")."""
     if not foci:
         raise GraphError("a pulse needs at least one focus")
+    if graph.n_edges <= config.whole_graph_edges:
+        return _pulse_whole(graph, foci, traversal, config, closed)
     state = _State(graph, len(foci))
     seeds, amounts = _seeds(foci, graph.n_nodes)
     state.add(seeds, amounts)
@@ -184,6 +201,155 @@ def pulse(
         rounds=rounds,
         edges_visited=read,
         converged=converged,
+    )
+
+
+def prepare(
+    graph: GraphVersion,
+    traversal: Traversal,
+    config: PulseConfig = PulseConfig(),
+    *,
+    closed: Int64s | None = None,
+) -> None:
+    """Build now what a whole-graph pulse on ``graph`` will need (so a query does not)."""
+    if graph.n_edges <= config.whole_graph_edges:
+        _whole_graph(graph, traversal, closed)
+
+
+_WHOLE: weakref.WeakKeyDictionary[GraphVersion, dict[tuple[int, bytes], _Whole]] = (
+    weakref.WeakKeyDictionary()
+)
+_WHOLE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, eq=False)
+class _Whole:
+    """The normalised propagation matrix of one graph version (transposed: row v holds
+    what v receives), with each node's degree and stored edge entries."""
+
+    receive: Any  # scipy.sparse.csr_matrix, n x n
+    degree: Floats
+    entries: Int64s
+    traversal: Traversal  # kept alive so its id in the cache key stays unique
+
+
+def _whole_graph(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
+    key = (id(traversal), b"" if closed is None else np.asarray(closed, np.int64).tobytes())
+    with _WHOLE_LOCK:
+        found = _WHOLE.get(graph, {}).get(key)
+    if found is not None and found.traversal is traversal:
+        return found
+    from scipy import sparse
+
+    n = graph.n_nodes
+    nodes = np.arange(n, dtype=np.int64)
+    owner, target, share = _normalised(graph.arcs(nodes, traversal), n, closed)
+    receive = sparse.csr_matrix((share, (target, owner)), shape=(n, n))
+    entries = graph.degree(nodes)
+    built = _Whole(receive, np.maximum(entries, 1).astype(np.float64), entries, traversal)
+    with _WHOLE_LOCK:
+        _WHOLE.setdefault(graph, {})[key] = built
+    return built
+
+
+def _pulse_whole(
+    graph: GraphVersion,
+    foci: Sequence[Mapping[int, float]],
+    traversal: Traversal,
+    config: PulseConfig,
+    closed: Int64s | None,
+) -> Activation:
+    """:func:`pulse` computed over the whole graph per round (see "Small graphs")."""
+    whole = _whole_graph(graph, traversal, closed)
+    n, f = graph.n_nodes, len(foci)
+    seeds, amounts = _seeds(foci, n)
+    pending = np.zeros((n, f))
+    settled = np.zeros((n, f))
+    np.add.at(pending, seeds, amounts)
+    touched = np.zeros(n, dtype=bool)
+    touched[seeds] = True
+    threshold = config.epsilon * whole.degree[:, None]
+    trace = [pending.sum(axis=0)]
+    pushes = rounds = read = 0
+    while rounds < config.max_rounds and pushes < config.max_pushes:
+        mask = pending > threshold
+        rows = np.flatnonzero(mask.any(axis=1))
+        if rows.shape[0] == 0:
+            break
+        if rows.shape[0] > config.max_pushes - pushes:
+            load = pending[rows].max(axis=1) / whole.degree[rows]
+            best = np.argsort(-load, kind="stable")[: config.max_pushes - pushes]
+            rows = np.sort(rows[best])
+        moved = np.zeros((n, f))
+        moved[rows] = np.where(mask[rows], pending[rows], 0.0)
+        settled += moved
+        pending -= moved
+        pending += config.gamma * (whole.receive @ moved)
+        pushed = np.zeros(n)
+        pushed[rows] = 1.0
+        touched |= (whole.receive @ pushed) > 0
+        read += int(whole.entries[rows].sum())
+        pushes += int(rows.shape[0])
+        rounds += 1
+        trace.append(pending.sum(axis=0))
+    converged = not bool(np.any(pending > threshold))
+    nodes = np.flatnonzero(touched).astype(np.int64)
+    return Activation(
+        version=graph.version,
+        gamma=config.gamma,
+        nodes=nodes,
+        per_focus=settled[nodes] + pending[nodes],
+        seed_mass=amounts.sum(axis=0),
+        residual=pending.sum(axis=0),
+        pending_trace=np.array(trace, dtype=np.float64),
+        pushes=pushes,
+        rounds=rounds,
+        edges_visited=read,
+        converged=converged,
+    )
+
+
+def combine(parts: Sequence[Activation]) -> Activation:
+    """The activations of separate pulses as one, their foci side by side (in order).
+
+    Foci never interact (each has its own pending mass and threshold), so pulsing some foci
+    now and others later, then combining, gives the activation one pulse of all of them
+    would: what lets a query start spreading its lexical foci while its embedding is
+    still being computed. Work counters are summed, ``rounds`` is the longest pulse's.
+    """
+    if not parts:
+        raise GraphError("nothing to combine")
+    if len({p.version for p in parts}) != 1 or len({p.gamma for p in parts}) != 1:
+        raise GraphError("activations of different graph versions or dampings")
+    nodes = np.unique(np.concatenate([p.nodes for p in parts]))
+    per_focus = np.zeros((nodes.shape[0], sum(p.n_foci for p in parts)))
+    column = 0
+    for part in parts:
+        rows = np.searchsorted(nodes, part.nodes)
+        per_focus[rows, column : column + part.n_foci] = part.per_focus
+        column += part.n_foci
+    rounds = max(p.pending_trace.shape[0] for p in parts)
+    trace = np.concatenate(
+        [
+            np.vstack(
+                [p.pending_trace, np.repeat(p.pending_trace[-1:], rounds - len(p.pending_trace), 0)]
+            )
+            for p in parts
+        ],
+        axis=1,
+    )
+    return Activation(
+        version=parts[0].version,
+        gamma=parts[0].gamma,
+        nodes=nodes,
+        per_focus=per_focus,
+        seed_mass=np.concatenate([p.seed_mass for p in parts]),
+        residual=np.concatenate([p.residual for p in parts]),
+        pending_trace=trace,
+        pushes=sum(p.pushes for p in parts),
+        rounds=max(p.rounds for p in parts),
+        edges_visited=sum(p.edges_visited for p in parts),
+        converged=all(p.converged for p in parts),
     )
 
 
