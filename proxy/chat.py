@@ -110,6 +110,8 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
         )
     t = ex.mark("parse_ms", ex.started)
     memory = _memory(svc, ex)
+    if memory is not None:
+        memory.note_request()
     decision = _decide(request, svc, ex, chat, memory)
     t = ex.mark("policy_ms", t)
     body = chat.body
@@ -387,7 +389,10 @@ async def _ingest(svc: Services, ex: _Exchange) -> int:
         memory = svc.tenants.get(ex.tenant)
         result = await memory.append(history, ex.explicit_conversation, "proxy")
         svc.metrics.ingested.inc(result.appended)
-        await memory.form()
+        settings = svc.config.memory
+        await memory.form_when_quiet(
+            settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
+        )
     except MemoryCoreError as exc:
         svc.metrics.memory_failures.labels(stage="ingest").inc()
         ex.memory_error = f"ingestion failed: {exc}"

@@ -86,6 +86,8 @@ class MemoryConfig:
     ingest: bool = True
     conversation_header: str = "X-Conversation-Id"
     retrieval: Literal["bm25", "area"] = "bm25"
+    formation_grace_ms: float = 250.0
+    formation_max_defer_ms: float = 5000.0
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,15 @@ class _Reader:
         self.only(
             raw,
             "memory",
-            {"role", "retrieval_timeout_ms", "ingest", "conversation_header", "retrieval"},
+            {
+                "role",
+                "retrieval_timeout_ms",
+                "ingest",
+                "conversation_header",
+                "retrieval",
+                "formation_grace_ms",
+                "formation_max_defer_ms",
+            },
         )
         default = MemoryConfig()
         role = raw.get("role", default.role)
@@ -305,6 +315,16 @@ class _Reader:
                 minimum=1,
             ),
             ingest=self.boolean(raw.get("ingest", default.ingest), "memory.ingest"),
+            formation_grace_ms=self.number(
+                raw.get("formation_grace_ms", default.formation_grace_ms),
+                "memory.formation_grace_ms",
+                minimum=0,
+            ),
+            formation_max_defer_ms=self.number(
+                raw.get("formation_max_defer_ms", default.formation_max_defer_ms),
+                "memory.formation_max_defer_ms",
+                minimum=0,
+            ),
             conversation_header=self.string(
                 raw.get("conversation_header", default.conversation_header),
                 "memory.conversation_header",

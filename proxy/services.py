@@ -42,6 +42,8 @@ class Services:
     async def drain(self) -> None:
         """Wait for all post-answer work (shutdown, tests)."""
         while self.background:
+            for memory in self.tenants.opened():
+                memory.hurry()  # formation waiting for a quiet moment starts now
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import aiohttp
@@ -279,3 +280,59 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     assert {"coverage", "convergence", "mass", "hub_penalty", "support"} <= set(
         area["region"]["score"]
     )
+
+
+async def _queued(proxy: Proxy) -> int:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/stats") as response:
+            return int((await response.json())["queued"])
+
+
+async def _until_formed(proxy: Proxy, within_s: float) -> float:
+    began = time.monotonic()
+    while await _queued(proxy) and time.monotonic() - began < within_s:
+        await asyncio.sleep(0.02)
+    return time.monotonic() - began
+
+
+async def test_formation_waits_for_a_quiet_moment(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url, memory={"formation_grace_ms": 400})
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Bees live in hives."}]
+        )
+        await asyncio.sleep(0.1)
+        assert await _queued(proxy) == 2  # logged, not yet formed: the tenant may be busy
+        waited = await _until_formed(proxy, within_s=5)
+    assert await _queued(proxy) == 0 and waited >= 0.15
+
+
+async def test_formation_is_deferred_at_most_max_defer(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(
+        upstream.url, memory={"formation_grace_ms": 60_000, "formation_max_defer_ms": 300}
+    )
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Wasps build paper nests."}]
+        )
+        waited = await _until_formed(proxy, within_s=40)
+    assert await _queued(proxy) == 0 and waited < 30  # not the 60 s grace
+
+
+async def test_draining_forms_what_waits_at_once(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"formation_grace_ms": 60_000}))
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Ants farm aphids."}]
+        )
+    began = time.monotonic()
+    await proxy.settle()
+    assert await _queued(proxy) == 0 and time.monotonic() - began < 30
