@@ -377,7 +377,7 @@ async def _after(svc: Services, ex: _Exchange) -> None:
 
 
 async def _ingest(svc: Services, ex: _Exchange) -> int:
-    """Append the request's new turns and the answer to the log, then form memory."""
+    """Append the request's new turns and the answer to the log; schedule formation."""
     chat = ex.chat
     if chat is None or ex.tenant is None or not ex.ingest or ex.status >= 400:
         return 0
@@ -390,14 +390,27 @@ async def _ingest(svc: Services, ex: _Exchange) -> int:
         result = await memory.append(history, ex.explicit_conversation, "proxy")
         svc.metrics.ingested.inc(result.appended)
         settings = svc.config.memory
-        await memory.form_when_quiet(
+        pending = memory.form_soon(
             settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
         )
     except MemoryCoreError as exc:
         svc.metrics.memory_failures.labels(stage="ingest").inc()
         ex.memory_error = f"ingestion failed: {exc}"
         return 0
+    if pending is not None:
+        svc.spawn(_formed(svc, memory, pending))
     return result.appended
+
+
+async def _formed(svc: Services, memory: TenantMemory, pending: asyncio.Future[int]) -> None:
+    """Wait for a scheduled formation pass; a failure is logged and counted (the rows stay
+    queued and are retried by the next pass)."""
+    try:
+        await pending
+    except Exception as exc:  # a background pass: nobody else would ever see it
+        svc.metrics.memory_failures.labels(stage="formation").inc()
+        error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
+        svc.log.write({"event": "formation_failed", "tenant": memory.name, "error": error})
 
 
 def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:

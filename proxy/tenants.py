@@ -95,18 +95,20 @@ class TenantMemory:
         """A chat request of this tenant has started (formation waits for a quiet moment)."""
         self._last_request = time.monotonic()
 
-    async def form_when_quiet(self, grace_s: float, max_wait_s: float) -> int:
-        """Form once no request of this tenant has started for ``grace_s`` (or after
-        ``max_wait_s`` at the latest, or at once after :meth:`hurry`).
+    def form_soon(self, grace_s: float, max_wait_s: float) -> asyncio.Future[int] | None:
+        """Schedule a formation pass for once no request of this tenant has started for
+        ``grace_s`` (after ``max_wait_s`` at the latest, at once after :meth:`hurry`).
+        Returns the new pass, or None when one is already waiting: it will form
+        everything queued, this exchange included.
 
         Why: on two cores a formation pass (model calls, graph append) running while the
-        next question is retrieved nearly doubled that retrieval's latency. Requests that
-        arrive meanwhile join the pending pass, which forms everything queued, so under
-        steady traffic formation runs in larger batches instead of falling behind.
+        next question is retrieved nearly doubled that retrieval's latency. Under steady
+        traffic formation then runs in larger batches instead of competing per exchange.
         """
-        if self._pending is None or self._pending.done():
-            self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
-        return await asyncio.shield(self._pending)
+        if self._pending is not None and not self._pending.done():
+            return None
+        self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
+        return self._pending
 
     def hurry(self) -> None:
         """Let a waiting formation pass start now (shutdown, draining)."""

@@ -9,6 +9,7 @@ import aiohttp
 import openai
 import pytest
 
+from memory_core.errors import StorageError
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -336,3 +337,27 @@ async def test_draining_forms_what_waits_at_once(
     began = time.monotonic()
     await proxy.settle()
     assert await _queued(proxy) == 0 and time.monotonic() - began < 30
+
+
+async def test_a_failed_formation_pass_is_logged_and_counted(
+    upstream: FakeUpstream, make_proxy: MakeProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url))
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Moths follow the moon."}]
+        )
+        await proxy.settle()
+        memory = proxy.services.tenants.get("default")
+
+        def broken() -> int:
+            raise StorageError("disk full")
+
+        monkeypatch.setattr(memory.store, "form_all", broken)
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Owls hunt at night."}]
+        )
+        await proxy.settle()
+    failures = [r for r in proxy.log_records() if r.get("event") == "formation_failed"]
+    assert failures and failures[0]["error"] == "disk full" and failures[0]["tenant"] == "default"
+    assert await _queued(proxy) == 2  # still queued for the next pass, nothing lost
