@@ -79,6 +79,7 @@ class MemoryStore:
         self._settings = graph or GraphSettings()
         self._graph = MemoryGraphIndex(max_delta_edges=self._settings.max_delta_edges)
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
+        self._closed = False
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
@@ -96,6 +97,7 @@ class MemoryStore:
 
     def close(self) -> None:
         """Close both connections (idempotent)."""
+        self._closed = True
         self._encoding.shutdown(wait=True)
         with self._form_lock, self._write_lock, self._read_lock:
             self._writer.close()
@@ -228,12 +230,17 @@ class MemoryStore:
         another thread while the lexical foci are pulsed (see :func:`.retrieve_area`)."""
         began = time.perf_counter()
         encoder = self._encoder()
+        if self._closed:
+            raise StorageError(f"the memory store {self.path} is closed")
 
         def encode() -> tuple[Any, float]:
             start = time.perf_counter()
             return encoder.encode([question])[0], (time.perf_counter() - start) * 1000
 
-        encoding = self._encoding.submit(encode)
+        try:
+            encoding = self._encoding.submit(encode)
+        except RuntimeError as exc:  # shut down by a concurrent close()
+            raise StorageError(f"the memory store {self.path} is closed") from exc
         graph = self._current_graph()
         result = retrieve_area(
             self._reader,

@@ -85,7 +85,7 @@ class MemoryConfig:
     retrieval_timeout_ms: float = 250.0
     ingest: bool = True
     conversation_header: str = "X-Conversation-Id"
-    retrieval: Literal["bm25", "area"] = "bm25"
+    retrieval: Literal["bm25", "area"] = "area"
     formation_grace_ms: float = 250.0
     formation_max_defer_ms: float = 5000.0
 

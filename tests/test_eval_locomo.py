@@ -210,7 +210,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
             "--k",
             "1,3",
             "--methods",
-            "bm25,memory,area",
+            "bm25,memory,memory-bm25",
             "--json",
             str(out),
             "--plot",
@@ -224,7 +224,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     assert report["data"] == str(data) and report["k"] == [1, 3]
-    for method in ("bm25", "memory", "area"):
+    for method in ("bm25", "memory", "memory-bm25"):
         figures = report["methods"][method]
         assert set(figures["recall"]) == {"1", "3"}
         assert figures["recall"]["3"]["all"] == pytest.approx(
@@ -232,6 +232,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
         )
         assert set(figures["ndcg"]["3"]) >= {"1", "4", "all"}
         assert figures["tokens"]["3"] > 0
+        assert set(figures["answer_in_context"]) == {"1", "3"}
         assert set(figures["latency_ms"]) == {"p50", "p95"}
     # the marathon question's evidence D1:1 is found by both at k=1
     assert report["methods"]["memory"]["recall"]["1"]["4"] == 1.0
