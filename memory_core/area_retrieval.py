@@ -14,21 +14,25 @@ every score term, for receipts and ``GET /memory/area``.
 Each fragment is scored
 
     bm25 / max bm25  +  0.5 * T / max T  +  1.0 * reached / F  +  0.5 * max(cos, 0)
+                     +  0.1 * a / max a   (fragments of the chosen area only)
 
-over the BM25 top 50 and every fragment the pulse reached: ``T`` its total activation,
-``reached`` the number of the ``F`` foci that bring it at least 5% of their own peak (the
-convergence of foci, per fragment), ``cos`` its embedding similarity to the question. A
+over the BM25 top 50, every fragment the pulse reached and the 50 nearest by embedding:
+``T`` its total activation, ``reached`` the number of the ``F`` foci that bring it at
+least 5% of their own peak (the convergence of foci, per fragment), ``cos`` its
+embedding similarity to the question, ``a`` the area's own ranking of its fragments
+(``operator: pulse``: activation times evenness across foci; ``wave``: interference). A
 fragment formed after the pinned graph version has no graph or vector terms; they are
 taken to agree with its BM25 share, so it still competes at full scale.
 
 Why these terms (LoCoMo dev, recall@10 over categories 1-4, ``docs/evaluation.md``):
 BM25 alone 0.614; the first wiring, reciprocal-rank fusion of BM25 and activation, 0.632
-(ranks cannot tell a fragment one focus floods from one where several foci meet); this
-score 0.701, higher on each of the five conversations; without the convergence term
-0.655; without the graph terms (BM25 + cosine only) 0.640. A bonus for lying inside the
-chosen area lowered recall (0.696 at +0.1, 0.692 at +0.2, 0.682 at +0.5), so the area
-informs inspection and receipts, not the ranking; the per-fragment convergence term is
-the same idea at the grain of a fragment.
+(ranks cannot tell a fragment one focus floods from one where several foci meet); the
+score without its area term 0.701, higher on each of the five conversations; without the
+convergence term 0.655; without the graph terms (BM25 + cosine only) 0.640. The area term
+is kept small on purpose: it is how the chosen region (and the operator) shapes what is
+injected, as DESIGN.md §7 asks, but larger weights lowered recall (0.696 at 0.1, 0.692 at
+0.2, 0.682 at 0.5 as a flat bonus; the per-fragment convergence term already carries the
+same idea at the grain of a fragment).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ _LEXICAL = 50  # BM25 fragments scored in the final ranking
 _W_ACTIVATION = 0.5
 _W_CONVERGENCE = 1.0
 _W_DENSE = 0.5
+_W_AREA = 0.1
 _CONVERGENCE_SHARE = 0.05  # a focus reaches a fragment with >= this share of its own peak
 _NEWER = 1.0 + _W_ACTIVATION + _W_CONVERGENCE + _W_DENSE
 
@@ -155,6 +160,14 @@ def retrieve_area(
             score[nodes] += _W_ACTIVATION * totals / max(float(totals.max()), 1e-300)
             score[nodes] += _W_CONVERGENCE * reached / len(foci)
             candidate[nodes] = True
+        if area.fragments.shape[0] and _W_AREA:
+            # the chosen area's own ranking of its fragments (pulse: activation x evenness
+            # across foci; wave: interference), so the operator shapes what is injected
+            inside = area.fragments[memory.fragment_of[area.fragments] >= 0]
+            ranks = area.fragment_scores[memory.fragment_of[area.fragments] >= 0]
+            if inside.shape[0] and float(ranks.max()) > 0:
+                score[inside] += _W_AREA * ranks / float(ranks.max())
+                candidate[inside] = True
             activated = [int(n) for n in nodes[np.argsort(-totals, kind="stable")]]
     ranked = _ranked(memory, np.where(candidate, score, 0.0), hits[:_LEXICAL], limit)
     clock.lap("rank")

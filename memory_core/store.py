@@ -83,6 +83,7 @@ class MemoryStore:
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
+        self._backends_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = connect(path)
         migrate(self._writer)
@@ -136,7 +137,7 @@ class MemoryStore:
     def _form_pass(self, limit: int | None = None) -> FormationResult:
         with self._form_lock:
             if self._former is None:
-                backends = self._backends or build_backends(self._formation)
+                backends = self._get_backends()
                 self._former = Former(self._forming, backends, self._formation, clock=self._clock)
             result = self._former.run(limit)
         self.names.add(result.names)
@@ -257,10 +258,18 @@ class MemoryStore:
         return graph, result
 
     def _encoder(self) -> Any:
-        with self._form_lock:
-            if self._backends is None:
-                self._backends = build_backends(self._formation)
-            return self._backends.encoder
+        return self._get_backends().encoder
+
+    def _get_backends(self) -> Backends:
+        """The formation backends, built on first use. Never under the formation lock:
+        a question must not wait for a formation pass to get the encoder."""
+        backends = self._backends
+        if backends is None:
+            with self._backends_lock:
+                if self._backends is None:
+                    self._backends = build_backends(self._formation)
+                backends = self._backends
+        return backends
 
     def _current_graph(self) -> MemoryGraph:
         """The published graph; the first area query reads it (caller holds the read

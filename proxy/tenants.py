@@ -11,7 +11,6 @@ delays the durable log; searches run on a shared reader pool and never wait for 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import threading
 import time
@@ -34,6 +33,7 @@ __all__ = ["TenantMemory", "Tenants", "tenant_of"]
 
 T = TypeVar("T")
 Events = Callable[[dict[str, Any]], None]
+_HURRY_CHECK_S = 0.05
 
 
 def tenant_of(request: web.Request, auth: AuthConfig) -> str:
@@ -69,7 +69,7 @@ class TenantMemory:
         self._events = events
         self._last_request = -math.inf
         self._pending: asyncio.Future[int] | None = None
-        self._hurry = asyncio.Event()
+        self._hurry = False
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
@@ -112,17 +112,16 @@ class TenantMemory:
 
     def hurry(self) -> None:
         """Let a waiting formation pass start now (shutdown, draining)."""
-        self._hurry.set()
+        self._hurry = True
 
     async def _quiet_then_form(self, grace_s: float, max_wait_s: float) -> int:
         deadline = time.monotonic() + max_wait_s
-        while not self._hurry.is_set():
+        while not self._hurry:  # checked every 50 ms: hurry() comes from any task
             wait = min(self._last_request + grace_s, deadline) - time.monotonic()
             if wait <= 0:
                 break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._hurry.wait(), timeout=wait)
-        self._hurry.clear()
+            await asyncio.sleep(min(wait, _HURRY_CHECK_S))
+        self._hurry = False
         return await self.form()
 
     def warm_graph(self) -> None:

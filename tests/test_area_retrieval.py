@@ -11,7 +11,7 @@ import pytest
 from memory_core import LogMessage, MemoryStore
 from memory_core.area_retrieval import retrieve_area
 from memory_core.formation import Backends
-from memory_core.graph import DEFAULT_TRAVERSAL, GraphSettings, NodeKind, pulse
+from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
 from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex, stem
 
 TURNS = [
@@ -208,3 +208,15 @@ def test_a_failed_refresh_is_followed_by_a_full_read(
     assert again.version > first.version and again.graph.n_delta == 0
     assert again.fragments == len(TURNS) + len(LATER)
     assert _edge_rows(again) == _edge_rows(MemoryGraphIndex().refresh(store._reader))
+
+
+def test_the_wave_operator_ranks_the_area_it_injects_from(
+    tmp_path: Path, backends: Backends
+) -> None:
+    settings = GraphSettings(area=AreaConfig(operator="wave"))
+    store = _store(tmp_path, backends, graph=settings)
+    recall = store.recall_area("When does the Dreamer run?", limit=4, budget_tokens=2000)
+    assert recall.area is not None and recall.area["operator"] == "wave"
+    assert TURNS[0] in [h.text for h in recall.hits]
+    report = store.explain_area("When does the Dreamer run?", limit=4)
+    assert report["area"] is not None and len(report["area"]["nodes"]) > 1
