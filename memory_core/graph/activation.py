@@ -189,6 +189,22 @@ def pulse(
         trace.append(state.pending.sum(axis=0))
     converged = not bool(np.any(state.pending > config.epsilon * state.degree[:, None]))
     nodes, settled, pending = state.sorted_by_node()
+    work = (pushes, rounds, read, converged)
+    return _activation(graph, config, nodes, settled, pending, seed_mass, trace, work)
+
+
+def _activation(
+    graph: GraphVersion,
+    config: PulseConfig,
+    nodes: Int64s,
+    settled: Floats,
+    pending: Floats,
+    seed_mass: Floats,
+    trace: Sequence[Floats],
+    work: tuple[int, int, int, bool],
+) -> Activation:
+    """The result of a pulse: ``settled`` and ``pending`` are the rows of ``nodes``."""
+    pushes, rounds, read, converged = work
     return Activation(
         version=graph.version,
         gamma=config.gamma,
@@ -294,18 +310,9 @@ def _pulse_whole(
         trace.append(pending.sum(axis=0))
     converged = not bool(np.any(pending > threshold))
     nodes = np.flatnonzero(touched).astype(np.int64)
-    return Activation(
-        version=graph.version,
-        gamma=config.gamma,
-        nodes=nodes,
-        per_focus=settled[nodes] + pending[nodes],
-        seed_mass=amounts.sum(axis=0),
-        residual=pending.sum(axis=0),
-        pending_trace=np.array(trace, dtype=np.float64),
-        pushes=pushes,
-        rounds=rounds,
-        edges_visited=read,
-        converged=converged,
+    work = (pushes, rounds, read, converged)
+    return _activation(
+        graph, config, nodes, settled[nodes], pending[nodes], amounts.sum(axis=0), trace, work
     )
 
 
