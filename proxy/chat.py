@@ -185,7 +185,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     try:
         ex.recall = await asyncio.wait_for(
             memory.recall(
-                chat.latest_user_text,
+                chat.recent_user_text(svc.config.memory.context_turns),
                 limit=decision.max_fragments,
                 budget_tokens=decision.budget_tokens,
                 exclude_hashes=chain_hashes(chat.messages, ex.conversation),

@@ -87,6 +87,7 @@ class MemoryConfig:
     conversation_header: str = "X-Conversation-Id"
     retrieval: Literal["bm25", "area"] = "area"
     formation_grace_ms: float = 250.0
+    context_turns: int = 0
     formation_max_defer_ms: float = 5000.0
 
 
@@ -297,6 +298,7 @@ class _Reader:
                 "retrieval",
                 "formation_grace_ms",
                 "formation_max_defer_ms",
+                "context_turns",
             },
         )
         default = MemoryConfig()
@@ -315,6 +317,12 @@ class _Reader:
                 minimum=1,
             ),
             ingest=self.boolean(raw.get("ingest", default.ingest), "memory.ingest"),
+            context_turns=self.number(
+                raw.get("context_turns", default.context_turns),
+                "memory.context_turns",
+                minimum=0,
+                integer=True,
+            ),
             formation_grace_ms=self.number(
                 raw.get("formation_grace_ms", default.formation_grace_ms),
                 "memory.formation_grace_ms",

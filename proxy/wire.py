@@ -36,6 +36,18 @@ class ChatRequest:
     def latest_user_text(self) -> str:
         return message_text(self.messages[self.last_user_index].get("content"))
 
+    def recent_user_text(self, earlier_turns: int) -> str:
+        """The latest user message preceded by up to ``earlier_turns`` earlier user
+        messages (oldest first, one per line): what retrieval reads when a follow-up like
+        "and where does she live now?" only makes sense with the turn before it."""
+        users = [
+            message_text(m.get("content"))
+            for m in self.messages[: self.last_user_index]
+            if m.get("role") == "user"
+        ]
+        earlier = users[len(users) - earlier_turns :] if earlier_turns > 0 else []
+        return "\n".join([*earlier, self.latest_user_text])
+
     @property
     def user_turns(self) -> int:
         return sum(1 for m in self.messages if m.get("role") == "user")

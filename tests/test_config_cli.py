@@ -49,6 +49,16 @@ UPSTREAM = [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:1
         ),
         ({"upstreams": UPSTREAM, "policy": "missing.yaml"}, "policy", "does not exist"),
         (
+            {"upstreams": UPSTREAM, "memory": {"context_turns": -1}},
+            "memory.context_turns",
+            "integer >= 0",
+        ),
+        (
+            {"upstreams": UPSTREAM, "memory": {"formation_grace_ms": "soon"}},
+            "memory.formation_grace_ms",
+            "number >= 0",
+        ),
+        (
             {"upstreams": UPSTREAM, "retrieval": {"operator": "tide"}},
             "retrieval.area.operator",
             "pulse, wave",

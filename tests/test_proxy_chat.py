@@ -367,3 +367,31 @@ async def test_a_failed_formation_pass_is_logged_and_counted(
     failures = [r for r in proxy.log_records() if r.get("event") == "formation_failed"]
     assert failures and failures[0]["error"] == "disk full" and failures[0]["tenant"] == "default"
     assert await _queued(proxy) == 2  # still queued for the next pass, nothing lost
+
+
+@pytest.mark.parametrize(("context_turns", "named"), [(0, False), (1, True)])
+async def test_earlier_user_turns_join_the_foci_when_configured(
+    upstream: FakeUpstream, make_proxy: MakeProxy, context_turns: int, named: bool
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"context_turns": context_turns}))
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "My sister Ana keeps bees in Porto."}],
+        )
+        await proxy.settle()
+        raw = await client.chat.completions.with_raw_response.create(
+            model="echo",
+            messages=[
+                {"role": "user", "content": "Tell me about Ana, please."},
+                {"role": "assistant", "content": "Sure, what would you like to know?"},
+                {"role": "user", "content": "Remember what she keeps?"},
+            ],
+            extra_headers={"X-Memory": "force"},
+        )
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http:
+        url = f"{proxy.url}/memory/receipts/{raw.headers['X-Memory-Receipt']}"
+        async with http.get(url) as response:
+            receipt = await response.json()
+    assert ("entity:Ana" in receipt["graph_area"]["foci"]) is named
