@@ -46,6 +46,7 @@ import numpy.typing as npt
 from .errors import StorageError
 from .formation.linking import normalise_name
 from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphHolder, GraphVersion, NodeKind
+from .graph.csr import isin_sorted
 from .names import NameIndex
 from .retrieval import query_terms
 
@@ -106,8 +107,7 @@ class MemoryGraph:
         node = self.term_nodes.get(term)
         if node is None or not self.has(node):
             return False
-        at = int(np.searchsorted(self.closed_words, node))
-        return at == self.closed_words.shape[0] or int(self.closed_words[at]) != node
+        return not bool(isin_sorted(np.array([node], np.int64), self.closed_words)[0])
 
     def has(self, node: int) -> bool:
         """Whether ``node`` exists in this version (the shared maps may be ahead of it)."""
@@ -136,7 +136,7 @@ class _Buffer:
         self._data[self.size : needed] = values
         self.size = needed
 
-    def view(self) -> npt.NDArray[np.generic]:
+    def view(self) -> npt.NDArray[Any]:
         prefix = self._data[: self.size]
         prefix.flags.writeable = False
         return prefix
@@ -183,7 +183,7 @@ class MemoryGraphIndex:
         self._session_nodes: dict[tuple[str, int], int] = {}
         self._term_nodes: dict[str, int] = {}
         self._term_df: dict[str, int] = {}
-        self._first_user: dict[str, int] = {}
+        self._first_user: dict[str, tuple[int, int]] = {}  # word used once: (node, id)
         self._aliases: dict[str, list[int]] = {}
         self._names = NameIndex()
         self._fragments = 0
@@ -222,10 +222,9 @@ class MemoryGraphIndex:
         batch = _Batch(first_node=len(self._node_keys))
         self._read_nodes(conn, batch)
         self._read_edges(conn, batch)
-        for aid, eid, alias in self._rows(
+        for _, eid, alias in self._rows(
             conn, "aliases", "SELECT id, entity_id, alias FROM aliases WHERE id > ? ORDER BY id"
         ):
-            del aid
             nodes = self._aliases.setdefault(normalise_name(alias), [])
             nodes.append(self._node("entity", self._entity_nodes, eid))
             batch.names.append(alias)
@@ -330,20 +329,20 @@ class MemoryGraphIndex:
         for term in sorted(fragment_terms(text)):
             df = self._term_df[term] = self._term_df.get(term, 0) + 1
             if df == 1:
-                self._first_user[term] = node
+                self._first_user[term] = (node, fid)
                 continue
             word = self._term_nodes.get(term)
             if word is None:
                 word = self._term_nodes[term] = batch.add(
                     self._node_keys, NodeKind.CONCEPT, ("word", term)
                 )
-                first = self._first_user.pop(term)
-                batch.edge(first, word, 1.0, int(self._node_keys[first][1]), EdgeType.USES_TERM)  # type: ignore[call-overload]
+                first, first_id = self._first_user.pop(term)
+                batch.edge(first, word, 1.0, first_id, EdgeType.USES_TERM)
             batch.edge(node, word, 1.0, fid, EdgeType.USES_TERM)
 
     @staticmethod
-    def _node(kind: str, nodes: Mapping[int, int], row_id: object) -> int:
-        node = nodes.get(row_id)  # type: ignore[call-overload]
+    def _node(kind: str, nodes: Mapping[Any, int], row_id: object) -> int:
+        node = nodes.get(row_id)
         if node is None:
             raise StorageError(f"memory graph: {kind} {row_id} is referenced before it exists")
         return int(node)
@@ -376,9 +375,9 @@ class MemoryGraphIndex:
         closed = sorted(n for t, n in self._term_nodes.items() if self._term_df[t] > cap)
         self._snapshot = MemoryGraph(
             graph,
-            self._fragment_of.view(),  # type: ignore[arg-type]
-            self._vectors.view(),  # type: ignore[arg-type]
-            self._vector_nodes.view(),  # type: ignore[arg-type]
+            self._fragment_of.view(),
+            self._vectors.view(),
+            self._vector_nodes.view(),
             self._node_keys,
             self._fragment_nodes,
             self._entity_nodes,

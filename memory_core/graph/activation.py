@@ -78,7 +78,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .csr import Arcs, GraphVersion
+from .csr import Arcs, GraphVersion, isin_sorted
 from .errors import GraphConfigError, GraphError
 from .traversal import Traversal
 
@@ -384,9 +384,8 @@ def _normalised(
 ) -> tuple[Int64s, Int64s, Floats]:
     """Open arcs with weights divided by their owner's total (degree normalisation)."""
     keep = arcs.weight > 0.0
-    if closed is not None and closed.shape[0]:
-        at = np.minimum(np.searchsorted(closed, arcs.target), closed.shape[0] - 1)
-        keep &= closed[at] != arcs.target
+    if closed is not None:
+        keep &= ~isin_sorted(arcs.target, closed)
     owner = arcs.owner[keep]
     strength = np.bincount(owner, weights=arcs.weight[keep], minlength=n_owners)
     return owner, arcs.target[keep], arcs.weight[keep] / strength[owner]

@@ -31,7 +31,7 @@ from .edges import EdgeList
 from .errors import GraphError
 from .traversal import Traversal
 
-__all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex"]
+__all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex", "isin_sorted"]
 
 _T = TypeVar("_T", bound=np.generic)
 _MAX_NODES = int(np.iinfo(np.int32).max)
@@ -245,7 +245,7 @@ class GraphVersion:
         )
         lo, lengths = self._delta_out.spans(members)
         rows = self._delta_out.order[_spans(lo, lengths)]
-        rows = rows[_isin_sorted(self.delta.dst[rows], members)]
+        rows = rows[isin_sorted(self.delta.dst[rows], members)]
         return EdgeList.concat([base_rows, self.delta.take(np.sort(rows))])
 
     def _base_positions_within(self, members: Int64s) -> Int64s:
@@ -256,7 +256,7 @@ class GraphVersion:
         long = ends - starts > _SCAN_FACTOR * members.shape[0]
         short = np.where(long, 0, ends - starts)
         idx = _spans(starts, short)
-        found = [idx[_isin_sorted(self.out.indices[idx].astype(np.int64), members)]]
+        found = [idx[isin_sorted(self.out.indices[idx].astype(np.int64), members)]]
         for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True):
             row = self.out.indices[start:end]
             lo = np.searchsorted(row, members, side="left").astype(np.int64)
@@ -307,7 +307,8 @@ def _spans(starts: Int64s, lengths: Int64s) -> Int64s:
     )
 
 
-def _isin_sorted(values: Int64s, sorted_set: Int64s) -> npt.NDArray[np.bool_]:
+def isin_sorted(values: Int64s, sorted_set: Int64s) -> npt.NDArray[np.bool_]:
+    """Whether each of ``values`` is in ``sorted_set`` (ascending), by binary search."""
     if sorted_set.shape[0] == 0:
         return np.zeros(values.shape[0], dtype=bool)
     pos = np.minimum(np.searchsorted(sorted_set, values), sorted_set.shape[0] - 1)
