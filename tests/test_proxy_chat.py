@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import aiohttp
 import openai
@@ -124,9 +125,7 @@ async def test_memory_from_one_conversation_reaches_another(
     assert "Ana keeps bees in Porto" in memory["content"]
     assert len(sent) == len(history) + 1
     await proxy.settle()
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{proxy.url}/memory/receipts/{receipt_id}") as response:
-            receipt = await response.json()
+    receipt = await _receipt(proxy, receipt_id)
     assert receipt["decision"]["retrieve"] is True
     assert "remember" in receipt["decision"]["reason"]
     assert receipt["injected_text"] == memory["content"]
@@ -268,10 +267,7 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     memory = upstream.requests[-1].body["messages"][0]
     assert "Ana keeps bees in Porto" in memory["content"]
     await proxy.settle()
-    async with aiohttp.ClientSession() as http:
-        url = f"{proxy.url}/memory/receipts/{raw.headers['X-Memory-Receipt']}"
-        async with http.get(url) as response:
-            receipt = await response.json()
+    receipt = await _receipt(proxy, raw.headers["X-Memory-Receipt"])
     assert receipt["area"]["kind"] == "area (graph + bm25)"
     assert isinstance(receipt["graph_version"], int)  # the version the query pinned
     area = receipt["graph_area"]
@@ -282,6 +278,13 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     assert {"coverage", "convergence", "mass", "hub_penalty", "support"} <= set(
         area["region"]["score"]
     )
+
+
+async def _receipt(proxy: Proxy, receipt_id: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/receipts/{receipt_id}") as response:
+            assert response.status == 200
+            return dict(await response.json())
 
 
 async def _queued(proxy: Proxy) -> int:
@@ -390,8 +393,5 @@ async def test_earlier_user_turns_join_the_foci_when_configured(
             extra_headers={"X-Memory": "force"},
         )
     await proxy.settle()
-    async with aiohttp.ClientSession() as http:
-        url = f"{proxy.url}/memory/receipts/{raw.headers['X-Memory-Receipt']}"
-        async with http.get(url) as response:
-            receipt = await response.json()
+    receipt = await _receipt(proxy, raw.headers["X-Memory-Receipt"])
     assert ("entity:Ana" in receipt["graph_area"]["foci"]) is named
