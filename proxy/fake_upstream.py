@@ -11,7 +11,17 @@ model names below still take precedence:
 - ``fail-<status>``: answer that HTTP status with an OpenAI error object;
 - ``hang``: never answer (the client's timeout fires);
 - ``die-mid-stream``: stream two chunks, then drop the connection;
-- ``slow``: wait ``slow_delay_s`` between streamed chunks.
+- ``slow``: wait ``slow_delay_s`` between streamed chunks;
+- ``gzip``: answer a non-streamed request gzip-compressed (``Content-Encoding: gzip``)
+  whatever the client's ``Accept-Encoding`` says, as some servers do.
+
+Realistic pacing for load tests: ``first_token_s`` before the first byte of any answer
+and ``tokens_per_s`` for the rest (one word is one token; a non-streamed answer waits
+for all of them). Every answer carries the headers a real OpenAI server sends
+(``x-request-id``, ``openai-processing-ms``, ``x-ratelimit-*``; ``retry-after`` on 429);
+a streamed answer ends with a usage chunk when the request asks for
+``stream_options.include_usage``. ``in_flight`` counts requests still being answered, so
+a test can see that the proxy gave up an abandoned one.
 
 With ``keep_alive`` False every answer closes its connection, so a client that pools
 connections beyond the test (litellm's cached synchronous clients) holds no socket.
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import time
 from collections.abc import Callable
@@ -46,6 +57,7 @@ class Recorded:
     headers: dict[str, str]
     body: dict[str, Any]
     raw: bytes
+    query: str = ""
 
 
 @dataclass
@@ -58,6 +70,10 @@ class FakeUpstream:
     requests: list[Recorded] = field(default_factory=list)
     script: list[ScriptedReply] = field(default_factory=list)
     keep_alive: bool = True
+    first_token_s: float = 0.0
+    tokens_per_s: float = 0.0
+    in_flight: int = 0
+    served: int = 0
     _runner: web.AppRunner | None = None
 
     @property
@@ -88,14 +104,24 @@ class FakeUpstream:
         if not self.keep_alive:
             response.force_close()
             response.headers["Connection"] = "close"
+        if request.path.endswith("/chat/completions"):
+            response.headers.update(_openai_headers(self.served, response.status))
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "echo", "object": "model"}]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.served += 1
+        try:
+            return await self._answer_chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer_chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body = json.loads(raw)
-        self.requests.append(Recorded(dict(request.headers), body, raw))
+        self.requests.append(Recorded(dict(request.headers), body, raw, request.query_string))
         model = str(body.get("model", ""))
         if model.startswith("fail-"):
             status = int(model.removeprefix("fail-"))
@@ -111,9 +137,20 @@ class FakeUpstream:
         if model == "hang":
             await _until_client_leaves(request)
         text = self._answer(body)
+        await asyncio.sleep(self.first_token_s)
         if body.get("stream"):
-            return await self._stream(request, model, text)
-        return web.json_response(_completion(model, text))
+            return await self._stream(request, model, text, _wants_usage(body))
+        await asyncio.sleep(self._token_delay() * max(0, len(text.split(" ")) - 1))
+        completion = json.dumps(_completion(model, text)).encode()
+        if model == "gzip":
+            return web.Response(
+                body=gzip.compress(completion),
+                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            )
+        return web.Response(body=completion, content_type="application/json")
+
+    def _token_delay(self) -> float:
+        return 1 / self.tokens_per_s if self.tokens_per_s > 0 else 0.0
 
     def _answer(self, body: dict[str, Any]) -> str:
         """The next scripted answer, or the echo of the last user message."""
@@ -122,7 +159,9 @@ class FakeUpstream:
         reply = self.script.pop(0)
         return reply if isinstance(reply, str) else reply(body)
 
-    async def _stream(self, request: web.Request, model: str, text: str) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, model: str, text: str, usage: bool
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         words = text.split(" ")
@@ -135,7 +174,12 @@ class FakeUpstream:
                 return response
             if model == "slow":
                 await asyncio.sleep(self.slow_delay_s)
+            elif i + 1 < len(words):
+                await asyncio.sleep(self._token_delay())
         await response.write(b"data: " + json.dumps(_chunk(model, None, "stop")).encode() + b"\n\n")
+        if usage:
+            final = {**_chunk(model, None), "choices": [], "usage": _usage(text)}
+            await response.write(b"data: " + json.dumps(final).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -166,12 +210,31 @@ def _completion(model: str, text: str) -> dict[str, Any]:
         "choices": [
             {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
         ],
-        "usage": {
-            "prompt_tokens": 10,
-            "completion_tokens": len(text.split()),
-            "total_tokens": 10 + len(text.split()),
-        },
+        "usage": _usage(text),
     }
+
+
+def _usage(text: str) -> dict[str, int]:
+    words = len(text.split())
+    return {"prompt_tokens": 10, "completion_tokens": words, "total_tokens": 10 + words}
+
+
+def _wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _openai_headers(number: int, status: int) -> dict[str, str]:
+    """What an OpenAI server adds to every answer (a client may read any of them)."""
+    headers = {
+        "x-request-id": f"req_fake_{number}",
+        "openai-processing-ms": "1",
+        "x-ratelimit-limit-requests": "10000",
+        "x-ratelimit-remaining-requests": "9999",
+    }
+    if status == 429:
+        headers["retry-after"] = "1"
+    return headers
 
 
 def _chunk(model: str, piece: str | None, finish: str | None = None) -> dict[str, Any]:
@@ -189,10 +252,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="fake OpenAI-compatible echo upstream")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument(
+        "--first-token-ms", type=float, default=0.0, help="delay before any answer's first byte"
+    )
+    parser.add_argument(
+        "--tokens-per-s", type=float, default=0.0, help="pace of the answer's words (0: at once)"
+    )
     args = parser.parse_args()
     print(f"fake upstream on http://{args.host}:{args.port}/v1", flush=True)
+    server = FakeUpstream(
+        args.host,
+        args.port,
+        first_token_s=args.first_token_ms / 1000,
+        tokens_per_s=args.tokens_per_s,
+    )
     web.run_app(
-        FakeUpstream(args.host, args.port).app(),
+        server.app(),
         host=args.host,
         port=args.port,
         print=None,
