@@ -353,6 +353,13 @@ def explain(conn: apsw.Connection, memory: MemoryGraph, result: AreaResult) -> d
     return report
 
 
+def _day(day: object) -> str:
+    """``2023-05-08`` for a session's day number; ``date unknown`` for None."""
+    if not isinstance(day, int):
+        return "date unknown"
+    return dt.datetime.fromtimestamp(day * 86_400, dt.UTC).strftime("%Y-%m-%d")
+
+
 class _Describer:
     """Names graph nodes by what they stand for in SQLite."""
 
@@ -381,8 +388,7 @@ class _Describer:
             found = self._conn.execute("SELECT label FROM contexts WHERE id = ?", (key,)).fetchone()
             label = found[0] if found else label
         elif kind == "session" and isinstance(key, tuple):
-            day = dt.datetime.fromtimestamp(key[1] * 86_400, dt.UTC).strftime("%Y-%m-%d")
-            label = f"{key[0]} {day}"
+            label = f"{key[0]} {_day(key[1])}"
         return {
             "node": n,
             "kind": kind,

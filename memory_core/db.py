@@ -1,25 +1,74 @@
-"""SQLite connections and the one transaction helper.
+"""SQLite connections, the one transaction helper, and the retry of writes under contention.
 
 Every tenant's memory is one SQLite file opened through apsw with the settings of
 apsw's best practice: WAL (readers never block the writer), foreign keys on, a busy
 timeout, and ``synchronous=NORMAL`` (a commit survives a process crash; only an OS crash
-may lose the last transactions, never corrupt the file). All writes go through
-:func:`transaction`, which nests through savepoints.
+may lose the last transactions, never corrupt the file). The file is created private
+(mode 0600; SQLite gives its ``-wal`` and ``-shm`` files the same mode), in a folder
+created 0700.
+
+All writes go through :func:`transaction`. A store writes through more than one
+connection (appends and receipts on one, formation on another), so the outermost
+transaction is ``BEGIN IMMEDIATE``: it takes the write lock before its first read,
+waiting up to the busy timeout for it. A deferred transaction that read first would
+instead fail at once (``SQLITE_BUSY_SNAPSHOT``, no busy wait) whenever the other
+connection committed between its read and its first write. Nested use is a savepoint.
+Lock contention that outlasts the busy timeout leaves as :class:`StorageBusyError`;
+:func:`retry_busy` retries such an operation a bounded number of times with backoff.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import itertools
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 
-from .errors import StorageError
+from .errors import StorageBusyError, StorageError
 
-__all__ = ["connect", "transaction"]
+__all__ = ["JSON_IN", "connect", "json_array", "retry_busy", "transaction"]
+
+T = TypeVar("T")
+
+JSON_IN = "IN (SELECT value FROM json_each(?))"
+"""``x IN`` a list passed as one JSON parameter (:func:`json_array`): a list of any
+length costs one SQL variable (SQLite allows 32766 per statement)."""
 
 _BUSY_TIMEOUT_MS = 10_000
+_FILE_MODE = 0o600
+_FOLDER_MODE = 0o700
+_RETRY_ATTEMPTS = 6
+_RETRY_FIRST_DELAY_S = 0.05
+_RETRY_MAX_DELAY_S = 2.0
+_savepoints = itertools.count()
+
+
+def json_array(values: Iterable[object]) -> str:
+    """``values`` (strings or numbers) as the parameter of :data:`JSON_IN`."""
+    return json.dumps(list(values), default=int)  # numpy integers too
+
+
+def _prepare_file(path: Path) -> None:
+    """Create ``path``'s folder (0700) and an empty ``path`` (0600) unless they exist.
+
+    SQLite creates a missing database with the process umask (usually 0644) and gives
+    the ``-wal``/``-shm`` files the database's mode, so creating the file first keeps
+    all three private. Existing files and folders are left as they are.
+    """
+    path.parent.mkdir(mode=_FOLDER_MODE, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, _FILE_MODE)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot create memory database {path}: {exc}") from exc
+    os.close(fd)
 
 
 def connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
@@ -29,6 +78,8 @@ def connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
         if readonly
         else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     )
+    if not readonly:
+        _prepare_file(path)
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(_BUSY_TIMEOUT_MS)
@@ -45,12 +96,70 @@ def connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
 def transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     """Run the block atomically: commit on success, roll back on any exception.
 
-    Nested use becomes a savepoint (apsw's ``with conn``), so helpers can be composed
-    without knowing whether a transaction is already open. apsw errors leave as
-    :class:`StorageError`.
+    Outermost: ``BEGIN IMMEDIATE`` (the write lock first, see the module docstring).
+    Nested (a transaction is already open on ``conn``, ours or apsw's ``with conn``): a
+    savepoint, so helpers compose without knowing whether one is open. apsw errors
+    leave as :class:`StorageError` (:class:`StorageBusyError` for lock contention).
     """
     try:
-        with conn:
-            yield conn
+        if conn.in_transaction:
+            with _savepoint(conn):
+                yield conn
+        else:
+            with _immediate(conn):
+                yield conn
+    except (apsw.BusyError, apsw.LockedError) as exc:
+        raise StorageBusyError(f"database is locked: {exc}") from exc
     except apsw.Error as exc:
         raise StorageError(f"database error: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _immediate(conn: apsw.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # an error may already have ended it
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
+def _savepoint(conn: apsw.Connection) -> Iterator[None]:
+    name = f"areamem_{next(_savepoints)}"
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(apsw.SQLError):  # gone with an aborted transaction
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
+
+
+def retry_busy(
+    operation: Callable[[], T],
+    *,
+    attempts: int = _RETRY_ATTEMPTS,
+    first_delay_s: float = _RETRY_FIRST_DELAY_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``operation()``, run again (doubling the pause, at most 2 s) while it raises
+    :class:`StorageBusyError`, up to ``attempts`` runs in all; the last error leaves.
+
+    Each run already waits up to the busy timeout (10 s) for the lock, so with the
+    defaults an operation fails only after the lock was held by others for about a
+    minute. ``operation`` must be a whole transaction (it is run again from the start).
+    """
+    delay = first_delay_s
+    for _ in range(attempts - 1):
+        try:
+            return operation()
+        except StorageBusyError:
+            sleep(delay)
+            delay = min(2 * delay, _RETRY_MAX_DELAY_S)
+    return operation()

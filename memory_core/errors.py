@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidInputError", "MemoryCoreError", "StorageError"]
+__all__ = ["InvalidInputError", "MemoryCoreError", "StorageBusyError", "StorageError"]
 
 
 class MemoryCoreError(Exception):
@@ -11,6 +11,10 @@ class MemoryCoreError(Exception):
 
 class StorageError(MemoryCoreError):
     """The SQLite database could not be opened, migrated, read or written."""
+
+
+class StorageBusyError(StorageError):
+    """Another connection held the database's write lock for longer than we waited."""
 
 
 class InvalidInputError(MemoryCoreError):

@@ -2,25 +2,42 @@
 
 Each function returns plain JSON-ready dictionaries with the sources that support what
 they show (fragment text, conversation and time), so a person can check any claim.
+Whatever is stored, the output is strict JSON: a time that is not a sane timestamp reads
+as None (:func:`.log.stored_timestamp`), and so does any other non-finite number.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import apsw
 
 from .errors import StorageError
 from .formation.linking import normalise_name
+from .log import stored_timestamp
 
 __all__ = ["list_contexts", "list_entities", "list_relations"]
+
+_TIMES = frozenset({"ts", "first_ts", "last_ts", "first_seen", "last_seen", "created_at"})
+
+
+def _value(name: str, value: Any) -> Any:
+    if name in _TIMES:
+        return stored_timestamp(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _rows(conn: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     try:
         cursor = conn.execute(sql, args)
         names = [d[0] for d in cursor.getdescription()] if cursor else []
-        return [dict(zip(names, row, strict=True)) for row in cursor]
+        return [
+            {name: _value(name, value) for name, value in zip(names, row, strict=True)}
+            for row in cursor
+        ]
     except apsw.ExecutionCompleteError:
         return []
     except apsw.Error as exc:

@@ -7,6 +7,12 @@ Invariants:
   only the turns that are new.
 - Every appended user/assistant/tool turn is queued in the same transaction, so a crash
   after the append loses nothing: the queue is drained on the next start.
+- A logged timestamp is finite epoch seconds in ``[MIN_TIMESTAMP, MAX_TIMESTAMP)``
+  (years 1900 to 2199; :func:`check_timestamp`). Rows logged before that rule may hold
+  anything (inf, nan, 1e308, text): readers go through :func:`stored_timestamp`, which
+  reads such a value as unknown (None), so no stored value can break a reader.
+- The cost of an append follows its history's length and never fails on it: lists of
+  ids go to SQLite as one JSON parameter (``json_each``), never one variable each.
 - The path of the latest append is the live branch. Sibling subtrees hanging off that
   path (an edited or regenerated turn's predecessor) are recorded as superseded, and so
   is the memory derived from them (fragments, and the relations they support); a path
@@ -17,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,12 +31,56 @@ from typing import Any
 import apsw
 
 from .chain import chain_hashes, conversation_id, message_text
-from .db import transaction
+from .db import JSON_IN, json_array, transaction
 from .errors import InvalidInputError
 
-__all__ = ["AppendResult", "LogMessage", "append_messages"]
+__all__ = [
+    "MAX_TIMESTAMP",
+    "MIN_TIMESTAMP",
+    "AppendResult",
+    "LogMessage",
+    "append_messages",
+    "check_timestamp",
+    "stored_timestamp",
+]
+
+MIN_TIMESTAMP = -2_208_988_800.0
+"""1900-01-01T00:00:00Z in epoch seconds: the earliest timestamp memory accepts."""
+MAX_TIMESTAMP = 7_258_118_400.0
+"""2200-01-01T00:00:00Z in epoch seconds: every accepted timestamp is before it."""
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def check_timestamp(value: object, where: str) -> float:
+    """``value`` as epoch seconds, or :class:`InvalidInputError` naming ``where``.
+
+    Accepted: an int or float (not a bool), finite, in ``[MIN_TIMESTAMP,
+    MAX_TIMESTAMP)``. ``where`` names the value for the message, e.g.
+    ``"messages[3].timestamp"``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{where} must be a number of seconds since the epoch")
+    seconds = stored_timestamp(value)
+    if seconds is None:
+        shown = f"{value:.6g}" if isinstance(value, float) else "an integer out of range"
+        raise InvalidInputError(
+            f"{where} must be a finite time between the years 1900 and 2199"
+            f" ({MIN_TIMESTAMP:.0f} <= seconds < {MAX_TIMESTAMP:.0f}), got {shown}"
+        )
+    return seconds
+
+
+def stored_timestamp(value: object) -> float | None:
+    """A timestamp column as read back: its value if :func:`check_timestamp` would accept
+    it, else None (unknown): inf, nan, out of range, NULL, text, bytes."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int) and not MIN_TIMESTAMP <= value < MAX_TIMESTAMP:
+        return None  # before float(): an int may be too large for a float
+    seconds = float(value)
+    ok = math.isfinite(seconds) and MIN_TIMESTAMP <= seconds < MAX_TIMESTAMP
+    return seconds if ok else None
 
 
 @dataclass(frozen=True)
@@ -62,7 +113,7 @@ def append_messages(
     now: float,
 ) -> AppendResult:
     """Append the new messages of ``messages`` (a whole history) in one transaction."""
-    bodies = [_validated(m.message, i) for i, m in enumerate(messages)]
+    bodies = [_validated(m, i) for i, m in enumerate(messages)]
     if not bodies:
         raise InvalidInputError("no messages to append")
     conv = conversation_id(bodies, explicit_conversation)
@@ -87,7 +138,9 @@ def append_messages(
     )
 
 
-def _validated(message: Mapping[str, Any], index: int) -> Mapping[str, Any]:
+def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
+    message = item.message
+    check_timestamp(item.ts, f"messages[{index}].timestamp")
     if not isinstance(message, Mapping):
         raise InvalidInputError(f"messages[{index}] must be an object")
     role = message.get("role")
@@ -100,8 +153,7 @@ def _validated(message: Mapping[str, Any], index: int) -> Mapping[str, Any]:
 
 
 def _stored_ids(conn: apsw.Connection, hashes: Sequence[str]) -> dict[str, int]:
-    marks = ",".join("?" * len(hashes))
-    rows = conn.execute(f"SELECT hash, id FROM log WHERE hash IN ({marks})", tuple(hashes))
+    rows = conn.execute(f"SELECT hash, id FROM log WHERE hash {JSON_IN}", (json_array(hashes),))
     return {digest: row_id for digest, row_id in rows}
 
 
@@ -131,7 +183,7 @@ def _insert(
             item.ext_id,
             json.dumps(dict(body), ensure_ascii=False, separators=(",", ":")),
             message_text(body.get("content")),
-            item.ts,
+            float(item.ts),
             now,
             source,
         ),
@@ -152,11 +204,10 @@ def _settle_branches(
     if not parents:
         return 0, restored
     on_path = set(hashes)
-    marks = ",".join("?" * len(parents))
     siblings = [
         (digest, parent)
         for digest, parent in conn.execute(
-            f"SELECT hash, parent_hash FROM log WHERE parent_hash IN ({marks})", tuple(parents)
+            f"SELECT hash, parent_hash FROM log WHERE parent_hash {JSON_IN}", (json_array(parents),)
         )
         if digest not in on_path
     ]
@@ -168,23 +219,22 @@ def _settle_branches(
 
 
 def _restore(conn: apsw.Connection, path_ids: Sequence[int]) -> int:
-    marks = ",".join("?" * len(path_ids))
     back = [
         row[0]
         for row in conn.execute(
-            f"SELECT log_id FROM superseded WHERE log_id IN ({marks})", tuple(path_ids)
+            f"SELECT log_id FROM superseded WHERE log_id {JSON_IN}", (json_array(path_ids),)
         )
     ]
     if back:
-        marks = ",".join("?" * len(back))
-        conn.execute(f"DELETE FROM superseded WHERE log_id IN ({marks})", tuple(back))
-        conn.execute(f"UPDATE fragments SET superseded = 0 WHERE log_id IN ({marks})", tuple(back))
+        listed = (json_array(back),)
+        conn.execute(f"DELETE FROM superseded WHERE log_id {JSON_IN}", listed)
+        conn.execute(f"UPDATE fragments SET superseded = 0 WHERE log_id {JSON_IN}", listed)
         conn.execute(
             "UPDATE relations SET status = 'active' WHERE status = 'superseded'"
-            f" AND fragment_id IN (SELECT id FROM fragments WHERE log_id IN ({marks}))"
+            f" AND fragment_id IN (SELECT id FROM fragments WHERE log_id {JSON_IN})"
             " AND id NOT IN (SELECT other_id FROM mutations WHERE kind = 'change'"
             " AND other_id IS NOT NULL)",
-            tuple(back),
+            listed,
         )
     return len(back)
 
@@ -214,11 +264,11 @@ def _supersede_subtree(conn: apsw.Connection, root: str, replacement: str, now: 
     conn.executemany(
         "INSERT INTO superseded (log_id, branch_id) VALUES (?, ?)", [(i, branch_id) for i in ids]
     )
-    marks = ",".join("?" * len(ids))
-    conn.execute(f"UPDATE fragments SET superseded = 1 WHERE log_id IN ({marks})", tuple(ids))
+    listed = (json_array(ids),)
+    conn.execute(f"UPDATE fragments SET superseded = 1 WHERE log_id {JSON_IN}", listed)
     conn.execute(
         "UPDATE relations SET status = 'superseded'"
-        f" WHERE fragment_id IN (SELECT id FROM fragments WHERE log_id IN ({marks}))",
-        tuple(ids),
+        f" WHERE fragment_id IN (SELECT id FROM fragments WHERE log_id {JSON_IN})",
+        listed,
     )
     return len(ids)

@@ -47,6 +47,7 @@ from .errors import StorageError
 from .formation.linking import normalise_name
 from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphHolder, GraphVersion, NodeKind
 from .graph.csr import isin_sorted
+from .log import stored_timestamp
 from .names import NameIndex
 from .retrieval import query_terms
 
@@ -54,7 +55,9 @@ __all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey", "stem"]
 
 NodeKey = tuple[str, object]
 """What a node stands for: ``("fragment", id)``, ``("entity", id)``, ``("context", id)``,
-``("session", (conversation, day))`` or ``("word", stem)``."""
+``("session", (conversation, day))`` or ``("word", stem)``; ``day`` counts days since
+the epoch, None for fragments whose stored time is unknown (see
+:func:`.log.stored_timestamp`): they share one session per conversation."""
 
 _SUFFIXES = ("ing", "ed", "s")
 _MAX_WORD_SHARE = 0.05
@@ -180,7 +183,7 @@ class MemoryGraphIndex:
         self._fragment_nodes: dict[int, int] = {}
         self._entity_nodes: dict[int, int] = {}
         self._context_nodes: dict[int, int] = {}
-        self._session_nodes: dict[tuple[str, int], int] = {}
+        self._session_nodes: dict[tuple[str, int | None], int] = {}
         self._term_nodes: dict[str, int] = {}
         self._term_df: dict[str, int] = {}
         self._first_user: dict[str, tuple[int, int]] = {}  # word used once: (node, id)
@@ -243,7 +246,8 @@ class MemoryGraphIndex:
             if vector and len(vector) == 4 * self._dim:
                 batch.vectors.append(np.frombuffer(vector, dtype="<f4"))
                 batch.vector_nodes.append(node)
-            day = (str(conversation), int(ts // _DAY))
+            seconds = stored_timestamp(ts)
+            day = (str(conversation), None if seconds is None else int(seconds // _DAY))
             session = self._session_nodes.get(day)
             if session is None:
                 session = self._session_nodes[day] = batch.add(

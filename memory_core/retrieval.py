@@ -2,7 +2,12 @@
 
 The question becomes an OR of its content words, each quoted so that no user text is
 ever read as FTS5 query syntax. Fragments whose log rows are already in the request
-(``exclude_hashes``) are skipped: the model sees them in the history anyway.
+(``exclude_hashes``) are skipped: the model sees them in the history anyway; a request
+may carry any number of them.
+
+Stored rows are read defensively (rows written before the log validated its input, or
+by hand): a timestamp that is not a sane one reads as None (see
+:func:`.log.stored_timestamp`), a text column holding NULL or bytes reads as text.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from dataclasses import dataclass
 
 import apsw
 
+from .db import JSON_IN, json_array
 from .errors import StorageError
+from .log import stored_timestamp
 
 __all__ = ["Hit", "fetch_hits", "query_terms", "search"]
 
@@ -165,7 +172,9 @@ _STOP = frozenset(
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved fragment with its provenance and its BM25 score (higher is better)."""
+    """One retrieved fragment with its provenance and its BM25 score (higher is better).
+
+    ``ts`` is None when the stored time is unknown (not a sane timestamp)."""
 
     fragment_id: int
     score: float
@@ -173,9 +182,33 @@ class Hit:
     role: str
     speaker: str | None
     conversation_id: str
-    ts: float
+    ts: float | None
     log_hash: str
     ext_id: str | None
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _hit(fragment_id: int, score: float, row: Sequence[object]) -> Hit:
+    """A hit from ``(text, role, speaker, conversation, ts, hash, ext_id)`` as stored."""
+    text, role, speaker, conversation, ts, log_hash, ext_id = row
+    return Hit(
+        fragment_id,
+        score,
+        _text(text),
+        _text(role),
+        None if speaker is None else _text(speaker),
+        _text(conversation),
+        stored_timestamp(ts),
+        _text(log_hash),
+        None if ext_id is None else _text(ext_id),
+    )
 
 
 def query_terms(question: str) -> list[str]:
@@ -232,7 +265,7 @@ def _ranked(conn: apsw.Connection, match: str, fetch: int) -> list[_Row]:
             " ORDER BY top.rank",
             (match, fetch),
         )
-        return [_Row(Hit(*row[:9]), bool(row[9])) for row in rows]
+        return [_Row(_hit(row[0], float(row[1]), row[2:9]), bool(row[9])) for row in rows]
     except apsw.Error as exc:
         raise StorageError(f"search failed: {exc}") from exc
 
@@ -241,24 +274,20 @@ def fetch_hits(conn: apsw.Connection, fragment_ids: Sequence[int]) -> list[Hit]:
     """Live fragments by id, in the given order (score: 1/rank), superseded ones left out."""
     if not fragment_ids:
         return []
-    marks = ",".join("?" * len(fragment_ids))
     try:
         rows = {
-            row[0]: row
+            row[0]: row[1:]
             for row in conn.execute(
                 "SELECT f.id, f.text, f.role, f.speaker, f.conversation_id, f.ts, log.hash,"
                 " log.ext_id FROM fragments f JOIN log ON log.id = f.log_id"
-                f" WHERE f.superseded = 0 AND f.id IN ({marks})",
-                tuple(fragment_ids),
+                f" WHERE f.superseded = 0 AND f.id {JSON_IN}",
+                (json_array(fragment_ids),),
             )
         }
     except apsw.Error as exc:
         raise StorageError(f"cannot read fragments: {exc}") from exc
-    hits = []
-    for rank, fid in enumerate(fragment_ids, start=1):
-        row = rows.get(fid)
-        if row is not None:
-            hits.append(
-                Hit(row[0], 1.0 / rank, row[1], row[2], row[3], row[4], row[5], row[6], row[7])
-            )
-    return hits
+    return [
+        _hit(fid, 1.0 / rank, rows[fid])
+        for rank, fid in enumerate(fragment_ids, start=1)
+        if fid in rows
+    ]

@@ -1,9 +1,16 @@
 """MemoryStore: one tenant's memory, the facade the proxy and the scripts use.
 
-A store owns one SQLite file and two connections: a writer (appends, formation,
-receipts) and a reader (search), each behind its own lock, so a search never waits for
-a formation pass (WAL lets the reader see the last committed state). Every method is
-synchronous and thread-safe; callers in an event loop run them in executors.
+A store owns one SQLite file (created private: see :mod:`.db`) and three connections,
+each behind its own lock: a writer (appends, receipts), a reader (search) and one for
+formation, so a search never waits for a formation pass (WAL lets the reader see the
+last committed state) and an append never waits for formation's model calls. The two
+writing connections take SQLite's write lock in turn (:func:`.db.transaction`); an
+append or a receipt that still meets a held lock is retried (:func:`.db.retry_busy`),
+so lock contention never loses an exchange. Every method is synchronous and
+thread-safe; callers in an event loop run them in executors.
+
+Receipts are bounded: only the newest ``receipt_limit`` are kept, older ones are
+deleted as new ones are saved (one range delete on the row id, nearly free).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 import apsw
 
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
-from .db import connect, transaction
+from .db import connect, retry_busy, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
 from .graph import GraphSettings, prepare
@@ -33,7 +40,10 @@ from .reconstruction import Reconstruction, reconstruct
 from .retrieval import Hit, fetch_hits, search
 from .tokens import TokenCounter, default_counter
 
-__all__ = ["MemoryStore", "Recall", "StoreStats"]
+__all__ = ["DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
+
+DEFAULT_RECEIPT_LIMIT = 10_000
+"""Receipts a store keeps by default (the newest ones)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,11 @@ class StoreStats:
 
 
 class MemoryStore:
-    """One tenant's memory in one SQLite file (created and migrated on open)."""
+    """One tenant's memory in one SQLite file (created and migrated on open).
+
+    ``receipt_limit`` (default :data:`DEFAULT_RECEIPT_LIMIT`, at least 1) is how many
+    receipts the store keeps, the newest ones.
+    """
 
     def __init__(
         self,
@@ -69,8 +83,12 @@ class MemoryStore:
         formation: FormationConfig | None = None,
         backends: Backends | None = None,
         graph: GraphSettings | None = None,
+        receipt_limit: int = DEFAULT_RECEIPT_LIMIT,
     ) -> None:
+        if receipt_limit < 1:
+            raise ValueError(f"receipt_limit must be at least 1, got {receipt_limit}")
         self.path = path
+        self._receipt_limit = receipt_limit
         self._clock = clock
         self._counter = counter or default_counter()
         self._formation = formation or FormationConfig()
@@ -84,7 +102,6 @@ class MemoryStore:
         self._read_lock = threading.Lock()
         self._form_lock = threading.Lock()
         self._backends_lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = connect(path)
         migrate(self._writer)
         self._reader = connect(path)
@@ -112,8 +129,14 @@ class MemoryStore:
         conversation: str | None = None,
         source: str = "proxy",
     ) -> AppendResult:
-        """Durably log the new turns of a history; formation happens in :meth:`form`."""
-        with self._write_lock:
+        """Durably log the new turns of a history; formation happens in :meth:`form`.
+
+        Raises :class:`InvalidInputError` for a bad message (a timestamp outside
+        :data:`.log.MIN_TIMESTAMP`..:data:`.log.MAX_TIMESTAMP` included, nothing stored),
+        :class:`StorageError` only when the database fails, not for lock contention.
+        """
+
+        def append() -> AppendResult:
             return append_messages(
                 self._writer,
                 messages,
@@ -121,6 +144,9 @@ class MemoryStore:
                 source=source,
                 now=self._clock(),
             )
+
+        with self._write_lock:
+            return retry_busy(append)
 
     def form(self, limit: int | None = None) -> FormationResult:
         """One formation pass over up to ``limit`` queued log rows (default: batch size).
@@ -277,13 +303,24 @@ class MemoryStore:
         return self._graph.current() or self._graph.refresh(self._reader)
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
-        """Store the receipt of a request that used memory."""
+        """Store the receipt of a request that used memory; the oldest receipts beyond
+        ``receipt_limit`` are deleted in the same transaction."""
         text = json.dumps(body, ensure_ascii=False, default=str)
-        with self._write_lock, transaction(self._writer):
-            self._writer.execute(
-                "INSERT OR REPLACE INTO receipts (id, created_at, body) VALUES (?, ?, ?)",
-                (receipt_id, self._clock(), text),
-            )
+
+        def save() -> None:
+            with transaction(self._writer):
+                self._writer.execute(
+                    "INSERT OR REPLACE INTO receipts (id, created_at, body) VALUES (?, ?, ?)",
+                    (receipt_id, self._clock(), text),
+                )
+                # row ids only grow, so the newest ``limit`` rows have the largest ids
+                newest = self._writer.last_insert_rowid()
+                self._writer.execute(
+                    "DELETE FROM receipts WHERE rowid <= ?", (newest - self._receipt_limit,)
+                )
+
+        with self._write_lock:
+            retry_busy(save)
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         """A stored receipt, or None."""
