@@ -7,6 +7,7 @@ caught: the upstream adapters and the memory adapter.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -32,7 +33,8 @@ class ConfigError(ProxyError):
 
 
 class ApiError(ProxyError):
-    """An error answered to the client as an OpenAI error object with an HTTP status."""
+    """An error answered to the client as an OpenAI error object with an HTTP status,
+    and ``headers`` (e.g. an upstream's ``Retry-After``) on that response."""
 
     def __init__(
         self,
@@ -42,6 +44,7 @@ class ApiError(ProxyError):
         type_: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.code, self.param = (
@@ -51,6 +54,7 @@ class ApiError(ProxyError):
             code,
             param,
         )
+        self.headers = dict(headers or {})
 
     def body(self) -> bytes:
         """The JSON body of the error response."""
@@ -58,10 +62,19 @@ class ApiError(ProxyError):
 
 
 class UpstreamError(ApiError):
-    """The upstream failed before answering; ``raw`` is its own error body when it sent one."""
+    """The upstream failed before answering; ``raw`` is its own error body when it sent one,
+    ``headers`` its relayable response headers."""
 
-    def __init__(self, status: int, message: str, *, code: str, raw: bytes | None = None) -> None:
-        super().__init__(status, message, type_="upstream_error", code=code)
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status, message, type_="upstream_error", code=code, headers=headers)
         self.raw = raw
 
     def body(self) -> bytes:

@@ -7,6 +7,16 @@ litellm's async API for every other provider (a few ms more per call). Both tran
 every foreign failure into :class:`UpstreamError` (before the response started) or
 :class:`UpstreamStreamError` (after), exactly once, here.
 
+Both forward what :mod:`proxy.headers` lets through of the client's request (headers;
+the query on the fast path, ``api-version`` alone through litellm) and return the
+upstream's relayable response headers, on an error status too (a 429's ``Retry-After``
+reaches the client). The fast path asks for ``identity``; a gzip or deflate body sent
+anyway is decoded before it is relayed, any other content-coding is relayed with its
+``Content-Encoding``: never bytes without their encoding. An upstream 401 or 403 refuses
+the proxy's own upstream credentials, not the client's key to the proxy, so it reaches
+the client as 502 ``upstream_auth_failed`` / ``upstream_permission_denied`` with
+``x-should-retry: false`` (SDKs report a 401 as "your API key is wrong").
+
 Invariant: :meth:`Upstream.stream` returns only after the first bytes of a successful
 response arrived, so the proxy can still answer an upstream failure with a proper error
 status instead of a broken 200.
@@ -16,32 +26,41 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+import zlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
+from yarl import URL
 
 from memory_core.formation.llm import litellm_module
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStreamError
+from .headers import Forward, relayed
 
 __all__ = ["FastUpstream", "LiteLLMUpstream", "Reply", "Router", "Stream", "Upstream"]
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A complete non-streamed answer: the upstream's status and body bytes."""
+    """A complete non-streamed answer: the upstream's status, body bytes and the response
+    headers to relay (already filtered by :func:`proxy.headers.relayed`)."""
 
     status: int
     body: bytes
     content_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class Stream(Protocol):
-    """A started upstream stream of SSE bytes."""
+    """A started upstream stream of SSE bytes, and the response headers to relay."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
 
     def chunks(self) -> AsyncIterator[bytes]: ...
 
@@ -49,13 +68,14 @@ class Stream(Protocol):
 
 
 class Upstream(Protocol):
-    """Forwards one chat request. ``raw`` is the exact body to send when unchanged."""
+    """Forwards one chat request: ``body`` parsed, ``raw`` its exact bytes, ``forward``
+    the client's headers and query that the policy lets through."""
 
     config: UpstreamConfig
 
-    async def complete(self, body: Mapping[str, Any], raw: bytes) -> Reply: ...
+    async def complete(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Reply: ...
 
-    async def stream(self, body: Mapping[str, Any], raw: bytes) -> Stream: ...
+    async def stream(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Stream: ...
 
     async def close(self) -> None: ...
 
@@ -109,16 +129,26 @@ class FastUpstream:
             )
         return self._session
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    def _headers(self, forward: Forward) -> dict[str, str]:
+        headers = {
+            **forward.headers,
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+        }
         key = self.config.api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    async def _post(self, raw: bytes) -> aiohttp.ClientResponse:
+    def _target(self, query: str) -> URL:
+        """The upstream URL with the client's query string, byte for byte."""
+        return URL(f"{self._url}?{query}" if query else self._url, encoded=True)
+
+    async def _post(self, raw: bytes, forward: Forward) -> aiohttp.ClientResponse:
         try:
-            response = await self._client().post(self._url, data=raw, headers=self._headers())
+            response = await self._client().post(
+                self._target(forward.query), data=_payload(raw), headers=self._headers(forward)
+            )
         except TimeoutError as exc:
             raise _timeout(self.config) from exc
         except aiohttp.ClientConnectorError as exc:
@@ -129,11 +159,13 @@ class FastUpstream:
             ) from exc
         if response.status >= 400:
             body = await _read_quietly(response)
-            raise _status_error(response.status, body)
+            raise _status_error(
+                response.status, body, relayed(response.headers.items()), self.config
+            )
         return response
 
-    async def complete(self, body: Mapping[str, Any], raw: bytes) -> Reply:
-        response = await self._post(raw)
+    async def complete(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Reply:
+        response = await self._post(raw, forward)
         try:
             data = await response.read()
         except TimeoutError as exc:
@@ -144,12 +176,16 @@ class FastUpstream:
             ) from exc
         finally:
             response.release()
+        data, headers = _decoded_reply(response, data)
         return Reply(
-            response.status, data, response.headers.get("Content-Type", "application/json")
+            response.status,
+            data,
+            response.headers.get("Content-Type", "application/json"),
+            headers,
         )
 
-    async def stream(self, body: Mapping[str, Any], raw: bytes) -> Stream:
-        response = await self._post(raw)
+    async def stream(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Stream:
+        response = await self._post(raw, forward)
         stream = _AiohttpStream(response)
         await stream.prime()
         return stream
@@ -159,12 +195,88 @@ class FastUpstream:
             await self._session.close()
 
 
+class _Decoder:
+    """Undoes a gzip or deflate content-coding chunk by chunk (``deflate`` as zlib data
+    or, as some servers send it, raw)."""
+
+    def __init__(self) -> None:
+        self._zlib = zlib.decompressobj(wbits=32 + zlib.MAX_WBITS)  # gzip or zlib header
+        self._pending: bytes | None = b""  # what was fed before the first output
+
+    def feed(self, data: bytes) -> bytes:
+        if self._pending is None:
+            return self._zlib.decompress(data)
+        self._pending += data
+        try:
+            out = self._zlib.decompress(data)
+        except zlib.error:
+            self._zlib = zlib.decompressobj(wbits=-zlib.MAX_WBITS)
+            out = self._zlib.decompress(self._pending)
+        if out:
+            self._pending = None
+        return out
+
+    def flush(self) -> bytes:
+        return self._zlib.flush()
+
+
+_DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
+
+
+def _coding(response: aiohttp.ClientResponse) -> str | None:
+    """The response's content-coding, lower case; None for none (or ``identity``)."""
+    coding = response.headers.get("Content-Encoding", "").strip().lower()
+    return None if coding in ("", "identity") else coding
+
+
+def _decoder(response: aiohttp.ClientResponse, headers: dict[str, str]) -> _Decoder | None:
+    """A decoder for a gzip/deflate body; for another coding, the ``Content-Encoding``
+    goes back into ``headers`` so the client gets the bytes with their encoding."""
+    coding = _coding(response)
+    if coding in _DECODABLE:
+        return _Decoder()
+    if coding is not None:
+        headers["Content-Encoding"] = response.headers["Content-Encoding"]
+    return None
+
+
+def _decoded(coding: str | None, data: bytes) -> bytes | None:
+    """A complete body without its content-coding; None for a coding the proxy cannot
+    decode. Raises ``zlib.error`` for a corrupt gzip/deflate body."""
+    if coding is None:
+        return data
+    if coding not in _DECODABLE:
+        return None
+    decoder = _Decoder()
+    return decoder.feed(data) + decoder.flush()
+
+
+def _decoded_reply(response: aiohttp.ClientResponse, data: bytes) -> tuple[bytes, dict[str, str]]:
+    """A complete body and the headers to relay with it: decoded when the proxy can,
+    else with its ``Content-Encoding``."""
+    headers = relayed(response.headers.items())
+    coding = _coding(response)
+    try:
+        decoded = _decoded(coding, data)
+    except zlib.error as exc:
+        raise UpstreamError(
+            502, f"upstream sent a corrupt {coding} body: {exc}", code="upstream_error"
+        ) from exc
+    if decoded is None:
+        headers["Content-Encoding"] = response.headers["Content-Encoding"]
+        return data, headers
+    return decoded, headers
+
+
 class _AiohttpStream:
-    """Relays an upstream SSE body chunk by chunk, as the upstream produces it."""
+    """Relays an upstream SSE body chunk by chunk, as the upstream produces it (decoded
+    chunk by chunk when it came gzip- or deflate-encoded)."""
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
         self._first: bytes | None = None
+        self.headers = relayed(response.headers.items())
+        self._decoder = _decoder(response, self.headers)
 
     async def prime(self) -> None:
         try:
@@ -187,17 +299,28 @@ class _AiohttpStream:
             ) from exc
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        if self._first:
-            yield self._first
-        while True:
+        chunk = self._first
+        while chunk:
+            data = self._decode(chunk)
+            if data:
+                yield data
             chunk = await self._next()
-            if not chunk:
-                if not self._response.content.at_eof():
-                    raise UpstreamStreamError(
-                        "upstream stream ended early", "upstream_disconnected"
-                    )
-                return
-            yield chunk
+        if not self._response.content.at_eof():
+            raise UpstreamStreamError("upstream stream ended early", "upstream_disconnected")
+        tail = self._decode(None)
+        if tail:
+            yield tail
+
+    def _decode(self, chunk: bytes | None) -> bytes:
+        """``chunk`` decoded (``None``: the decoder's remainder at the end)."""
+        if self._decoder is None:
+            return chunk or b""
+        try:
+            return self._decoder.flush() if chunk is None else self._decoder.feed(chunk)
+        except zlib.error as exc:
+            raise UpstreamStreamError(
+                f"upstream sent a corrupt compressed stream: {exc}", "upstream_error"
+            ) from exc
 
     async def close(self) -> None:
         self._response.close()
@@ -215,7 +338,7 @@ class LiteLLMUpstream:
             self._litellm = litellm_module()
         return self._litellm
 
-    def _kwargs(self, body: Mapping[str, Any], stream: bool) -> dict[str, Any]:
+    def _kwargs(self, body: Mapping[str, Any], forward: Forward, *, stream: bool) -> dict[str, Any]:
         extra = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         kwargs: dict[str, Any] = {
             "model": f"{self.config.provider}/{body['model']}",
@@ -257,26 +380,27 @@ class LiteLLMUpstream:
         unknown = {k: v for k, v in extra.items() if k not in known}
         if unknown:
             kwargs["extra_body"] = unknown
-        return kwargs
+        return kwargs | _litellm_forward(forward)
 
-    async def complete(self, body: Mapping[str, Any], raw: bytes) -> Reply:
+    async def complete(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Reply:
         try:
-            response = await self._lib().acompletion(**self._kwargs(body, stream=False))
+            response = await self._lib().acompletion(**self._kwargs(body, forward, stream=False))
         except Exception as exc:
             raise self._translate(exc) from exc
         data = json.dumps(response.model_dump(exclude_none=True)).encode()
-        return Reply(200, data, "application/json")
+        return Reply(200, data, "application/json", _litellm_headers(response))
 
-    async def stream(self, body: Mapping[str, Any], raw: bytes) -> Stream:
+    async def stream(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Stream:
+        wrapper: Any = None
         try:
-            wrapper = await self._lib().acompletion(**self._kwargs(body, stream=True))
+            wrapper = await self._lib().acompletion(**self._kwargs(body, forward, stream=True))
             iterator = wrapper.__aiter__()
             first = await iterator.__anext__()
         except StopAsyncIteration:
-            return _LiteLLMStream(None, None, self._translate)
+            return _LiteLLMStream(None, None, self._translate, _litellm_headers(wrapper))
         except Exception as exc:
             raise self._translate(exc) from exc
-        return _LiteLLMStream(iterator, first, self._translate)
+        return _LiteLLMStream(iterator, first, self._translate, _litellm_headers(wrapper))
 
     def _translate(self, exc: BaseException) -> UpstreamError:
         status = getattr(exc, "status_code", None)
@@ -289,8 +413,14 @@ class LiteLLMUpstream:
                 502, f"upstream unreachable: {message}", code="upstream_unreachable"
             )
         if isinstance(status, int) and 400 <= status < 600:
-            raw = getattr(getattr(exc, "response", None), "content", None)
-            return _status_error(status, raw if isinstance(raw, bytes) else message.encode())
+            response = getattr(exc, "response", None)
+            raw = getattr(response, "content", None)
+            return _status_error(
+                status,
+                raw if isinstance(raw, bytes) else message.encode(),
+                _header_items(getattr(response, "headers", None)),
+                self.config,
+            )
         return UpstreamError(
             502, f"upstream call failed ({name}): {message}", code="upstream_error"
         )
@@ -304,8 +434,11 @@ class LiteLLMUpstream:
 
 
 class _LiteLLMStream:
-    def __init__(self, iterator: Any, first: Any, translate: Any) -> None:
+    def __init__(
+        self, iterator: Any, first: Any, translate: Any, headers: Mapping[str, str]
+    ) -> None:
         self._iterator, self._first, self._translate = iterator, first, translate
+        self.headers = headers
 
     async def chunks(self) -> AsyncIterator[bytes]:
         if self._iterator is None:
@@ -333,20 +466,110 @@ def _sse(chunk: Any) -> bytes:
     return b"data: " + json.dumps(chunk.model_dump(exclude_none=True)).encode() + b"\n\n"
 
 
-async def _read_quietly(response: aiohttp.ClientResponse) -> bytes:
+def _litellm_forward(forward: Forward) -> dict[str, Any]:
+    """What litellm can carry of the client's request: the headers (``extra_headers``)
+    and ``api-version`` (Azure); it has no way to send another query parameter."""
+    kwargs: dict[str, Any] = {}
+    if forward.headers:
+        kwargs["extra_headers"] = dict(forward.headers)
+    version = forward.param("api-version")
+    if version is not None:
+        kwargs["api_version"] = version
+    return kwargs
+
+
+_PROVIDER_PREFIX = "llm_provider-"
+
+
+def _litellm_headers(response: Any) -> dict[str, str]:
+    """The provider's response headers litellm kept (``_response_headers``, else the
+    ``llm_provider-*`` copies in ``_hidden_params``), filtered by the relay policy."""
+    raw = getattr(response, "_response_headers", None)
+    if isinstance(raw, Mapping):
+        return _header_items(raw)
+    hidden = getattr(response, "_hidden_params", None)
+    extra = hidden.get("additional_headers") if isinstance(hidden, Mapping) else None
+    if not isinstance(extra, Mapping):
+        return {}
+    return _header_items(
+        {
+            k.removeprefix(_PROVIDER_PREFIX): v
+            for k, v in extra.items()
+            if k.startswith(_PROVIDER_PREFIX)
+        }
+    )
+
+
+def _header_items(headers: Any) -> dict[str, str]:
+    """The relayable part of a foreign header mapping (httpx, dict or None)."""
+    if not isinstance(headers, Mapping):
+        return {}
+    return relayed(_strings(headers.items()))
+
+
+def _strings(items: Iterable[tuple[Any, Any]]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in items if isinstance(k, str) and isinstance(v, str)]
+
+
+async def _read_quietly(response: aiohttp.ClientResponse) -> bytes | None:
+    """An error body, decoded; None when it cannot be read or decoded."""
     try:
-        return await response.read()
+        data = await response.read()
     except (TimeoutError, aiohttp.ClientError):
-        return b""
+        return None
     finally:
         response.release()
+    try:
+        return _decoded(_coding(response), data)
+    except zlib.error:
+        return None
 
 
-def _status_error(status: int, body: bytes | None) -> UpstreamError:
+def _status_error(
+    status: int, body: bytes | None, headers: dict[str, str], config: UpstreamConfig
+) -> UpstreamError:
+    """An upstream error status, relayed with its body and headers; 401/403 excepted."""
+    if status in (401, 403):
+        return _credentials_refused(status, body, headers, config)
     text = (body or b"").decode("utf-8", "replace")[:500]
     return UpstreamError(
-        status, f"upstream returned HTTP {status}: {text}", code=f"upstream_http_{status}", raw=body
+        status,
+        f"upstream returned HTTP {status}: {text}",
+        code=f"upstream_http_{status}",
+        raw=body,
+        headers=headers,
     )
+
+
+def _credentials_refused(
+    status: int, body: bytes | None, headers: dict[str, str], config: UpstreamConfig
+) -> UpstreamError:
+    """An upstream 401/403 refuses the proxy's upstream key, which the client cannot fix:
+    502, never the upstream's status (an SDK reads 401 as the client's key being wrong).
+    The upstream's message is left out (it may quote the key, masked, and tells the reader
+    to fix "your API key"); its error code stays."""
+    where = config.api_base or config.provider
+    what = "rejected" if status == 401 else "refused this request made with"
+    detail = _error_code(body)
+    return UpstreamError(
+        502,
+        f"The upstream ({where}) {what} the proxy's upstream credentials (HTTP {status}"
+        f"{', ' + detail if detail else ''}). Your key to this proxy was accepted; the "
+        "proxy's operator must check the upstream API key configured for this model and "
+        "its permissions.",
+        code="upstream_auth_failed" if status == 401 else "upstream_permission_denied",
+        headers={**headers, "x-should-retry": "false"},
+    )
+
+
+def _error_code(body: bytes | None) -> str | None:
+    """The ``error.code`` (else ``error.type``) of an OpenAI-style error body."""
+    try:
+        error = json.loads(body or b"").get("error")
+        value = error.get("code") or error.get("type")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _timeout(config: UpstreamConfig) -> UpstreamError:
@@ -359,3 +582,9 @@ def _unreachable(config: UpstreamConfig, exc: BaseException) -> UpstreamError:
     return UpstreamError(
         502, f"upstream {config.api_base} unreachable: {exc}", code="upstream_unreachable"
     )
+
+
+def _payload(raw: bytes) -> aiohttp.payload.Payload:
+    """``raw`` as a sized payload (aiohttp warns that a large plain ``bytes`` body would
+    block the event loop while it is copied; a BytesIO is written in chunks)."""
+    return aiohttp.payload.BytesIOPayload(io.BytesIO(raw))
