@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import time
 from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
 
-from memory_core import InvalidInputError, LogMessage, MemoryCoreError, query_terms
+from memory_core import (
+    InvalidInputError,
+    LogMessage,
+    MemoryCoreError,
+    check_timestamp,
+    query_terms,
+)
 
+from .body import load_json, read_body
 from .errors import ApiError
-from .services import SERVICES
+from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
 
 __all__ = [
@@ -28,6 +34,7 @@ __all__ = [
     "ingest",
     "metrics",
     "models",
+    "readyz",
     "receipt",
     "relations",
     "search",
@@ -35,6 +42,7 @@ __all__ = [
 ]
 
 _MAX_INGEST_MESSAGES = 100_000
+_MAX_CONVERSATION_ID = 200
 
 
 async def models(request: web.Request) -> web.Response:
@@ -49,11 +57,14 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """Liveness (always 200 while the process serves): ``status`` is ``starting`` until
+    models and graphs are loaded, ``ok`` then, ``stopping`` during shutdown."""
     svc = request.app[SERVICES]
     error = svc.policies.last_error
+    status = {"ready": "ok"}.get(svc.state, svc.state)
     return web.json_response(
         {
-            "status": "ok",
+            "status": status,
             "policy": str(svc.policies.current.source),
             "policy_error": str(error) if error else None,
             "tenants_open": len(svc.tenants.opened()),
@@ -61,8 +72,19 @@ async def healthz(request: web.Request) -> web.Response:
     )
 
 
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: 200 once warm (the first request is then as fast as the hundredth),
+    503 while starting or stopping, so a load balancer sends traffic only when ready."""
+    state = request.app[SERVICES].state
+    return web.json_response({"status": state}, status=200 if state == "ready" else 503)
+
+
 async def metrics(request: web.Request) -> web.Response:
-    body = request.app[SERVICES].metrics.render()
+    """Prometheus text; with ``auth.metrics: keys`` only for a caller with a proxy key."""
+    svc = request.app[SERVICES]
+    if svc.config.auth.metrics == "keys":
+        tenant_of(request, svc.config.auth)
+    body = svc.metrics.render()
     return web.Response(
         body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
     )
@@ -72,15 +94,26 @@ async def ingest(request: web.Request) -> web.Response:
     """Store a transcript as if it had passed through the proxy, then form memory."""
     svc = request.app[SERVICES]
     tenant = tenant_of(request, svc.config.auth)
-    payload = await _json_body(request, svc.config.server.max_body_bytes)
+    background = _form_param(request)
+    payload = await _json_body(request, svc)
     conversation = payload.get("conversation_id")
-    if conversation is not None and (not isinstance(conversation, str) or not conversation):
-        raise ApiError(400, "'conversation_id' must be a non-empty string", param="conversation_id")
+    if conversation is not None and (
+        not isinstance(conversation, str)
+        or not conversation.strip()
+        or len(conversation) > _MAX_CONVERSATION_ID
+        or not conversation.isprintable()
+    ):
+        raise ApiError(
+            400,
+            f"'conversation_id' must be a non-empty string of at most {_MAX_CONVERSATION_ID}"
+            " printable characters",
+            param="conversation_id",
+        )
     messages = _transcript(payload.get("messages"))
     memory = svc.tenants.get(tenant)
     try:
         result = await memory.append(messages, conversation, "ingest")
-        formed = await memory.form()
+        formed = 0 if background else await memory.form()
     except InvalidInputError as exc:
         raise ApiError(400, str(exc), param="messages") from exc
     except MemoryCoreError as exc:
@@ -92,6 +125,11 @@ async def ingest(request: web.Request) -> web.Response:
             code="memory_error",
         ) from exc
     svc.metrics.ingested.inc(result.appended)
+    if background:
+        settings = svc.config.memory
+        pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)
+        if pending is not None:
+            svc.spawn(_formed_quietly(svc, memory.name, pending))
     return web.json_response(
         {
             "conversation_id": result.conversation_id,
@@ -99,8 +137,25 @@ async def ingest(request: web.Request) -> web.Response:
             "already_stored": result.already_stored,
             "superseded": result.superseded,
             "fragments_formed": formed,
+            "formation": "queued" if background else "done",
         }
     )
+
+
+def _form_param(request: web.Request) -> bool:
+    """``form=wait`` (default: formed before answering) or ``form=background``."""
+    value = request.query.get("form", "wait")
+    if value not in ("wait", "background"):
+        raise ApiError(400, "query parameter 'form' must be 'wait' or 'background'", param="form")
+    return value == "background"
+
+
+async def _formed_quietly(svc: Services, tenant: str, pending: Awaitable[int]) -> None:
+    try:
+        await pending
+    except Exception as exc:  # a background pass: logged, its rows stay queued
+        svc.metrics.memory_failures.labels(stage="formation").inc()
+        svc.log.write({"event": "formation_failed", "tenant": tenant, "error": str(exc)})
 
 
 async def search(request: web.Request) -> web.Response:
@@ -218,21 +273,10 @@ async def receipt(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-async def _json_body(request: web.Request, limit: int) -> dict[str, Any]:
-    if request.content_length is not None and request.content_length > limit:
-        raise ApiError(
-            413, f"Request body too large: the limit is {limit} bytes.", code="request_too_large"
-        )
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as exc:
-        raise ApiError(
-            413, f"Request body too large: the limit is {limit} bytes.", code="request_too_large"
-        ) from exc
-    try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+async def _json_body(request: web.Request, svc: Services) -> dict[str, Any]:
+    server = svc.config.server
+    raw = await read_body(request, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    payload = load_json(raw)
     if not isinstance(payload, dict):
         raise ApiError(400, "request body must be a JSON object")
     return payload
@@ -256,11 +300,16 @@ def _transcript(value: Any) -> list[LogMessage]:
 
 
 def _timestamp(value: Any, index: int, default: float) -> float:
-    """Epoch seconds from a number or an ISO 8601 string (naive means UTC)."""
+    """Epoch seconds from a number or an ISO 8601 string (naive means UTC), finite and
+    within memory's range (see :func:`memory_core.check_timestamp`)."""
+    where = f"messages[{index}].timestamp"
     if value is None:
         return default
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return check_timestamp(value, where)
+        except InvalidInputError as exc:
+            raise ApiError(400, str(exc), param=where) from exc
     if isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -269,7 +318,7 @@ def _timestamp(value: Any, index: int, default: float) -> float:
         else:
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=dt.UTC)
-            return parsed.timestamp()
+            return _timestamp(parsed.timestamp(), index, default)
     raise ApiError(
         400,
         f"messages[{index}].timestamp must be epoch seconds or an ISO 8601 "

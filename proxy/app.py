@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -13,7 +14,7 @@ from memory_core.formation import Backends, build_backends
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from . import admin
-from .chat import chat_completions
+from .chat import CLIENT_CLOSED, chat_completions
 from .config import Config
 from .errors import ApiError, error_body
 from .metrics import Metrics
@@ -22,9 +23,12 @@ from .services import SERVICES, Services
 from .tenants import Tenants
 from .upstream import Router, Upstream, build_upstream
 
-__all__ = ["build_services", "create_app"]
+__all__ = ["build_services", "create_app", "create_runner"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_SELF_LOGGED = frozenset({"/v1/chat/completions", "/chat/completions", "/readyz"})
+"""Routes whose failures are not logged here: chat logs every request itself, and a
+503 from ``/readyz`` is its normal answer while starting."""
 
 
 def build_services(
@@ -34,6 +38,7 @@ def build_services(
 ) -> Services:
     """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
     and BackendError for a formation model that cannot be loaded."""
+    config.server.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
     log = RequestLog(config.log_file if config.logging.file else None, stdout=config.logging.stdout)
 
     def policy_failed(error: PolicyError) -> None:
@@ -77,6 +82,21 @@ def build_services(
     )
 
 
+def create_runner(services: Services) -> web.AppRunner:
+    """The app in a runner with the server's protections: a handler is cancelled when its
+    client goes away (so is its upstream call), a connection that sends no complete
+    request head within ``server.header_timeout_s`` (or idles that long) is closed, and
+    shutdown gives in-flight requests ``server.shutdown_grace_s``."""
+    server = services.config.server
+    return web.AppRunner(
+        create_app(services),
+        access_log=None,
+        handler_cancellation=True,
+        keepalive_timeout=server.header_timeout_s,
+        shutdown_timeout=server.shutdown_grace_s,
+    )
+
+
 def create_app(services: Services) -> web.Application:
     """The proxy app around already-built services."""
     app = web.Application(
@@ -88,6 +108,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_post("/chat/completions", chat_completions)
     app.router.add_get("/v1/models", admin.models)
     app.router.add_get("/healthz", admin.healthz)
+    app.router.add_get("/readyz", admin.readyz)
     app.router.add_get("/metrics", admin.metrics)
     app.router.add_post("/memory/ingest", admin.ingest)
     app.router.add_get("/memory/search", admin.search)
@@ -104,15 +125,31 @@ def create_app(services: Services) -> web.Application:
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     svc = app[SERVICES]
     watcher = asyncio.get_running_loop().create_task(svc.policies.watch(1.0))
-    svc.spawn(_recover(svc))
+    svc.spawn(_start(svc))
     yield
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
-    await svc.drain()
+    finished = await svc.stop(svc.config.server.shutdown_grace_s)
     await svc.router.close()
-    svc.tenants.close()
+    if finished:  # else a formation thread is still busy: closing would wait for it
+        svc.tenants.close()
     svc.log.close()
+
+
+async def _start(svc: Services) -> None:
+    """Warm up (then report ready), then form what a previous run left queued."""
+    began = time.perf_counter()
+    tenants = svc.tenants.existing()
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, svc.tenants.warm_up, tenants)
+    except Exception as exc:  # ready anyway: the first requests load what failed here
+        svc.log.write({"event": "warm_up_failed", "error": f"{type(exc).__name__}: {exc}"})
+    if svc.state == "starting":
+        svc.state = "ready"
+    elapsed = round((time.perf_counter() - began) * 1000, 1)
+    svc.log.write({"event": "ready", "warm_up_ms": elapsed, "tenants": len(tenants)})
+    await _recover(svc)
 
 
 async def _recover(svc: Services) -> None:
@@ -130,8 +167,33 @@ async def _recover(svc: Services) -> None:
 
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves as an OpenAI-style error object."""
+    """Every request is counted by route and status; every error leaves as an
+    OpenAI-style error object, and one that is not the chat handler's (which logs its
+    own) is logged."""
     svc = request.app[SERVICES]
+    began = time.perf_counter()
+    status = CLIENT_CLOSED
+    try:
+        response = await _answer(request, handler, svc)
+        status = response.status
+        return response
+    finally:
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        svc.metrics.http_requests.labels(route=name, status=str(status)).inc()
+        if status >= 400 and name not in _SELF_LOGGED:
+            svc.log.write(
+                {
+                    "event": "http",
+                    "method": request.method,
+                    "path": request.path[:200],
+                    "status": status,
+                    "ms": round((time.perf_counter() - began) * 1000, 3),
+                }
+            )
+
+
+async def _answer(request: web.Request, handler: Handler, svc: Services) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:

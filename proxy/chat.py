@@ -1,16 +1,26 @@
 """``POST /v1/chat/completions``: decide, recall, inject, forward, relay, then ingest.
 
-The request path does only what the answer needs: validate, route, ask the policy,
-recall memory (bounded by ``retrieval_timeout_ms``, fail-open), forward and relay.
-Logging the exchange, forming memory from it and writing the request log happen after
-the answer, in background tasks; the receipt is queued on the tenant's writer thread
-before the response completes, so a client that reads it afterwards finds it.
+The request path does what the answer needs: validate, route, ask the policy, recall
+memory (bounded by ``retrieval_timeout_ms``, fail-open), forward and relay, and log the
+exchange durably *before the answer completes*: a non-streamed answer is sent once its
+exchange is in the tenant's log, a streamed one's ``data: [DONE]`` (or its end, when the
+upstream sends none) once it is. So every answer a client received whole is stored, even
+if the process is killed the next instant (bounded by ``memory.ingest_wait_ms``: past it
+the answer goes out and the write goes on). Forming memory and writing the request log
+happen afterwards, in background tasks; the receipt is queued on the tenant's writer
+thread before the response completes, so a client that reads it afterwards finds it.
+
+Every request is counted and logged once, whatever its outcome: an error answered to
+the client, an internal failure (500), or a client that went away (outcome
+``client_disconnected``, status 499, the upstream call cancelled). What is stored of an
+exchange: the request's turns and the answer when the answer was complete; only the
+request's turns when the client left before the answer's end (an answer nobody saw is
+not memory); nothing for a request answered with an error.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -28,15 +38,28 @@ from memory_core import (
 )
 from policies import Decision, TurnContext
 
+from .body import read_body
 from .errors import ApiError, UpstreamStreamError, error_body
+from .headers import Forward, forward_of, merged
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
 from .upstream import Upstream
-from .wire import ChatRequest, answer_from_json, answer_from_sse, inject, parse_chat
+from .wire import (
+    ChatRequest,
+    answer_from_json,
+    answer_from_sse,
+    inject,
+    parse_chat,
+    splice_memory,
+)
 
 __all__ = ["chat_completions"]
 
 RECEIPT_HEADER = "X-Memory-Receipt"
+CLIENT_CLOSED = 499
+"""The status logged for a request whose client went away before its answer ended."""
+_DONE = b"[DONE]"
+_MAX_CONVERSATION_ID = 200
 
 
 @dataclass
@@ -62,6 +85,7 @@ class _Exchange:
     sse: list[bytes] | None = None
     usage: dict[str, Any] | None = None
     stages: dict[str, float] = field(default_factory=dict)
+    stored: asyncio.Future[int] | None = None
 
     def mark(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -77,28 +101,64 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except ApiError as exc:
         ex.status, ex.error, ex.outcome = exc.status, exc.message, exc.code or exc.type
         svc.metrics.errors.labels(kind=exc.code or exc.type).inc()
-        response = web.Response(status=exc.status, body=exc.body(), content_type="application/json")
+        response = web.Response(
+            status=exc.status,
+            body=exc.body(),
+            content_type="application/json",
+            headers=exc.headers,
+        )
+    except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
+        _client_left(ex, "client closed the connection before the answer ended")
+        svc.metrics.errors.labels(kind="client_disconnected").inc()
+        _finish(svc, ex)
+        raise
+    except Exception as exc:  # a defect: still answered as an error, counted and logged
+        ex.status, ex.outcome = 500, "internal_error"
+        ex.error = f"{type(exc).__name__}: {exc}"
+        svc.metrics.errors.labels(kind="internal").inc()
+        response = web.Response(
+            status=500,
+            body=error_body(
+                f"internal error in the proxy: {type(exc).__name__}",
+                type_="server_error",
+                code="internal_error",
+            ),
+            content_type="application/json",
+        )
+    _finish(svc, ex)
+    return response
+
+
+def _finish(svc: Services, ex: _Exchange) -> None:
+    """Count the request and hand it to the post-answer work (log line, formation)."""
     stream = str(bool(ex.chat and ex.chat.stream)).lower()
     svc.metrics.requests.labels(stream=stream, status=str(ex.status)).inc()
     svc.metrics.request_seconds.labels(stream=stream).observe(time.perf_counter() - ex.started)
     svc.spawn(_after(svc, ex))
-    return response
+
+
+def _client_left(ex: _Exchange, why: str) -> None:
+    ex.status, ex.outcome, ex.error = CLIENT_CLOSED, "client_disconnected", why
+    ex.answer, ex.reply, ex.sse = None, None, None
 
 
 @dataclass(frozen=True)
 class _Outbound:
-    """What goes to the upstream: the route, the body (and its exact bytes), our headers."""
+    """What goes to the upstream: the route, the body (and its exact bytes), the client's
+    headers and query the policy forwards, and our own headers for the client."""
 
     upstream: Upstream
     body: dict[str, Any]
     raw: bytes
     headers: dict[str, str]
     memory: TenantMemory | None
+    forward: Forward
 
 
 async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.StreamResponse:
     ex.tenant = tenant_of(request, svc.config.auth)
-    raw = await _read_body(request, svc.config.server.max_body_bytes)
+    server = svc.config.server
+    raw = await read_body(request, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
     chat = ex.chat = parse_chat(raw)
     upstream = svc.router.route(chat.model)
     if upstream is None:
@@ -121,9 +181,10 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
         if ex.recall and ex.recall.context.text:
             messages = inject(chat, ex.recall.context.text, svc.config.memory.role)
             body = {**chat.body, "messages": messages}
-            raw = json.dumps(body, ensure_ascii=False).encode()
+            raw = splice_memory(raw, chat, ex.recall.context.text, svc.config.memory.role)
     headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
-    out = _Outbound(upstream, body, raw, headers, memory)
+    forward = forward_of(request, svc.config.memory.conversation_header)
+    out = _Outbound(upstream, body, raw, headers, memory, forward)
     if chat.stream:
         return await _relay(request, svc, ex, out)
     return await _forward(svc, ex, out)
@@ -140,7 +201,7 @@ def _decide(
     assert ex.tenant is not None
     header = request.headers.get("X-Memory")
     ex.ingest = svc.config.memory.ingest and (header or "").strip().lower() != "off"
-    ex.explicit_conversation = request.headers.get(svc.config.memory.conversation_header) or None
+    ex.explicit_conversation = _conversation_header(request, svc.config.memory.conversation_header)
     ex.conversation = conversation_id(chat.messages, ex.explicit_conversation)
     context = TurnContext(
         tenant=ex.tenant,
@@ -157,6 +218,21 @@ def _decide(
         retrieve=str(decision.retrieve).lower(), rule=decision.rule or "none"
     ).inc()
     return decision
+
+
+def _conversation_header(request: web.Request, name: str) -> str | None:
+    """The client's explicit conversation id: printable, at most 200 characters."""
+    value = request.headers.get(name, "").strip()
+    if not value:
+        return None
+    if len(value) > _MAX_CONVERSATION_ID or not value.isprintable():
+        raise ApiError(
+            400,
+            f"header {name} must be at most {_MAX_CONVERSATION_ID} printable characters",
+            code="invalid_request",
+            param=name,
+        )
+    return value
 
 
 def _recent_user_texts(chat: ChatRequest, count: int = 3) -> tuple[str, ...]:
@@ -199,6 +275,9 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     except MemoryCoreError as exc:
         ex.memory_error = f"retrieval failed: {exc}"
         svc.metrics.memory_failures.labels(stage="retrieval").inc()
+    except Exception as exc:  # memory never turns a chat into a 500, whatever is stored
+        ex.memory_error = f"retrieval failed: {type(exc).__name__}: {exc}"
+        svc.metrics.memory_failures.labels(stage="retrieval").inc()
     svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
     ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
 
@@ -206,45 +285,28 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
 async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response:
     began = time.perf_counter()
     try:
-        reply = await out.upstream.complete(out.body, out.raw)
+        reply = await out.upstream.complete(out.body, out.raw, out.forward)
     finally:
         svc.metrics.upstream_seconds.labels(stream="false").observe(time.perf_counter() - began)
         ex.mark("upstream_ms", began)
     ex.status, ex.reply = reply.status, reply.body
+    _parse_reply(ex)
+    await _store_exchange(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     content_type, _, charset = reply.content_type.partition(";")
     return web.Response(
         status=reply.status,
         body=reply.body,
-        headers=out.headers,
+        headers=merged(reply.headers, out.headers),
         content_type=content_type.strip() or "application/json",
         charset=charset.partition("=")[2].strip() or None,
-    )
-
-
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    """The request body, refused with 413 past ``limit`` bytes (checked before reading)."""
-    if request.content_length is not None and request.content_length > limit:
-        raise _too_large(request.content_length, limit)
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge as exc:
-        raise _too_large(None, limit) from exc
-
-
-def _too_large(size: int | None, limit: int) -> ApiError:
-    got = f" ({size} bytes)" if size is not None else ""
-    return ApiError(
-        413,
-        f"Request body too large{got}: the limit is {limit} bytes (server.max_body_bytes).",
-        code="request_too_large",
     )
 
 
 def _parse_reply(ex: _Exchange) -> None:
     """Answer and usage from the relayed reply, off the request path."""
     if ex.sse is not None:
-        ex.answer = answer_from_sse(ex.sse)
+        ex.answer, ex.usage = answer_from_sse(ex.sse)
         return
     if ex.reply is None:
         return
@@ -255,23 +317,26 @@ async def _relay(
     request: web.Request, svc: Services, ex: _Exchange, out: _Outbound
 ) -> web.StreamResponse:
     began = time.perf_counter()
-    stream = await out.upstream.stream(out.body, out.raw)
+    stream = await out.upstream.stream(out.body, out.raw, out.forward)
     ex.mark("upstream_first_byte_ms", began)
     response = web.StreamResponse(
         status=200,
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            **out.headers,
-        },
+        headers=merged(
+            stream.headers,
+            {
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+                **out.headers,
+            },
+        ),
     )
     chunks: list[bytes] = []
     try:
         await response.prepare(request)
         async for chunk in stream.chunks():
             chunks.append(chunk)
-            await response.write(chunk)
+            await _relay_chunk(svc, ex, response, chunks, chunk)
     except UpstreamStreamError as exc:
         ex.outcome, ex.error = exc.code, str(exc)
         svc.metrics.errors.labels(kind=exc.code).inc()
@@ -281,17 +346,56 @@ async def _relay(
             b"data: " + error_body(str(exc), type_="upstream_error", code=exc.code) + b"\n\n",
         )
     except ConnectionError:
-        ex.outcome, ex.error = "client_disconnected", "client closed the connection mid-stream"
+        _client_left(ex, "client closed the connection mid-stream")
         svc.metrics.errors.labels(kind="client_disconnected").inc()
         chunks.clear()
     finally:
         await stream.close()
         svc.metrics.upstream_seconds.labels(stream="true").observe(time.perf_counter() - began)
         ex.mark("upstream_ms", began)
-    ex.sse = chunks
+    if ex.outcome == "ok":
+        ex.sse = chunks
+        await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     await _write_quietly(response, None)
     return response
+
+
+async def _relay_chunk(
+    svc: Services,
+    ex: _Exchange,
+    response: web.StreamResponse,
+    chunks: list[bytes],
+    chunk: bytes,
+) -> None:
+    """Write ``chunk``; if it ends the stream (``data: [DONE]``), the exchange is logged
+    between the marker and the blank line that lets a client act on it."""
+    if ex.stored is None and _DONE in chunk:
+        cut = chunk.index(_DONE) + len(_DONE)
+        await response.write(chunk[:cut])
+        ex.sse = chunks
+        await _store_once(svc, ex)
+        chunk = chunk[cut:]
+    if chunk:
+        await response.write(chunk)
+
+
+async def _store_once(svc: Services, ex: _Exchange) -> None:
+    if ex.stored is None:
+        _parse_reply(ex)
+        await _store_exchange(svc, ex)
+
+
+async def _store_exchange(svc: Services, ex: _Exchange) -> None:
+    """Log the exchange durably before its answer completes (bounded by
+    ``memory.ingest_wait_ms``; the write goes on past it and is awaited after)."""
+    began = time.perf_counter()
+    ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex)))
+    try:
+        await asyncio.wait_for(asyncio.shield(ex.stored), svc.config.memory.ingest_wait_ms / 1000)
+    except TimeoutError:
+        svc.metrics.memory_failures.labels(stage="ingest_late").inc()
+    ex.mark("store_ms", began)
 
 
 async def _write_quietly(response: web.StreamResponse, data: bytes | None) -> None:
@@ -369,22 +473,33 @@ def _decision(decision: Decision) -> dict[str, Any]:
 
 
 async def _after(svc: Services, ex: _Exchange) -> None:
-    """After the answer: parse the reply, ingest, write the log line."""
-    _parse_reply(ex)
+    """After the answer: store what was not stored yet, write the log line."""
     ex.stages["total_ms"] = round((time.perf_counter() - ex.started) * 1000, 3)
-    ingested = await _ingest(svc, ex)
+    if ex.stored is None:  # an error, or a client that left: never a complete answer
+        ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex)))
+    ingested = await ex.stored
     svc.log.write(_record(ex, ingested))
 
 
-async def _ingest(svc: Services, ex: _Exchange) -> int:
-    """Append the request's new turns and the answer to the log; schedule formation."""
+def _history(ex: _Exchange) -> list[LogMessage]:
+    """What to store of the exchange, decided now (see the module docstring): the
+    request's turns, and the answer when it is complete; nothing after an error."""
     chat = ex.chat
-    if chat is None or ex.tenant is None or not ex.ingest or ex.status >= 400:
-        return 0
+    stored = ex.status < 400 or ex.status == CLIENT_CLOSED
+    if chat is None or ex.tenant is None or not ex.ingest or not stored:
+        return []
     now = time.time()
     history = [LogMessage(m, now) for m in chat.messages]
     if ex.answer is not None and ex.outcome == "ok":
         history.append(LogMessage(ex.answer, now))
+    return history
+
+
+async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> int:
+    """Append ``history`` to the tenant's log and schedule formation; a failure is
+    counted and logged, never raised."""
+    if not history or ex.tenant is None:
+        return 0
     try:
         memory = svc.tenants.get(ex.tenant)
         result = await memory.append(history, ex.explicit_conversation, "proxy")
@@ -396,6 +511,7 @@ async def _ingest(svc: Services, ex: _Exchange) -> int:
     except MemoryCoreError as exc:
         svc.metrics.memory_failures.labels(stage="ingest").inc()
         ex.memory_error = f"ingestion failed: {exc}"
+        svc.log.write({"event": "ingest_failed", "tenant": ex.tenant, "error": str(exc)})
         return 0
     if pending is not None:
         svc.spawn(_formed(svc, memory, pending))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from memory_core import MemoryCoreError, MemoryStore
 from memory_core.formation import BackendError
 from policies import PolicyError
 
-from .app import build_services, create_app
+from .app import build_services, create_runner
 from .config import Config, load_config
 from .errors import ConfigError
 from .services import Services
@@ -139,20 +140,44 @@ def _table(view: str, rows: list[dict[str, Any]]) -> str:
 
 
 async def _serve(config: Config, services: Services) -> None:
-    """Serve until SIGINT/SIGTERM, then drain post-answer work and close cleanly."""
-    runner = web.AppRunner(create_app(services), access_log=None)
+    """Serve until SIGINT/SIGTERM, then shut down within ``server.shutdown_grace_s``.
+
+    The first signal stops accepting connections; requests in flight and post-answer
+    work get the grace period; formation not yet started is left in the durable queue
+    (formed at the next start). If work is still running past the grace (a formation
+    batch in its thread), the process exits without waiting for it: every write is a
+    SQLite transaction, so that is as safe as a crash. A second signal exits at once.
+    """
+    runner = create_runner(services)
     await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            services.log.write({"event": "shutdown_now", "signal": sig.name})
+            _exit_now(1)
+        services.log.write({"event": "shutdown", "signal": sig.name})
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         site = web.TCPSite(runner, config.server.host, config.server.port)
         await site.start()
         _banner(config, int(runner.addresses[0][1]))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
         await runner.cleanup()
+    if not services.stopped_cleanly:
+        _exit_now(0)
+
+
+def _exit_now(code: int) -> None:
+    """Leave without joining worker threads (their SQLite writes are transactions)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _banner(config: Config, port: int) -> None:

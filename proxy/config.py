@@ -9,6 +9,7 @@ and only when a request needs them (see :meth:`UpstreamConfig.api_key`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
 
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+_TENANT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,13 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     data_dir: Path = Path("data")
     max_body_bytes: int = DEFAULT_MAX_BODY
+    header_timeout_s: float = 15.0
+    """A connection that has not sent a complete request head within this time (or sits
+    idle this long between requests) is closed: slow-header clients hold no socket."""
+    body_timeout_s: float = 30.0
+    """The body must arrive within this time once the head has (else 408)."""
+    shutdown_grace_s: float = 10.0
+    """On SIGTERM, in-flight requests and work get this long before the process exits."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class AuthConfig:
 
     mode: Literal["open", "keys"] = "open"
     keys: Mapping[str, str] = field(default_factory=dict)
+    metrics: Literal["open", "keys"] = "open"
+    """``keys``: ``/metrics`` needs one of the proxy keys (a scraper's bearer token)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,10 @@ class MemoryConfig:
     formation_grace_ms: float = 250.0
     context_turns: int = 0
     formation_max_defer_ms: float = 5000.0
+    ingest_wait_ms: float = 2000.0
+    """How long the end of an answer waits for its exchange to be durably logged (the
+    client sees the answer complete only once it is stored); past this it is sent anyway
+    and the write goes on."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +220,19 @@ class _Reader:
 
     def server(self, value: Any, host: str | None, port: int | None, data_dir: Any) -> ServerConfig:
         raw = self.mapping(value, "server")
-        self.only(raw, "server", {"host", "port", "data_dir", "max_body_bytes"})
+        self.only(
+            raw,
+            "server",
+            {
+                "host",
+                "port",
+                "data_dir",
+                "max_body_bytes",
+                "header_timeout_s",
+                "body_timeout_s",
+                "shutdown_grace_s",
+            },
+        )
         default = ServerConfig()
         port_value = port if port is not None else raw.get("port", default.port)
         return ServerConfig(
@@ -220,26 +247,39 @@ class _Reader:
                 minimum=1024,
                 integer=True,
             ),
+            header_timeout_s=self._seconds(raw, "header_timeout_s", default.header_timeout_s),
+            body_timeout_s=self._seconds(raw, "body_timeout_s", default.body_timeout_s),
+            shutdown_grace_s=self._seconds(raw, "shutdown_grace_s", default.shutdown_grace_s),
         )
+
+    def _seconds(self, raw: Mapping[str, Any], name: str, default: float) -> float:
+        return float(self.number(raw.get(name, default), f"server.{name}", minimum=0.01))
 
     def auth(self, value: Any) -> AuthConfig:
         raw = self.mapping(value, "auth")
-        self.only(raw, "auth", {"mode", "keys"})
+        self.only(raw, "auth", {"mode", "keys", "metrics"})
         mode = raw.get("mode", "keys" if "keys" in raw else "open")
         if mode not in ("open", "keys"):
             raise self.fail("auth.mode", f"must be 'open' or 'keys', got {mode!r}")
+        metrics = raw.get("metrics", "open")
+        if metrics not in ("open", "keys") or (metrics == "keys" and mode != "keys"):
+            raise self.fail(
+                "auth.metrics", f"must be 'open' or (with mode keys) 'keys', got {metrics!r}"
+            )
         keys = self.mapping(raw.get("keys"), "auth.keys")
         if mode == "keys" and not keys:
             raise self.fail("auth.keys", "mode 'keys' needs at least one key: tenant pair")
         tenants = {}
         for key, tenant in keys.items():
             name = self.string(tenant, "auth.keys.<key>")
-            if not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+            if not _TENANT.fullmatch(name):
                 raise self.fail(
-                    "auth.keys.<key>", f"tenant {name!r} may use letters, digits, - _ ."
+                    "auth.keys.<key>",
+                    f"tenant {name[:80]!r} must be 1-64 ASCII letters, digits, - _ . "
+                    "(not starting with . or -): it names the tenant's database file",
                 )
             tenants[self.string(key, "auth.keys")] = name
-        return AuthConfig(mode=mode, keys=tenants)
+        return AuthConfig(mode=mode, keys=tenants, metrics=metrics)
 
     def upstreams(self, value: Any) -> tuple[UpstreamConfig, ...]:
         if not isinstance(value, list) or not value:
@@ -299,6 +339,7 @@ class _Reader:
                 "formation_grace_ms",
                 "formation_max_defer_ms",
                 "context_turns",
+                "ingest_wait_ms",
             },
         )
         default = MemoryConfig()
@@ -331,6 +372,11 @@ class _Reader:
             formation_max_defer_ms=self.number(
                 raw.get("formation_max_defer_ms", default.formation_max_defer_ms),
                 "memory.formation_max_defer_ms",
+                minimum=0,
+            ),
+            ingest_wait_ms=self.number(
+                raw.get("ingest_wait_ms", default.ingest_wait_ms),
+                "memory.ingest_wait_ms",
                 minimum=0,
             ),
             conversation_header=self.string(

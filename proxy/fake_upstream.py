@@ -88,7 +88,7 @@ class FakeUpstream:
         return app
 
     async def start(self) -> FakeUpstream:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -272,6 +272,7 @@ def main() -> None:
         port=args.port,
         print=None,
         access_log=None,
+        handler_cancellation=True,
     )
 
 

@@ -48,6 +48,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.http_requests = Counter(
+            "areamem_http_requests",
+            "Every HTTP request by route and status (499: the client went away)",
+            ["route", "status"],
+            registry=r,
+        )
         self.ingested = Counter(
             "areamem_ingested_messages", "Messages appended to the durable log", registry=r
         )

@@ -1,12 +1,15 @@
 """One JSON line per request, to stdout and ``<data_dir>/logs/proxy.jsonl``.
 
 Only the fields the proxy chooses are written (never headers or bodies), so API keys
-and upstream keys cannot reach the log. Each line is flushed at once for ``tail -f``.
+and upstream keys cannot reach the log. The file is created readable by its owner only
+(0600, its folder 0700): it names tenants and conversations. Each line is flushed at
+once for ``tail -f``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,8 +25,9 @@ class RequestLog:
         self._stdout: TextIO | None = sys.stdout if stdout else None
         self._file: TextIO | None = None
         if file is not None:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            self._file = file.open("a", encoding="utf-8", buffering=1)
+            file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
 
     def write(self, record: dict[str, Any]) -> None:
         """Write one record; ``ts`` (ISO time) is added first."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,8 @@ from .upstream import Router
 
 __all__ = ["SERVICES", "Services"]
 
+_POLL_S = 0.05
+
 
 @dataclass
 class Services:
@@ -32,6 +35,12 @@ class Services:
     metrics: Metrics
     log: RequestLog
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    state: str = "starting"
+    """``starting`` until models and graphs are loaded, then ``ready``; ``stopping`` once
+    shutdown began (``/readyz`` answers 200 only when ready)."""
+    stopped_cleanly: bool = True
+    """False when shutdown left formation running past its grace (its rows stay queued
+    in the durable log; the process must then exit without waiting for the thread)."""
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` after the answer; kept referenced until it finishes."""
@@ -40,11 +49,31 @@ class Services:
         task.add_done_callback(self.background.discard)
 
     async def drain(self) -> None:
-        """Wait for all post-answer work (shutdown, tests)."""
+        """Wait for all post-answer work, formation included (tests, scripts)."""
         while self.background:
             for memory in self.tenants.opened():
                 memory.hurry()  # formation waiting for a quiet moment starts now
             await asyncio.gather(*list(self.background), return_exceptions=True)
+
+    async def stop(self, grace_s: float) -> bool:
+        """Shutdown: formation not yet started is called off (its rows stay queued and
+        are formed at the next start); everything else in flight gets ``grace_s``.
+        Returns whether it all finished (else ``stopped_cleanly`` is False)."""
+        self.state = "stopping"
+        deadline = time.monotonic() + grace_s
+        for memory in self.tenants.opened():
+            memory.cancel_formation()
+        pending = list(self.background)
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        while (busy := [m.name for m in self.tenants.opened() if m.forming()]) and (
+            time.monotonic() < deadline
+        ):
+            await asyncio.sleep(_POLL_S)  # a batch on a formation thread cannot be cancelled
+        self.stopped_cleanly = not busy and all(t.done() for t in pending)
+        if not self.stopped_cleanly:
+            self.log.write({"event": "shutdown_unfinished", "forming": busy, "grace_s": grace_s})
+        return self.stopped_cleanly
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

@@ -70,6 +70,8 @@ class TenantMemory:
         self._last_request = -math.inf
         self._pending: asyncio.Future[int] | None = None
         self._hurry = False
+        self._stopping = False
+        self._pass: Future[int] | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
@@ -89,7 +91,21 @@ class TenantMemory:
 
     async def form(self) -> int:
         """Form what is queued, on the tenant's formation thread (appends never wait)."""
-        return await asyncio.get_running_loop().run_in_executor(self._former, self.store.form_all)
+        if self._stopping:
+            return 0
+        self._pass = self._former.submit(self.store.form_all)
+        return await asyncio.wrap_future(self._pass)
+
+    def forming(self) -> bool:
+        """Whether a formation pass is running (or about to) on the formation thread."""
+        return self._pass is not None and not self._pass.done()
+
+    def cancel_formation(self) -> None:
+        """Shutdown: no new pass starts; one waiting for a quiet moment is called off
+        (its rows stay in the durable queue). A pass already running finishes its batch."""
+        self._stopping = True
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
 
     def note_request(self) -> None:
         """A chat request of this tenant has started (formation waits for a quiet moment)."""
@@ -105,7 +121,7 @@ class TenantMemory:
         next question is retrieved nearly doubled that retrieval's latency. Under steady
         traffic formation then runs in larger batches instead of competing per exchange.
         """
-        if self._pending is not None and not self._pending.done():
+        if self._stopping or (self._pending is not None and not self._pending.done()):
             return None
         self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
         return self._pending
@@ -176,6 +192,10 @@ class TenantMemory:
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
 
+    def warm(self) -> None:
+        """Read the memory graph now, on the calling thread (start-up warm-up)."""
+        self.store.warm_graph()
+
     def close(self) -> None:
         self._former.shutdown(wait=True)
         self._writer.shutdown(wait=True)
@@ -207,7 +227,9 @@ class Tenants:
         self._lock = threading.Lock()
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mem-r")
 
-    def get(self, tenant: str) -> TenantMemory:
+    def get(self, tenant: str, *, warm_graph: bool = True) -> TenantMemory:
+        """The tenant's memory, opened on first use (its graph then read on the formation
+        thread unless ``warm_graph`` is False)."""
         with self._lock:
             memory = self._open.get(tenant)
             if memory is None:
@@ -221,9 +243,22 @@ class Tenants:
                 memory = self._open[tenant] = TenantMemory(
                     tenant, store, self._readers, self._events
                 )
-                if self._warm_graph:
+                if self._warm_graph and warm_graph:
                     memory.warm_graph()
             return memory
+
+    def warm_up(self, tenants: Collection[str]) -> None:
+        """Load what the first request would otherwise wait for: the encoder (one single
+        text and one batch through it), the token counter, and each tenant's store and
+        graph. Runs on a worker thread at start-up, before the proxy reports ready."""
+        encoder = self._backends.encoder
+        encoder.encode(["areamem warm-up"])
+        encoder.encode(["areamem warm-up", "a second text"])
+        self._counter.count("areamem warm-up")
+        for tenant in tenants:
+            memory = self.get(tenant, warm_graph=False)
+            if self._warm_graph:
+                memory.warm()
 
     def existing(self) -> list[str]:
         """Tenants with a database on disk (for recovery at startup)."""

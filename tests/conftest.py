@@ -20,7 +20,8 @@ import yaml
 from aiohttp import web
 
 from memory_core.formation import Backends, FormationConfig, build_backends
-from proxy import build_services, create_app, load_config
+from proxy import build_services, load_config
+from proxy.app import create_runner
 from proxy.fake_upstream import FakeUpstream
 from proxy.services import SERVICES, Services
 
@@ -103,7 +104,7 @@ async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakePr
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         loaded = load_config(config_path)
         services = build_services(loaded, backends=backends)
-        runner = web.AppRunner(create_app(services), access_log=None)
+        runner = create_runner(services)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

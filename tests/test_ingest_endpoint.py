@@ -55,6 +55,7 @@ async def test_ingest_then_search(proxy: Proxy) -> None:
         "already_stored": 0,
         "superseded": 0,
         "fragments_formed": 2,
+        "formation": "done",
     }
     status, again = await _ingest(proxy, TRANSCRIPT)
     assert (again["appended"], again["already_stored"]) == (0, 2)

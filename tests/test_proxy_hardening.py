@@ -1,0 +1,418 @@
+"""Regressions of issue 9's hostile review, proxy side: each test names its defect.
+
+A real proxy on loopback, the real ``openai`` client or a raw aiohttp/socket client, the
+fake upstream at the network edge, real SQLite files in a temp folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import apsw
+import openai
+import pytest
+
+from proxy.config import load_config
+from proxy.errors import ConfigError
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+
+USER = [{"role": "user", "content": "hello there"}]
+
+
+async def _post(
+    proxy: Proxy,
+    data: bytes | str,
+    *,
+    path: str = "/v1/chat/completions",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            proxy.url + path,
+            data=io.BytesIO(data.encode() if isinstance(data, str) else data),
+            headers={"Content-Type": "application/json", **(headers or {})},
+        ) as r:
+            return r.status, await r.json(content_type=None)
+
+
+def _log_rows(proxy: Proxy, tenant: str = "default") -> list[tuple[str, str, str]]:
+    """(conversation, role, text) of every logged message, read from the tenant's file."""
+    path = proxy.data_dir / "tenants" / f"{tenant}.db"
+    if not path.exists():
+        return []
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute("SELECT conversation_id, role, text FROM log ORDER BY id"))
+    finally:
+        conn.close()
+
+
+def _chat_lines(proxy: Proxy) -> list[dict[str, Any]]:
+    return [r for r in proxy.log_records() if r.get("event") == "chat"]
+
+
+async def _metric(proxy: Proxy, name: str) -> str:
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as r:
+        text = await r.text()
+    return "\n".join(line for line in text.splitlines() if line.startswith(name))
+
+
+def _chat_body(**extra: Any) -> bytes:
+    return json.dumps({"model": "echo", "messages": USER, **extra}).encode()
+
+
+# -- defect 5: 500 instead of 400; every request logged and counted ----------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            b'{"model": "echo", "messages": [{"role": "user", "content": "hi"}], "x": '
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}",
+            400,
+            "nested more than",
+        ),
+        (
+            b'{"model": "echo", "messages": [{"role": "user", "content": "a\\ud800b"}]}',
+            400,
+            "lone UTF-16 surrogate",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "echo",
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+                }
+            ).encode(),
+            400,
+            "content[0].text must be a string",
+        ),
+        (
+            json.dumps(
+                {"model": "echo", "messages": [*USER, {"role": "assistant", "tool_calls": "oops"}]}
+            ).encode(),
+            400,
+            "tool_calls must be an array",
+        ),
+        (
+            json.dumps({"model": "echo", "messages": [{"role": "user", "content": [5]}]}).encode(),
+            400,
+            "content[0] must be an object",
+        ),
+        (
+            json.dumps(
+                {"model": "echo", "messages": [{"role": "user", "name": 7, "content": "x"}]}
+            ).encode(),
+            400,
+            "name must be a string",
+        ),
+    ],
+)
+async def test_hostile_bodies_are_400_logged_and_counted(
+    proxy: Proxy, upstream: FakeUpstream, body: bytes, status: int, message: str
+) -> None:
+    got, error = await _post(proxy, body)
+    assert got == status
+    assert message in error["error"]["message"]
+    await proxy.settle()
+    lines = _chat_lines(proxy)
+    assert [line["status"] for line in lines] == [status]
+    assert f'status="{status}"' in await _metric(proxy, "areamem_requests_total")
+    assert upstream.requests == []
+
+
+async def test_plain_text_content_type_is_415(proxy: Proxy, upstream: FakeUpstream) -> None:
+    got, error = await _post(proxy, _chat_body(), headers={"Content-Type": "text/plain"})
+    assert got == 415
+    assert "application/json" in error["error"]["message"]
+    await proxy.settle()
+    assert [line["status"] for line in _chat_lines(proxy)] == [415]
+    assert upstream.requests == []
+
+
+async def test_a_lone_surrogate_in_ingest_is_400_and_memory_still_works(proxy: Proxy) -> None:
+    body = b'{"messages": [{"role": "user", "content": "x\\udfff"}]}'
+    got, error = await _post(proxy, body, path="/memory/ingest")
+    assert got == 400 and "surrogate" in error["error"]["message"]
+    got, _ = await _post(proxy, _chat_body(), headers={"X-Memory": "force"})
+    assert got == 200
+
+
+# -- defect 2: one timestamp bricks a tenant ---------------------------------------------
+
+
+@pytest.mark.parametrize("stamp", [b"1e308", b"-1e12", b"Infinity", b"-Infinity", b"NaN", b"1e999"])
+async def test_odd_timestamps_are_refused_and_memory_keeps_working(
+    proxy: Proxy, stamp: bytes
+) -> None:
+    body = (
+        b'{"messages": [{"role": "user", "content": "fine", "timestamp": 1700000000},'
+        b' {"role": "user", "content": "odd", "timestamp": ' + stamp + b"}]}"
+    )
+    got, error = await _post(proxy, body, path="/memory/ingest")
+    assert got == 400
+    assert error["error"]["param"] == "messages[1].timestamp"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/memory/search", params={"q": "fine"}) as r:
+            assert r.status == 200
+    async with proxy.client() as client:
+        for memory in ("force", "auto"):
+            reply = await client.chat.completions.with_raw_response.create(
+                model="echo", messages=USER, extra_headers={"X-Memory": memory}
+            )
+            assert reply.http_response.status_code == 200
+
+
+# -- defect 3: long histories silently not stored ----------------------------------------
+
+
+async def test_a_chat_of_33001_messages_is_stored(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    # formation of 33,000 turns is not the point here: it waits (and is called off at
+    # shutdown, its rows staying queued)
+    config = proxy_config(upstream.url, memory={"formation_grace_ms": 600_000})
+    proxy = await make_proxy(config)
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+        for i in range(33_001)
+    ]
+    got, _ = await _post(proxy, json.dumps({"model": "echo", "messages": messages}))
+    assert got == 200
+    line = await _chat_line(proxy)
+    assert line["memory_error"] is None
+    assert line["ingested"] == 33_002  # the history and the answer
+    assert len(_log_rows(proxy)) == 33_002
+
+
+async def _chat_line(proxy: Proxy) -> dict[str, Any]:
+    """The first chat log line, once written (without waiting for formation)."""
+    for _ in range(600):
+        lines = _chat_lines(proxy)
+        if lines:
+            return lines[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no chat log line within 30 s")
+
+
+async def test_ingest_refuses_more_than_its_documented_limit(proxy: Proxy) -> None:
+    messages = [{"role": "user", "content": "x"}] * 100_001
+    got, error = await _post(proxy, json.dumps({"messages": messages}), path="/memory/ingest")
+    assert got == 400 and "at most 100000 messages" in error["error"]["message"]
+
+
+# -- defect 4: answered means stored ------------------------------------------------------
+
+
+async def test_a_non_streamed_answer_is_stored_before_the_client_gets_it(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+        conversation = {"X-Conversation-Id": "stored-first"}
+        reply = await client.chat.completions.create(
+            model="echo", messages=USER, extra_headers=conversation
+        )
+        rows = _log_rows(proxy)  # read at once: no settle, no waiting for background work
+        assert ("stored-first", "user", "hello there") in rows
+        assert ("stored-first", "assistant", reply.choices[0].message.content) in rows
+
+
+async def test_a_streamed_answer_is_stored_before_its_done_marker(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+        stream = await client.chat.completions.create(
+            model="echo",
+            messages=USER,
+            stream=True,
+            extra_headers={"X-Conversation-Id": "stream-stored-first"},
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        rows = _log_rows(proxy)
+        assert ("stream-stored-first", "assistant", text) in rows
+
+
+async def test_concurrent_streams_are_all_stored_exactly_once(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+
+        async def one(i: int) -> str:
+            stream = await client.chat.completions.create(
+                model="echo",
+                messages=[{"role": "user", "content": f"question number {i}"}],
+                stream=i % 2 == 0,
+                extra_headers={"X-Conversation-Id": f"c{i}", "X-Memory": "force"},
+            )
+            if i % 2:
+                return f"c{i}"
+            async for _ in stream:  # type: ignore[union-attr]
+                pass
+            return f"c{i}"
+
+        answered = await asyncio.gather(*(one(i) for i in range(40)))
+        await proxy.settle()
+        rows = _log_rows(proxy)
+        for conversation in answered:
+            mine = [role for conv, role, _ in rows if conv == conversation]
+            assert mine == ["user", "assistant"], conversation
+
+
+# -- defect 7: abandoned requests keep running --------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_client_that_leaves_cancels_the_upstream_call(
+    make_proxy: MakeProxy, stream: bool
+) -> None:
+    upstream = await FakeUpstream(first_token_s=30).start()
+    try:
+        proxy = await make_proxy(proxy_config(upstream.url))
+        body = _chat_body(stream=stream)
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(asyncio.TimeoutError):
+                async with http.post(
+                    proxy.base_url + "/chat/completions",
+                    data=body,
+                    headers={"Content-Type": "application/json", "X-Conversation-Id": "gone"},
+                    timeout=aiohttp.ClientTimeout(total=0.5),
+                ) as r:
+                    await r.read()
+        for _ in range(100):  # the proxy notices the disconnect and cancels upstream
+            if upstream.in_flight == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert upstream.in_flight == 0
+        await proxy.settle()
+        (line,) = _chat_lines(proxy)
+        assert line["outcome"] == "client_disconnected" and line["status"] == 499
+        assert [role for conv, role, _ in _log_rows(proxy) if conv == "gone"] == ["user"]
+    finally:
+        await upstream.stop()
+
+
+# -- defect 9: no server-side read timeouts -----------------------------------------------
+
+
+async def test_slow_headers_and_a_short_body_are_cut(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url)
+    config["server"].update({"header_timeout_s": 0.5, "body_timeout_s": 0.5})
+    proxy = await make_proxy(config)
+    port = int(proxy.url.rsplit(":", 1)[1])
+    loop = asyncio.get_running_loop()
+
+    def slowloris() -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            return sock.recv(1024)  # b"" once the server closes the connection
+
+    assert await loop.run_in_executor(None, slowloris) == b""
+
+    def short_body() -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model"'
+            )
+            return sock.recv(4096)
+
+    answer = await loop.run_in_executor(None, short_body)
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert b"server.body_timeout_s" in answer
+
+
+# -- defect 11: cold start ----------------------------------------------------------------
+
+
+async def test_ready_after_warm_up(proxy: Proxy) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(200):
+            async with http.get(proxy.url + "/readyz") as r:
+                if r.status == 200:
+                    break
+            await asyncio.sleep(0.05)
+        assert r.status == 200
+        async with http.get(proxy.url + "/healthz") as r:
+            assert (await r.json())["status"] == "ok"
+    proxy.services.state = "stopping"
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/readyz") as r:
+        assert r.status == 503 and (await r.json())["status"] == "stopping"
+    assert any(r.get("event") == "ready" for r in proxy.log_records())
+
+
+# -- defect 12: smaller ---------------------------------------------------------------------
+
+
+async def test_files_are_private(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+        await client.chat.completions.create(model="echo", messages=USER)
+        await proxy.settle()
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(proxy.data_dir) == 0o700
+    assert mode(proxy.data_dir / "logs") == 0o700
+    assert mode(proxy.data_dir / "logs" / "proxy.jsonl") == 0o600
+
+
+async def test_metrics_can_require_a_proxy_key(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(
+        upstream.url, auth={"mode": "keys", "keys": {"sk-a": "a"}, "metrics": "keys"}
+    )
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/metrics") as r:
+            assert r.status == 401
+        async with http.get(proxy.url + "/metrics", headers={"Authorization": "Bearer sk-a"}) as r:
+            assert r.status == 200 and "areamem_requests" in await r.text()
+
+
+@pytest.mark.parametrize("tenant", ["t" * 65, "../etc", ".hidden", "a b", "é"])
+def test_tenant_names_are_checked_in_the_config(tmp_path: Path, tenant: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "upstreams": [{"model": "*", "provider": "openai"}],
+                "auth": {"mode": "keys", "keys": {"sk": tenant}},
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"auth\.keys"):
+        load_config(path)
+
+
+async def test_a_retrieval_timeout_is_in_the_receipt(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url, memory={"retrieval_timeout_ms": 1, "retrieval": "area"})
+    proxy = await make_proxy(config)
+    async with proxy.client() as client:
+        reply = await client.chat.completions.with_raw_response.create(
+            model="echo", messages=USER, extra_headers={"X-Memory": "force"}
+        )
+        receipt_id = reply.headers["X-Memory-Receipt"]
+        await proxy.settle()
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{proxy.url}/memory/receipts/{receipt_id}") as r:
+                receipt = await r.json()
+        assert "retrieval exceeded 1 ms" in receipt["memory_error"]
+
+
+async def test_a_conversation_header_is_checked(proxy: Proxy) -> None:
+    async with proxy.client() as client:
+        with pytest.raises(openai.BadRequestError, match="X-Conversation-Id"):
+            await client.chat.completions.create(
+                model="echo", messages=USER, extra_headers={"X-Conversation-Id": "x" * 201}
+            )
