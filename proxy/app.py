@@ -74,6 +74,7 @@ def build_services(
             graph=config.retrieval,
             warm_graph=config.memory.retrieval == "area",
             events=log.write,
+            max_lookups=config.memory.max_concurrent_retrievals,
         ),
         policies=policies,
         engine=PolicyEngine(lambda: policies.current),

@@ -39,7 +39,7 @@ from memory_core import (
 from policies import Decision, TurnContext
 
 from .body import read_body
-from .errors import ApiError, UpstreamStreamError, error_body
+from .errors import ApiError, RetrievalSkipped, UpstreamStreamError, error_body
 from .headers import Forward, forward_of, merged
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
@@ -257,18 +257,24 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     assert ex.chat is not None and ex.decision is not None and ex.conversation is not None
     chat, decision = ex.chat, ex.decision
     began = time.perf_counter()
-    ex.retrieval = svc.config.memory.retrieval
+    settings = svc.config.memory
+    budget_s = settings.retrieval_timeout_ms / 1000
+    ex.retrieval = settings.retrieval
     try:
         ex.recall = await asyncio.wait_for(
             memory.recall(
-                chat.recent_user_text(svc.config.memory.context_turns),
+                chat.recent_user_text(settings.context_turns),
                 limit=decision.max_fragments,
                 budget_tokens=decision.budget_tokens,
                 exclude_hashes=chain_hashes(chat.messages, ex.conversation),
-                area=svc.config.memory.retrieval == "area",
+                area=settings.retrieval == "area",
+                deadline=time.monotonic() + budget_s,
             ),
-            timeout=svc.config.memory.retrieval_timeout_ms / 1000,
+            timeout=budget_s,
         )
+    except RetrievalSkipped as exc:
+        ex.memory_error = f"retrieval skipped: {exc}"
+        svc.metrics.memory_failures.labels(stage="retrieval_skipped").inc()
     except TimeoutError:
         ex.memory_error = f"retrieval exceeded {svc.config.memory.retrieval_timeout_ms:g} ms"
         svc.metrics.memory_failures.labels(stage="retrieval_timeout").inc()

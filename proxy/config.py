@@ -100,6 +100,9 @@ class MemoryConfig:
     formation_grace_ms: float = 250.0
     context_turns: int = 0
     formation_max_defer_ms: float = 5000.0
+    max_concurrent_retrievals: int = 4
+    """Memory lookups queued or running at once (also the reader threads); a request
+    past it goes on without memory at once instead of queueing past its budget."""
     ingest_wait_ms: float = 2000.0
     """How long the end of an answer waits for its exchange to be durably logged (the
     client sees the answer complete only once it is stored); past this it is sent anyway
@@ -340,6 +343,7 @@ class _Reader:
                 "formation_max_defer_ms",
                 "context_turns",
                 "ingest_wait_ms",
+                "max_concurrent_retrievals",
             },
         )
         default = MemoryConfig()
@@ -373,6 +377,12 @@ class _Reader:
                 raw.get("formation_max_defer_ms", default.formation_max_defer_ms),
                 "memory.formation_max_defer_ms",
                 minimum=0,
+            ),
+            max_concurrent_retrievals=self.number(
+                raw.get("max_concurrent_retrievals", default.max_concurrent_retrievals),
+                "memory.max_concurrent_retrievals",
+                minimum=1,
+                integer=True,
             ),
             ingest_wait_ms=self.number(
                 raw.get("ingest_wait_ms", default.ingest_wait_ms),

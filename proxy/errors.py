@@ -14,6 +14,7 @@ __all__ = [
     "ApiError",
     "ConfigError",
     "ProxyError",
+    "RetrievalSkipped",
     "UpstreamError",
     "UpstreamStreamError",
     "error_body",
@@ -59,6 +60,11 @@ class ApiError(ProxyError):
     def body(self) -> bytes:
         """The JSON body of the error response."""
         return error_body(self.message, type_=self.type, code=self.code, param=self.param)
+
+
+class RetrievalSkipped(ProxyError):
+    """A memory lookup was not run: the reader threads were full, or it would have
+    started past its time budget (the request goes on without memory)."""
 
 
 class UpstreamError(ApiError):

@@ -27,9 +27,9 @@ from memory_core.graph import GraphSettings
 from memory_core.tokens import TokenCounter
 
 from .config import AuthConfig
-from .errors import ApiError
+from .errors import ApiError, RetrievalSkipped
 
-__all__ = ["TenantMemory", "Tenants", "tenant_of"]
+__all__ = ["RecallGate", "TenantMemory", "Tenants", "tenant_of"]
 
 T = TypeVar("T")
 Events = Callable[[dict[str, Any]], None]
@@ -54,6 +54,31 @@ def tenant_of(request: web.Request, auth: AuthConfig) -> str:
     return tenant
 
 
+class RecallGate:
+    """Admission for memory lookups: at most ``limit`` queued or running at once.
+
+    Why: when lookups arrive faster than the reader threads serve them, queueing them
+    makes every one wait past its budget while the abandoned ones still burn CPU — under
+    load nearly every request then times out. Refusing at once past the limit, and
+    dropping a lookup that waited past its deadline before it started, keeps each
+    request's wait within its budget and spends the CPU on lookups that can still help.
+    Used from the event loop thread only.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+
+    def enter(self) -> bool:
+        if self.in_flight >= self.limit:
+            return False
+        self.in_flight += 1
+        return True
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+
+
 class TenantMemory:
     """One tenant's store with async access (writer thread + shared reader pool)."""
 
@@ -63,6 +88,7 @@ class TenantMemory:
         store: MemoryStore,
         readers: ThreadPoolExecutor,
         events: Events | None = None,
+        gate: RecallGate | None = None,
     ) -> None:
         self.name = name
         self.store = store
@@ -75,6 +101,7 @@ class TenantMemory:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
+        self._gate = gate or RecallGate(4)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -159,14 +186,35 @@ class TenantMemory:
         budget_tokens: int,
         exclude_hashes: Collection[str],
         area: bool = False,
+        deadline: float = math.inf,
     ) -> Recall:
-        """BM25 retrieval, or area retrieval over the formed graph when ``area``."""
+        """BM25 retrieval, or area retrieval over the formed graph when ``area``.
+
+        Raises :class:`RetrievalSkipped` at once when the reader threads already have
+        their limit of lookups, or when this one would start after ``deadline``
+        (``time.monotonic()``): see :class:`RecallGate`."""
         method = self.store.recall_area if area else self.store.recall
-        return await self._read(
-            lambda: method(
+        gate = self._gate
+        if not gate.enter():
+            raise RetrievalSkipped(
+                f"{gate.limit} lookups already in flight (memory.max_concurrent_retrievals)"
+            )
+
+        def run() -> Recall:
+            if time.monotonic() >= deadline:
+                raise RetrievalSkipped("waited past its time budget for a reader thread")
+            return method(
                 question, limit=limit, budget_tokens=budget_tokens, exclude_hashes=exclude_hashes
             )
-        )
+
+        loop = asyncio.get_running_loop()
+        try:
+            work = self._readers.submit(run)
+        except BaseException:
+            gate.leave()
+            raise
+        work.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.leave))
+        return await asyncio.wrap_future(work)
 
     def save_receipt(self, body: dict[str, Any]) -> asyncio.Future[None]:
         """Submit the write now (ordering it before later reads); await the result."""
@@ -215,6 +263,7 @@ class Tenants:
         graph: GraphSettings | None = None,
         warm_graph: bool = False,
         events: Events | None = None,
+        max_lookups: int = 4,
     ) -> None:
         self.folder = data_dir / "tenants"
         self._counter = counter
@@ -225,7 +274,8 @@ class Tenants:
         self._events = events
         self._open: dict[str, TenantMemory] = {}
         self._lock = threading.Lock()
-        self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mem-r")
+        self._readers = ThreadPoolExecutor(max_workers=max_lookups, thread_name_prefix="mem-r")
+        self._gate = RecallGate(max_lookups)
 
     def get(self, tenant: str, *, warm_graph: bool = True) -> TenantMemory:
         """The tenant's memory, opened on first use (its graph then read on the formation
@@ -241,7 +291,7 @@ class Tenants:
                     graph=self._graph,
                 )
                 memory = self._open[tenant] = TenantMemory(
-                    tenant, store, self._readers, self._events
+                    tenant, store, self._readers, self._events, self._gate
                 )
                 if self._warm_graph and warm_graph:
                     memory.warm_graph()

@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from proxy.config import load_config
-from proxy.errors import ConfigError
+from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -416,3 +416,35 @@ async def test_a_conversation_header_is_checked(proxy: Proxy) -> None:
             await client.chat.completions.create(
                 model="echo", messages=USER, extra_headers={"X-Conversation-Id": "x" * 201}
             )
+
+
+# -- defect 4: the retrieval budget bounds the wait ---------------------------------------
+
+
+async def test_lookups_past_the_limit_are_skipped_at_once(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url, memory={"max_concurrent_retrievals": 1})
+    proxy = await make_proxy(config)
+    memory = proxy.services.tenants.get("default")
+    gate = memory._gate
+    gate.in_flight = gate.limit  # every reader slot taken by lookups still running
+    try:
+        async with proxy.client() as client:
+            reply = await client.chat.completions.with_raw_response.create(
+                model="echo", messages=USER, extra_headers={"X-Memory": "force"}
+            )
+            assert reply.http_response.status_code == 200
+    finally:
+        gate.in_flight = 0
+    await proxy.settle()
+    (line,) = _chat_lines(proxy)
+    assert line["memory_error"].startswith("retrieval skipped: 1 lookups already in flight")
+    assert 'stage="retrieval_skipped"' in await _metric(proxy, "areamem_memory_failures_total")
+
+
+async def test_a_lookup_that_would_start_past_its_deadline_is_not_run(proxy: Proxy) -> None:
+    memory = proxy.services.tenants.get("default")
+    with pytest.raises(RetrievalSkipped, match="past its time budget"):
+        await memory.recall("anything", limit=5, budget_tokens=100, exclude_hashes=(), deadline=0.0)
+    assert memory._gate.in_flight == 0  # the slot is given back
