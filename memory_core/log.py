@@ -144,7 +144,7 @@ def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
     if not isinstance(message, Mapping):
         raise InvalidInputError(f"messages[{index}] must be an object")
     role = message.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise InvalidInputError(f"messages[{index}].role must be one of {sorted(_ROLES)}")
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):

@@ -17,6 +17,10 @@ from typing import Any, TextIO
 
 __all__ = ["RequestLog"]
 
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""Characters JSON leaves raw that line readers (``str.splitlines``) split on: escaped,
+so one record is always one line (they can only occur inside JSON strings)."""
+
 
 class RequestLog:
     """Writes request records and proxy events as JSON lines."""
@@ -35,7 +39,8 @@ class RequestLog:
             time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
             + f".{int(time.time() * 1000) % 1000:03d}Z"
         )
-        line = json.dumps({"ts": stamp, **record}, ensure_ascii=False, default=str) + "\n"
+        line = json.dumps({"ts": stamp, **record}, ensure_ascii=False, default=str)
+        line = line.translate(_LINE_BREAKS) + "\n"
         for stream in (self._stdout, self._file):
             if stream is not None:
                 stream.write(line)

@@ -102,7 +102,7 @@ def _message(message: Any, where: str) -> None:
     """One message: the fields the proxy reads or stores must have the API's types."""
     if not isinstance(message, dict):
         raise _invalid(f"{where} must be an object", where)
-    if message.get("role") not in _ROLES:
+    if not isinstance(message.get("role"), str) or message["role"] not in _ROLES:
         raise _invalid(f"{where}.role must be one of {', '.join(sorted(_ROLES))}", f"{where}.role")
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
