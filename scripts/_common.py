@@ -9,19 +9,30 @@ from __future__ import annotations
 import json
 import math
 import signal
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
+import apsw
+
 __all__ = [
+    "Turn",
+    "answer_text",
     "api_error_message",
     "base_url",
+    "compare_turns",
     "format_ms",
+    "integrity_check",
     "percentile",
     "proc_status",
+    "process_status",
+    "prometheus_samples",
     "render_table",
     "select_indices",
     "sigterm_as_interrupt",
+    "stored_turns",
+    "tenant_databases",
 ]
 
 
@@ -118,3 +129,124 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+# --- what a tenant's database holds (read-only), for the load and crash-loop checks --------
+
+Turn = tuple[str, str, str]
+"""``(conversation_id, role, text)``: one message as the durable log keeps it."""
+
+
+def tenant_databases(data_dir: Path) -> list[Path]:
+    """The tenant SQLite files under ``data_dir/tenants`` (sorted)."""
+    folder = data_dir / "tenants"
+    return sorted(folder.glob("*.db")) if folder.is_dir() else []
+
+
+def integrity_check(path: Path) -> str:
+    """``PRAGMA integrity_check`` of ``path``, opened read-only: ``ok`` or the problems."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        return f"cannot open: {exc}"
+    try:
+        conn.set_busy_timeout(10_000)
+        rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+    except apsw.Error as exc:
+        return f"integrity_check failed: {exc}"
+    finally:
+        conn.close()
+    return "; ".join(rows)[:500] or "(no answer)"
+
+
+def stored_turns(path: Path, conversations: Collection[str] | None = None) -> Counter[Turn]:
+    """How often each ``(conversation_id, role, text)`` is in the ``log`` table of
+    ``path`` (opened read-only), for the given conversations (all when None)."""
+    counts: Counter[Turn] = Counter()
+    if not path.is_file():
+        return counts
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        conn.set_busy_timeout(10_000)
+        for conv, role, text in conn.execute("SELECT conversation_id, role, text FROM log"):
+            if conversations is None or conv in conversations:
+                counts[(str(conv), str(role), str(text))] += 1
+    finally:
+        conn.close()
+    return counts
+
+
+def compare_turns(expected: Counter[Turn], stored: Counter[Turn]) -> tuple[list[Turn], list[Turn]]:
+    """``(lost, duplicated)``: expected turns stored fewer times than expected (each
+    missing copy listed once), and expected turns stored more times than expected."""
+    lost: list[Turn] = []
+    duplicated: list[Turn] = []
+    for turn, count in expected.items():
+        have = stored.get(turn, 0)
+        lost.extend([turn] * max(0, count - have))
+        duplicated.extend([turn] * max(0, have - count))
+    return lost, duplicated
+
+
+def answer_text(body: bytes, stream: bool) -> str | None:
+    """The assistant's complete answer in a chat response body, or None when it is not
+    complete: a stream without ``[DONE]`` or with an error event, a JSON body without
+    ``choices[0].message.content``."""
+    if not stream:
+        try:
+            content = json.loads(body)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+        return content if isinstance(content, str) else None
+    pieces: list[str] = []
+    for line in body.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return "".join(pieces)
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return None
+        if not isinstance(event, dict) or "error" in event:
+            return None
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                pieces.append(delta["content"])
+    return None
+
+
+def prometheus_samples(text: str, name: str) -> dict[str, float]:
+    """The samples of metric ``name`` in a Prometheus text exposition, keyed by their
+    label set as written (``""`` for none): ``{'{stage="retrieval"}': 3.0}``."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = head[len(name) :]
+        if labels and not labels.startswith("{"):
+            continue
+        try:
+            samples[labels] = float(value)
+        except ValueError:
+            continue
+    return samples
+
+
+def process_status(pid: int) -> dict[str, int]:
+    """The ``kB`` fields of ``/proc/<pid>/status`` (VmRSS, VmHWM, ...) in bytes; empty
+    when the process is gone or off Linux."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return {}
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            fields[key] = int(parts[0]) * 1024
+    return fields
