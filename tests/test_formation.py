@@ -16,6 +16,8 @@ from typing import Any
 
 import apsw
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends, FormationConfig
@@ -377,3 +379,39 @@ def test_formation_config_is_validated() -> None:
     with pytest.raises(FormationConfigError) as caught:
         parse_formation({"contexts": {"join": "high"}})
     assert caught.value.key == "formation.contexts.join"
+
+
+_PIECES = [
+    "Ana", "ana", "ANA", "Lisbon", "New", "York", "new york", "York City", "Jean-Luc",
+    "jean luc", "Ana's", "Zoë", "İstanbul", "istanbul", "東京", "🎉", "I", "the", "C++", "3",
+    "_x", "«", "»", '"', "“", "”", "(", ")", "!", ".", ". ", " ", "  ", "\n", "-", "'",
+]  # fmt: skip
+
+
+def _reference_mentions(text: str, known: list[str]) -> list[tuple[int, int, str]]:
+    """The lexical NER's rule, one regular expression per name (quadratic, obviously right):
+    every whole-word case-insensitive occurrence of a name (one name's left to right, not
+    overlapping), minus the spans nested in another."""
+    import re
+
+    from memory_core.names import extract_names
+
+    spans: set[tuple[int, int]] = set()
+    for name in [*extract_names(text), *known]:
+        if re.search(r"\w", name):  # a name without a word character names nothing
+            pattern = r"(?<!\w)" + re.escape(name) + r"(?!\w)"
+            spans |= {m.span() for m in re.finditer(pattern, text, flags=re.IGNORECASE)}
+    outer = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+    return [(start, end, text[start:end]) for start, end in sorted(outer)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(_PIECES), max_size=30).map(" ".join),
+    known=st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=3).map("".join)),
+)
+def test_lexical_ner_matches_the_one_regex_per_name_rule(text: str, known: list[str]) -> None:
+    from memory_core.formation.ner import LexicalNER
+
+    found = [(m.start, m.end, m.surface) for m in LexicalNER().mentions(text, known)]
+    assert found == _reference_mentions(text, known)

@@ -40,6 +40,14 @@ _DEFAULT_BACKEND = {
     "mentions": "minilm",
     "relations": "patterns",
 }
+_LIMITS = (
+    "batch_size",
+    "max_text_chars",
+    "max_mentions_per_fragment",
+    "max_mention_chars",
+    "max_claims_per_fragment",
+    "max_cooccurrence_pairs",
+)
 _DEFAULT_MODEL = {
     "ner": "dslim/bert-large-NER",
     "mentions": "google-bert/bert-base-multilingual-uncased",
@@ -127,6 +135,25 @@ class FormationConfig:
     contexts: ContextConfig = ContextConfig()
     segment_threshold: float | None = None
     batch_size: int = 64
+    row_time_budget_s: float = 10.0
+    """Seconds one queued row may spend in the stages before the write (its share of the
+    batched ones included); a row over budget is recorded as failed and skipped, then
+    retried alone, and given up after the pipeline's attempt limit. Checked between
+    stages: a single backend call is bounded by its own limits (``llm.timeout_s``, the
+    caps below)."""
+    max_text_chars: int = 100_000
+    """The most characters of one message the stages read (normalisation, embedding,
+    segmentation, NER, relations); the log, the fragment and its full-text index keep the
+    whole text."""
+    max_mentions_per_fragment: int = 100
+    """The most mentions linked per fragment (the first, in text order)."""
+    max_mention_chars: int = 100
+    """The longest name a mention, or the entity of an extracted claim, may have."""
+    max_claims_per_fragment: int = 100
+    """The most extracted relations stored per fragment (the first found)."""
+    max_cooccurrence_pairs: int = 500
+    """The most co-occurrence relations per fragment (between entities mentioned nearest
+    each other first): m distinct entities give m(m-1)/2 pairs otherwise."""
 
     def stage(self, name: str) -> StageConfig:
         return self.stages[name]
@@ -135,12 +162,26 @@ class FormationConfig:
 def parse_formation(raw: Any, key: str = "formation") -> FormationConfig:
     """Typed settings from the parsed YAML ``formation`` mapping (None means defaults)."""
     section = _mapping(raw, key)
-    allowed = {*_BACKENDS, "llm", "causal_lm", "linking", "contexts", "batch_size"}
+    allowed = {
+        *_BACKENDS,
+        *_LIMITS,
+        "row_time_budget_s",
+        "llm",
+        "causal_lm",
+        "linking",
+        "contexts",
+    }
     _only(section, key, allowed)
     stages = {name: _stage(section.get(name), f"{key}.{name}", name) for name in _BACKENDS}
-    batch = section.get("batch_size", 64)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise FormationConfigError(f"{key}.batch_size", f"must be an integer >= 1, got {batch!r}")
+    default = FormationConfig()
+    limits = {
+        name: _count(section.get(name, getattr(default, name)), f"{key}.{name}") for name in _LIMITS
+    }
+    budget = section.get("row_time_budget_s", default.row_time_budget_s)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
+        raise FormationConfigError(
+            f"{key}.row_time_budget_s", f"must be a number > 0, got {budget!r}"
+        )
     return FormationConfig(
         stages=stages,
         llm=_llm(section.get("llm"), f"{key}.llm"),
@@ -148,8 +189,15 @@ def parse_formation(raw: Any, key: str = "formation") -> FormationConfig:
         linking=_numbers(LinkingConfig, section.get("linking"), f"{key}.linking"),
         contexts=_numbers(ContextConfig, section.get("contexts"), f"{key}.contexts"),
         segment_threshold=_threshold(section.get("segmentation"), f"{key}.segmentation"),
-        batch_size=batch,
+        row_time_budget_s=float(budget),
+        **limits,
     )
+
+
+def _count(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FormationConfigError(key, f"must be an integer >= 1, got {value!r}")
+    return value
 
 
 def _mapping(value: Any, key: str) -> dict[str, Any]:

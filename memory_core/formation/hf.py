@@ -22,7 +22,6 @@ from __future__ import annotations
 import abc
 import importlib
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from .interfaces import BackendError, Interpretation, Mention, Vectors
+from .ner import occurrences
 
 __all__ = [
     "TokenTag",
@@ -216,18 +216,22 @@ class _Span:
 def _known_mentions(text: str, known: Sequence[str], taken: list[Mention]) -> list[Mention]:
     """Whole-word, case-insensitive matches of ``known`` names that overlap no other span.
 
-    Longer names are matched first, so "New York City" wins over "New York".
+    Longer names are matched first, so "New York City" wins over "New York". Linear in
+    the text: one pass finds every name (:func:`.ner.occurrences`), and the characters
+    already taken are marked in a byte per character.
     """
     found: list[Mention] = []
-    occupied = [(m.start, m.end) for m in taken]
-    for name in sorted({k.strip() for k in known if k.strip()}, key=len, reverse=True):
-        pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
-        for match in pattern.finditer(text):
-            start, end = match.span()
-            if any(start < e and s < end for s, e in occupied):
+    occupied = bytearray(len(text))
+    for mention in taken:
+        occupied[mention.start : mention.end] = b"\x01" * (mention.end - mention.start)
+    names = sorted({k.strip() for k in known if k.strip()}, key=len, reverse=True)
+    spans = occurrences(text, names)
+    for name in names:
+        for start, end in spans[name]:
+            if occupied.find(1, start, end) != -1:
                 continue
-            occupied.append((start, end))
-            found.append(Mention(start, end, match.group(), "MISC", 1.0))
+            occupied[start:end] = b"\x01" * (end - start)
+            found.append(Mention(start, end, text[start:end], "MISC", 1.0))
     return found
 
 

@@ -30,6 +30,24 @@ class Item:
     new_segment: bool = False
     fragment_id: int = 0
     entity_ids: list[int] = field(default_factory=list)
+    attempts: int = 0
+    """Formation attempts counted against the row, this one included once claimed."""
+    failed: str | None = None
+    """Why this attempt skipped the row (it stays queued), or None."""
+
+    def fresh(self) -> Item:
+        """The same row, without what an earlier attempt made of it."""
+        return Item(
+            self.log_id,
+            self.conversation,
+            self.role,
+            self.speaker,
+            self.text,
+            self.ts,
+            self.superseded,
+            self.name,
+            attempts=self.attempts,
+        )
 
 
 @dataclass

@@ -181,8 +181,9 @@ class EntityCache:
     def _spelled_like(self, key: str, config: LinkingConfig) -> tuple[dict[int, float], set[int]]:
         strong: dict[int, float] = {}
         weak: set[int] = set()
+        floor = min(config.fuzzy, _WEAK_FUZZY)
         for alias in self._buckets.get(key[:2], ()):
-            ratio = difflib.SequenceMatcher(None, key, alias).ratio()
+            ratio = _ratio(key, alias, floor)
             nickname = len(key) >= 3 and " " not in alias and alias.startswith(key)
             for owner in self.aliases[alias]:
                 if ratio >= config.fuzzy:
@@ -193,3 +194,12 @@ class EntityCache:
 
     def _sim(self, entity_id: int, vector: Vectors | None) -> float | None:
         return None if vector is None else self.entities[entity_id].similarity(vector)
+
+
+def _ratio(key: str, alias: str, floor: float) -> float:
+    """difflib's ratio of the two names, or 0.0 when its cheap upper bounds are below
+    ``floor`` (the full ratio is quadratic in the names' length in the worst case)."""
+    matcher = difflib.SequenceMatcher(None, key, alias)
+    if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
+        return 0.0
+    return matcher.ratio()

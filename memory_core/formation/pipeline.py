@@ -7,13 +7,35 @@ A pass takes up to ``batch_size`` queued log rows, oldest first, and runs the st
 3. segmentation per conversation (the open segment's tail plus the new turns),
 4. NER on the canonical text (plus names memory already knows),
 5. relation extraction,
+6. mention vectors (each mention's context, for linking),
 
 all *before* any write (model calls never hold the database's write lock). Then, in one
 transaction (:class:`.writer.GraphWriter`): fragments and their FTS rows, segments and
 contexts, fragment links (next/answers/depends_on/corrects), mention linking into
 entities and aliases, co-occurrence and extracted relations with their mutation records,
-and the removal of the rows from the queue. A crash anywhere leaves the queue as it was:
-the pass is redone on restart, and nothing is processed twice or lost.
+and the removal of the formed rows from the queue.
+
+Invariant: whatever crashes, when, nothing is formed twice and nothing is lost; every
+logged row ends up formed exactly once or given up, with why, after ``_MAX_ATTEMPTS``
+attempts. Before its stages run, a pass counts an attempt against each of its rows in a
+transaction of its own (``queue.attempts``, with ``queue.last_error`` saying the attempt
+did not finish until it does). The write that stores what was formed from a row also
+removes it from the queue, and a crash anywhere rolls that write back, so a row is formed
+at most once. The log keeps every row, and a row stays queued until it is formed or has
+used its attempts; then it is given up (left in the queue with its ``last_error``;
+``MemoryStore.stats`` counts it as failed). So a row that raises, overruns its time
+budget, or kills the process (kill -9, out of memory) is retried a bounded number of
+times, never forever, and every pass that finds rows uses up at least one attempt, so
+draining the queue always ends. A row with an attempt behind it is retried alone: a
+batch that crashed is not retried as a batch, and the row that broke it uses up its
+attempts without taking the others down with it.
+
+Size and time bounds. Every stage reads at most ``max_text_chars`` of a message (the
+fragment keeps the whole text), links at most ``max_mentions_per_fragment`` mentions of at
+most ``max_mention_chars`` characters, stores at most ``max_claims_per_fragment`` claims
+and ``max_cooccurrence_pairs`` co-occurrences, so a pass costs O(input) whatever the
+message. A row whose stages take longer than ``row_time_budget_s`` (see :mod:`.budget`)
+is skipped by that attempt and recorded in ``formation_failures``; the others go on.
 
 A backend failure on one input is recorded in ``formation_failures`` with the backend's
 interpretation and raw output; that stage's output is skipped for that input (a relation
@@ -23,9 +45,10 @@ is never stored from an output that failed validation) and the other stages go o
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apsw
 import numpy as np
@@ -33,6 +56,7 @@ import numpy as np
 from ..db import transaction
 from ..errors import MemoryCoreError
 from ..names import NameIndex
+from .budget import RowBudget
 from .config import FormationConfig
 from .contexts import ContextCache
 from .interfaces import (
@@ -57,11 +81,14 @@ _MAX_ATTEMPTS = 5
 _PASS_ERRORS = (MemoryCoreError, apsw.Error, ValueError)
 _TAIL = 8
 _NAME_CACHE = 50_000
+_INTERRUPTED = "interrupted before it finished (the process stopped: a crash, a kill, no memory)"
+
+_Stage = Callable[[list[Item], list[Failure], RowBudget], None]
 
 
 @dataclass(frozen=True)
 class FormationResult:
-    """What one pass did."""
+    """What one pass did: ``processed`` rows formed, ``failed`` rows skipped this time."""
 
     processed: int
     failed: int
@@ -73,7 +100,10 @@ class FormationResult:
 
 
 class Former:
-    """Runs formation passes over one store's writer connection (one former per store)."""
+    """Runs formation passes over one store's writer connection (one former per store).
+
+    ``clock`` stamps what is stored; ``timer`` (monotonic) measures the row budget.
+    """
 
     def __init__(
         self,
@@ -82,11 +112,13 @@ class Former:
         config: FormationConfig,
         *,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._conn = conn
         self._b = backends
         self._config = config
         self._clock = clock
+        self._timer = timer
         self._entities: EntityCache | None = None
         self._contexts: ContextCache | None = None
         self._name_vectors: dict[str, Vectors] = {}
@@ -103,54 +135,88 @@ class Former:
         if not rows:
             return FormationResult(0, 0, ())
         try:
-            return self._pass(rows)
+            return self._attempt(rows)
         except _PASS_ERRORS as exc:
             if len(rows) == 1:
                 return self._fail(rows, exc)
         processed = failed = 0
         names: list[str] = []
-        for row in rows:  # isolate the row that breaks the batch; the others go through
+        for row in map(Item.fresh, rows):  # isolate the row that breaks the batch
             try:
-                result = self._pass([row])
+                result = self._attempt([row])
             except _PASS_ERRORS as exc:
                 result = self._fail([row], exc)
             processed, failed = processed + result.processed, failed + result.failed
             names.extend(result.names)
         return FormationResult(processed, failed, tuple(dict.fromkeys(names)))
 
-    def _pass(self, rows: Sequence[Item]) -> FormationResult:
-        items = [i for i in rows if i.text]
-        failures: list[Failure] = []
-        self._prepare(items, failures)
-        with self._timed("write"):
-            counts = self._write(rows, items, failures)
-        names = tuple(dict.fromkeys(m.surface for i in items for m in i.mentions))
-        return FormationResult(len(rows), 0, names, **counts)
+    def _attempt(self, rows: Sequence[Item]) -> FormationResult:
+        self._claim(rows)
+        try:
+            return self._pass(rows)
+        except BaseException:
+            self._entities = self._contexts = None  # the caches may be ahead of the database
+            raise
 
-    def _fail(self, rows: Sequence[Item], exc: BaseException) -> FormationResult:
-        """Count a failed pass against its rows (retried on later passes, up to a limit)."""
-        self._entities = self._contexts = None  # the caches may be ahead of the database
+    def _claim(self, rows: Sequence[Item]) -> None:
+        """Count an attempt against ``rows``, committed before any stage runs: an attempt
+        that never finishes (a crash, a kill, running out of memory) is counted too."""
         with transaction(self._conn):
             self._conn.executemany(
                 "UPDATE queue SET attempts = attempts + 1, last_error = ? WHERE log_id = ?",
-                [(f"{type(exc).__name__}: {exc}", r.log_id) for r in rows],
+                [(_attempt_error(r.attempts + 1, _INTERRUPTED), r.log_id) for r in rows],
+            )
+        for row in rows:
+            row.attempts += 1
+
+    def _pass(self, rows: Sequence[Item]) -> FormationResult:
+        failures: list[Failure] = []
+        items = self._prepare([i for i in rows if i.text], failures)
+        with self._timed("write"):
+            counts = self._write(rows, items, failures)
+        names = tuple(dict.fromkeys(m.surface for i in items for m in i.mentions))
+        skipped = sum(r.failed is not None for r in rows)
+        return FormationResult(len(rows) - skipped, skipped, names, **counts)
+
+    def _fail(self, rows: Sequence[Item], exc: BaseException) -> FormationResult:
+        """Record why the attempt failed (retried on later passes, up to a limit)."""
+        error = f"{type(exc).__name__}: {exc}"
+        with transaction(self._conn):
+            self._conn.executemany(
+                "UPDATE queue SET last_error = ? WHERE log_id = ?",
+                [(_attempt_error(r.attempts, error), r.log_id) for r in rows],
             )
         return FormationResult(0, len(rows), ())
 
     # -- reading ---------------------------------------------------------------------
 
     def _queued(self, limit: int) -> list[Item]:
+        """The oldest rows not given up: a row with attempts behind it alone, else the
+        leading rows never attempted."""
         rows = self._conn.execute(
             "SELECT log.id, log.conversation_id, log.role, log.name, log.text, log.ts,"
-            " EXISTS (SELECT 1 FROM superseded s WHERE s.log_id = log.id)"
+            " EXISTS (SELECT 1 FROM superseded s WHERE s.log_id = log.id), queue.attempts"
             " FROM queue JOIN log ON log.id = queue.log_id"
             " WHERE queue.attempts < ? ORDER BY queue.log_id LIMIT ?",
             (_MAX_ATTEMPTS, limit),
         )
-        return [
-            Item(lid, conv, role, str(name or role), str(text).strip(), ts, bool(sup), name)
-            for lid, conv, role, name, text, ts, sup in rows
+        items = [
+            Item(
+                lid,
+                conv,
+                role,
+                str(name or role),
+                str(text).strip(),
+                ts,
+                bool(sup),
+                name,
+                attempts=n,
+            )
+            for lid, conv, role, name, text, ts, sup, n in rows
         ]
+        if items and items[0].attempts:
+            return items[:1]
+        return list(itertools.takewhile(lambda i: i.attempts == 0, items))
 
     def _entity_cache(self) -> EntityCache:
         if self._entities is None:
@@ -164,35 +230,73 @@ class Former:
 
     # -- stages before any write -----------------------------------------------------------
 
-    def _prepare(self, items: Sequence[Item], failures: list[Failure]) -> None:
-        with self._timed("normalisation"):
-            for item in items:
-                item.normalised = self._normalise(item, failures)
-        with self._timed("embedding"):
-            canonical = [self._canonical(i) for i in items]
-            vectors = self._b.encoder.encode(canonical) if items else np.zeros((0, 0), np.float32)
-            for item, vec in zip(items, vectors, strict=True):
-                item.vector = vec
-        with self._timed("segmentation"):
-            self._segment(items, failures)
-        with self._timed("ner_relations"):
-            self._detect_all(items, failures)
-        with self._timed("mention_vectors"):
-            self._mention_vectors(items)
+    def _prepare(self, items: list[Item], failures: list[Failure]) -> list[Item]:
+        """Run the stages; returns the items still within their time budget."""
+        budget = RowBudget(self._config.row_time_budget_s, self._timer)
+        stages: tuple[tuple[str, _Stage, Interpretation], ...] = (
+            ("normalisation", self._normalise_all, self._b.normaliser.interpretation),
+            ("embedding", self._embed, self._b.encoder.interpretation),
+            ("segmentation", self._segment, self._b.segmenter.interpretation),
+            ("ner", self._detect_all, self._b.ner.interpretation),
+            ("relations", self._extract_all, self._b.relations.interpretation),
+            ("mention_vectors", self._mention_vectors, self._b.mentions.interpretation),
+        )
+        for stage, run, interpretation in stages:
+            if not items:
+                break
+            with self._timed(stage):
+                run(items, failures, budget)
+            items = self._within(items, budget, stage, interpretation, failures)
+        return items
 
-    def _detect_all(self, items: Sequence[Item], failures: list[Failure]) -> None:
-        """NER and relation extraction; names found earlier in the pass count as known."""
+    def _within(
+        self,
+        items: list[Item],
+        budget: RowBudget,
+        stage: str,
+        interpretation: Interpretation,
+        failures: list[Failure],
+    ) -> list[Item]:
+        """``items`` within budget; the others are skipped, with the failure recorded."""
+        for item in items:
+            if budget.exceeded(item):
+                error = (
+                    f"over formation.row_time_budget_s ({budget.limit_s:g} s):"
+                    f" {budget.spent(item):.2f} s spent by the end of stage {stage}"
+                )
+                item.failed = _attempt_error(item.attempts, error)
+                failures.append(Failure(stage, interpretation.label, item.log_id, error, None))
+        return [i for i in items if i.failed is None]
+
+    def _normalise_all(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        for item in items:
+            with budget.charge([item]):
+                item.normalised = self._normalise(item, failures)
+
+    def _embed(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        with budget.charge(items):
+            vectors = self._b.encoder.encode([self._read(i) for i in items])
+        for item, vec in zip(items, vectors, strict=True):
+            item.vector = vec
+
+    def _detect_all(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        """NER; names found earlier in the pass count as known."""
         cache = self._entity_cache()
         batch = NameIndex()
         for item in items:
-            text = self._canonical(item)
-            translated = (
-                [english for _, english in item.normalised.names] if item.normalised else []
-            )
-            known = [*cache.known_in(text), *batch.mentioned(text), *translated]
-            item.mentions = self._detect(item, list(dict.fromkeys(known)), failures)
-            batch.add(m.surface for m in item.mentions)
-            item.claims = self._extract(item, failures)
+            with budget.charge([item]):
+                text = self._read(item)
+                translated = (
+                    [english for _, english in item.normalised.names] if item.normalised else []
+                )
+                known = [*cache.known_in(text), *batch.mentioned(text), *translated]
+                item.mentions = self._detect(item, list(dict.fromkeys(known)), failures)
+                batch.add(m.surface for m in item.mentions)
+
+    def _extract_all(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        for item in items:
+            with budget.charge([item]):
+                item.claims = self._extract(item, failures)
 
     @contextlib.contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
@@ -202,44 +306,73 @@ class Former:
         finally:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - began
 
-    def _canonical(self, item: Item) -> str:
-        return item.normalised.canonical if item.normalised else item.text
+    def _read(self, item: Item) -> str:
+        """What the stages read of the item: its canonical text, cut at the size cap."""
+        text = item.normalised.canonical if item.normalised else item.text
+        return text[: self._config.max_text_chars]
 
     def _normalise(self, item: Item, failures: list[Failure]) -> Normalised:
+        """The normalised head of the text; past the size cap the text is kept as is."""
+        cap = self._config.max_text_chars
+        head, rest = item.text[:cap], item.text[cap:]
         try:
-            return self._b.normaliser.normalise(item.text)
+            normalised = self._b.normaliser.normalise(head)
         except BackendError as exc:
             failures.append(
                 self._failure("normalisation", self._b.normaliser.interpretation, item, exc)
             )
-            return StopwordNormaliser().normalise(item.text)
+            normalised = StopwordNormaliser().normalise(head)
+        return replace(normalised, canonical=normalised.canonical + rest) if rest else normalised
 
     def _detect(self, item: Item, known: list[str], failures: list[Failure]) -> list[Mention]:
         try:
-            return self._b.ner.mentions(self._canonical(item), known)
+            found = self._b.ner.mentions(self._read(item), known)
         except BackendError as exc:
             failures.append(self._failure("ner", self._b.ner.interpretation, item, exc))
             return []
+        longest = self._config.max_mention_chars
+        named = sorted((m for m in found if len(m.surface) <= longest), key=lambda m: m.start)
+        return named[: self._config.max_mentions_per_fragment]
 
     def _extract(self, item: Item, failures: list[Failure]) -> list[RelationCandidate]:
         view = FragmentView(
-            self._canonical(item), item.speaker, item.role, tuple(m.surface for m in item.mentions)
+            self._read(item), item.speaker, item.role, tuple(m.surface for m in item.mentions)
         )
         try:
-            return self._b.relations.extract(view)
+            claims = self._b.relations.extract(view)
         except BackendError as exc:
             failures.append(self._failure("relations", self._b.relations.interpretation, item, exc))
             return []
+        longest = self._config.max_mention_chars
+        named = [
+            c
+            for c in claims
+            if len(c.subject) <= longest and (len(c.obj) <= longest or not c.obj_is_entity)
+        ]
+        return named[: self._config.max_claims_per_fragment]
 
-    def _mention_vectors(self, items: Sequence[Item]) -> None:
+    def _mention_vectors(
+        self, items: list[Item], failures: list[Failure], budget: RowBudget
+    ) -> None:
         """Context vectors per mention (and per speaker): the name's direction removed."""
+        with budget.charge(items):
+            contexts, names = self._mention_encodings(items)
+        for item, ctx in zip(items, contexts, strict=True):
+            assert ctx is not None
+            item.mention_vectors = [context_vector(ctx, names[m.surface]) for m in item.mentions]
+            item.speaker_vector = context_vector(ctx, names[item.speaker])
+
+    def _mention_encodings(
+        self, items: list[Item]
+    ) -> tuple[list[Vectors | None], dict[str, Vectors]]:
         surfaces = sorted(
             {m.surface for i in items for m in i.mentions} | {i.speaker for i in items}
         )
-        texts = [self._canonical(i) for i in items]
         same_encoder = self._b.mentions is self._b.encoder
         contexts = (
-            [i.vector for i in items] if same_encoder else list(self._b.mentions.encode(texts))
+            [i.vector for i in items]
+            if same_encoder
+            else list(self._b.mentions.encode([self._read(i) for i in items]))
         )
         missing = [name for name in surfaces if name not in self._name_vectors]
         if missing:
@@ -247,44 +380,46 @@ class Former:
                 self._name_vectors.clear()
             encoded = self._b.mentions.encode(missing)
             self._name_vectors.update(zip(missing, encoded, strict=True))
-        names = self._name_vectors
-        for item, ctx in zip(items, contexts, strict=True):
-            assert ctx is not None
-            item.mention_vectors = [context_vector(ctx, names[m.surface]) for m in item.mentions]
-            item.speaker_vector = context_vector(ctx, names[item.speaker])
+        return contexts, self._name_vectors
 
-    def _segment(self, items: Sequence[Item], failures: list[Failure]) -> None:
+    def _segment(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
         """Mark the items that start a new segment, conversation by conversation."""
         by_conversation: dict[str, list[Item]] = {}
         for item in items:
             by_conversation.setdefault(item.conversation, []).append(item)
         for conversation, new in by_conversation.items():
-            tail_texts, tail_vectors = self._tail(conversation)
-            if not tail_texts:
-                new[0].new_segment = True
-            texts = tail_texts + [self._canonical(i) for i in new]
-            vectors = np.stack(tail_vectors + [i.vector for i in new if i.vector is not None])
-            try:
-                cuts = self._b.segmenter.boundaries(texts, vectors)
-            except BackendError as exc:
-                failures.append(
-                    self._failure("segmentation", self._b.segmenter.interpretation, new[0], exc)
-                )
-                continue
-            for cut in cuts:
-                index = cut + 1 - len(tail_texts)
-                if 0 <= index < len(new):
-                    new[index].new_segment = True
+            with budget.charge(new):
+                self._segment_conversation(conversation, new, failures)
+
+    def _segment_conversation(
+        self, conversation: str, new: list[Item], failures: list[Failure]
+    ) -> None:
+        tail_texts, tail_vectors = self._tail(conversation)
+        if not tail_texts:
+            new[0].new_segment = True
+        texts = tail_texts + [self._read(i) for i in new]
+        vectors = np.stack(tail_vectors + [i.vector for i in new if i.vector is not None])
+        try:
+            cuts = self._b.segmenter.boundaries(texts, vectors)
+        except BackendError as exc:
+            failures.append(
+                self._failure("segmentation", self._b.segmenter.interpretation, new[0], exc)
+            )
+            return
+        for cut in cuts:
+            index = cut + 1 - len(tail_texts)
+            if 0 <= index < len(new):
+                new[index].new_segment = True
 
     def _tail(self, conversation: str) -> tuple[list[str], list[Vectors]]:
         rows = list(
             self._conn.execute(
-                "SELECT f.canonical, v.vector FROM open_segments o"
+                "SELECT substr(f.canonical, 1, ?), v.vector FROM open_segments o"
                 " JOIN fragment_contexts fc ON fc.segment_id = o.segment_id AND fc.is_primary = 1"
                 " JOIN fragments f ON f.id = fc.fragment_id"
                 " JOIN fragment_vectors v ON v.fragment_id = f.id"
                 " WHERE o.conversation_id = ? ORDER BY f.id DESC LIMIT ?",
-                (conversation, _TAIL),
+                (self._config.max_text_chars, conversation, _TAIL),
             )
         )
         rows.reverse()
@@ -310,6 +445,17 @@ class Former:
             save_entities(self._conn, entities, now)
             save_contexts(self._conn, contexts)
             self._conn.executemany(
-                "DELETE FROM queue WHERE log_id = ?", [(r.log_id,) for r in rows]
+                "DELETE FROM queue WHERE log_id = ?", [(r.log_id,) for r in rows if not r.failed]
+            )
+            self._conn.executemany(
+                "UPDATE queue SET last_error = ? WHERE log_id = ?",
+                [(r.failed, r.log_id) for r in rows if r.failed],
             )
         return writer.counts
+
+
+def _attempt_error(attempt: int, error: str) -> str:
+    """``queue.last_error`` for a row's ``attempt``-th attempt."""
+    if attempt >= _MAX_ATTEMPTS:
+        return f"given up after {attempt} attempts; the last: {error}"
+    return f"attempt {attempt} of {_MAX_ATTEMPTS}: {error}"

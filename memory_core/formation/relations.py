@@ -25,8 +25,13 @@ CORRECTION = re.compile(
     re.IGNORECASE,
 )
 
-_NAME = r"(?P<{g}>(?:[A-Z][\w'\u2019-]+)(?:\s+[A-Z][\w'\u2019-]+){{0,3}})"
-_SUBJ = r"(?P<subj>I|[A-Z][\w'\u2019-]+(?:\s+[A-Z][\w'\u2019-]+){0,2})"
+# A name starts where no name character precedes (so a scan tries each run of name
+# characters once) and its words are matched possessively: every pattern is linear in the
+# text, even over a megabyte of "A-A-A-..." (without both, each capital re-scanned the
+# rest of the run: quadratic, minutes for 20 KB).
+_START = r"(?<![\w'\u2019-])"
+_NAME = _START + r"(?P<{g}>(?:[A-Z][\w'\u2019-]++)(?:\s++[A-Z][\w'\u2019-]++){{0,3}})"
+_SUBJ = _START + r"(?P<subj>I|[A-Z][\w'\u2019-]++(?:\s++[A-Z][\w'\u2019-]++){0,2})"
 _KIN = (
     r"sister|brother|mother|father|mom|mum|dad|wife|husband|partner|friend|best friend|"
     r"boss|colleague|coworker|son|daughter|cousin|aunt|uncle|grandma|grandmother|"
@@ -86,7 +91,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     (
         "favourite_{what}",
         re.compile(
-            r"\b(?:[Mm]y|(?P<subj>[A-Z][\w'-]+)'s) favou?rite "
+            r"(?:\b[Mm]y|" + _START + r"(?P<subj>[A-Z][\w'-]+)'s) favou?rite "
             r"(?P<what>[a-z]+) is (?P<obj>[\w' -]{2,40}?)[.,!?;]"
         ),
         False,

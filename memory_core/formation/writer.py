@@ -26,7 +26,7 @@ from .mutations import record_relation
 from .relations import CORRECTION, SPEAKER
 from .state import blob
 
-__all__ = ["Counts", "GraphWriter"]
+__all__ = ["Counts", "GraphWriter", "cooccurrences"]
 
 Counts = dict[str, int]
 _ANAPHORA = re.compile(
@@ -70,7 +70,9 @@ class GraphWriter:
         )
 
     def _canonical(self, item: Item) -> str:
-        return item.normalised.canonical if item.normalised else item.text
+        """What the writer reads of the canonical text (cut at the size cap)."""
+        text = item.normalised.canonical if item.normalised else item.text
+        return text[: self._config.max_text_chars]
 
     def _insert_fragment(self, item: Item) -> None:
         norm = item.normalised
@@ -193,7 +195,8 @@ class GraphWriter:
     def _links(self, item: Item, previous: int) -> None:
         label = "links:structural:turn-order@1"
         row = self._conn.execute(
-            "SELECT role, canonical FROM fragments WHERE id = ?", (previous,)
+            "SELECT role, substr(canonical, 1, ?) FROM fragments WHERE id = ?",
+            (self._config.max_text_chars, previous),
         ).fetchone()
         assert row is not None, "a segment's last fragment always exists"
         prev_role, prev_text = row
@@ -307,24 +310,23 @@ class GraphWriter:
         ).fetchone()
         context_id = context[0] if context else None
         distinct = list(dict.fromkeys(item.entity_ids))
-        for i, a in enumerate(distinct):
-            for b in distinct[i + 1 :]:
-                record_relation(
-                    self._conn,
-                    a,
-                    "co_occurs_with",
-                    b,
-                    None,
-                    item.fragment_id,
-                    context_id,
-                    "relations:structural:co-occurrence@1",
-                    0.5,
-                    None,
-                    correction=False,
-                    now=self._now,
-                    abandoned=item.superseded,
-                )
-                self.counts["relations"] += 1
+        for a, b in cooccurrences(distinct, self._config.max_cooccurrence_pairs):
+            record_relation(
+                self._conn,
+                a,
+                "co_occurs_with",
+                b,
+                None,
+                item.fragment_id,
+                context_id,
+                "relations:structural:co-occurrence@1",
+                0.5,
+                None,
+                correction=False,
+                now=self._now,
+                abandoned=item.superseded,
+            )
+            self.counts["relations"] += 1
         label = self._b.relations.interpretation.label
         for claim in item.claims:
             if claim.predicate == "alias":
@@ -392,3 +394,19 @@ class GraphWriter:
                 return entity_id
         entity_id, _, _ = self._resolve(name, "MISC", item.vector, item, protected=False)
         return entity_id
+
+
+def cooccurrences(entities: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """Pairs ``(a, b)`` of ``entities`` (distinct, in order of first mention), ``a`` first.
+
+    All ``m(m-1)/2`` pairs, in that order, when they are at most ``limit``; otherwise the
+    ``limit`` pairs of entities mentioned nearest each other (adjacent ones first), so the
+    cost of a fragment naming thousands of entities stays O(limit + m).
+    """
+    chosen: list[tuple[int, int]] = []
+    for gap in range(1, len(entities)):
+        room = min(len(entities) - gap, limit - len(chosen))
+        chosen.extend((first, first + gap) for first in range(room))
+        if len(chosen) >= limit:
+            break
+    return [(entities[a], entities[b]) for a, b in sorted(chosen)]
