@@ -125,12 +125,14 @@ def create_app(services: Services) -> web.Application:
 
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     svc = app[SERVICES]
-    watcher = asyncio.get_running_loop().create_task(svc.policies.watch(1.0))
+    loop = asyncio.get_running_loop()
+    watchers = [loop.create_task(svc.policies.watch(1.0)), loop.create_task(svc.lag.watch())]
     svc.spawn(_start(svc))
     yield
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    for watcher in watchers:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
     finished = await svc.stop(svc.config.server.shutdown_grace_s)
     await svc.router.close()
     if finished:  # else a formation thread is still busy: closing would wait for it

@@ -169,7 +169,7 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
             param="model",
         )
     t = ex.mark("parse_ms", ex.started)
-    memory = _memory(svc, ex)
+    memory = await _memory(svc, ex)
     if memory is not None:
         memory.note_request()
     decision = _decide(request, svc, ex, chat, memory)
@@ -241,11 +241,11 @@ def _recent_user_texts(chat: ChatRequest, count: int = 3) -> tuple[str, ...]:
     return tuple(message_text(m.get("content")) for m in earlier[-count:])
 
 
-def _memory(svc: Services, ex: _Exchange) -> TenantMemory | None:
+async def _memory(svc: Services, ex: _Exchange) -> TenantMemory | None:
     """The tenant's memory, or None (and counted) when its store cannot be opened."""
     assert ex.tenant is not None
     try:
-        return svc.tenants.get(ex.tenant)
+        return await svc.tenants.open(ex.tenant)
     except MemoryCoreError as exc:
         ex.memory_error = f"open: {exc}"
         svc.metrics.memory_failures.labels(stage="open").inc()
@@ -261,6 +261,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     budget_s = settings.retrieval_timeout_ms / 1000
     ex.retrieval = settings.retrieval
     try:
+        _check_lag(svc.lag.recent_ms, settings.retrieval_timeout_ms)
         ex.recall = await asyncio.wait_for(
             memory.recall(
                 chat.recent_user_text(settings.context_turns),
@@ -286,6 +287,13 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
         svc.metrics.memory_failures.labels(stage="retrieval").inc()
     svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
     ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
+
+
+def _check_lag(lag_ms: float, budget_ms: float) -> None:
+    """Shed memory lookups while the event loop runs late by half the budget or more: a
+    lookup started then would overrun its budget by the lateness alone."""
+    if lag_ms >= budget_ms / 2:
+        raise RetrievalSkipped(f"the proxy is overloaded (event loop {lag_ms:.0f} ms late)")
 
 
 async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +19,34 @@ from .requestlog import RequestLog
 from .tenants import Tenants
 from .upstream import Router
 
-__all__ = ["SERVICES", "Services"]
+__all__ = ["SERVICES", "LoopLag", "Services"]
 
 _POLL_S = 0.05
+
+
+class LoopLag:
+    """How late the event loop runs what is due: the worst lateness of the last five
+    50 ms ticks (a quarter second or more). A loop this late delays every await by as
+    much, so work that must fit a time budget (a memory lookup) is not started while
+    it is high."""
+
+    TICK_S = 0.05
+    WINDOW = 5
+
+    def __init__(self) -> None:
+        self._samples: deque[float] = deque([0.0], maxlen=self.WINDOW)
+
+    @property
+    def recent_ms(self) -> float:
+        return max(self._samples) * 1000
+
+    async def watch(self) -> None:
+        """Sample until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + self.TICK_S
+            await asyncio.sleep(self.TICK_S)
+            self._samples.append(max(0.0, loop.time() - due))
 
 
 @dataclass
@@ -35,6 +61,7 @@ class Services:
     metrics: Metrics
     log: RequestLog
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    lag: LoopLag = field(default_factory=LoopLag)
     state: str = "starting"
     """``starting`` until models and graphs are loaded, then ``ready``; ``stopping`` once
     shutdown began (``/readyz`` answers 200 only when ready)."""

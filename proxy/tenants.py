@@ -297,6 +297,15 @@ class Tenants:
                     memory.warm_graph()
             return memory
 
+    async def open(self, tenant: str) -> TenantMemory:
+        """:meth:`get` for the event loop: a store not yet open is opened (created,
+        migrated) on a worker thread, so the loop never waits for SQLite."""
+        with self._lock:
+            memory = self._open.get(tenant)
+        if memory is not None:
+            return memory
+        return await asyncio.get_running_loop().run_in_executor(None, self.get, tenant)
+
     def warm_up(self, tenants: Collection[str]) -> None:
         """Load what the first request would otherwise wait for: the encoder (one single
         text and one batch through it), the token counter, and each tenant's store and

@@ -7,6 +7,7 @@ server) at the network edge.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -117,6 +118,10 @@ async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakePr
             runner,
         )
         started.append(proxy)
+        for _ in range(1200):  # warm-up done: the first request finds models loaded
+            if services.state == "ready":
+                break
+            await asyncio.sleep(0.05)
         return proxy
 
     yield start

@@ -407,7 +407,8 @@ async def test_a_retrieval_timeout_is_in_the_receipt(
         async with aiohttp.ClientSession() as http:
             async with http.get(f"{proxy.url}/memory/receipts/{receipt_id}") as r:
                 receipt = await r.json()
-        assert "retrieval exceeded 1 ms" in receipt["memory_error"]
+        # over a 1 ms budget the lookup times out, or is shed before it starts
+    assert receipt["memory_error"].startswith(("retrieval exceeded 1 ms", "retrieval skipped"))
 
 
 async def test_a_conversation_header_is_checked(proxy: Proxy) -> None:
@@ -448,3 +449,14 @@ async def test_a_lookup_that_would_start_past_its_deadline_is_not_run(proxy: Pro
     with pytest.raises(RetrievalSkipped, match="past its time budget"):
         await memory.recall("anything", limit=5, budget_tokens=100, exclude_hashes=(), deadline=0.0)
     assert memory._gate.in_flight == 0  # the slot is given back
+
+
+async def test_lookups_are_shed_while_the_event_loop_runs_late(proxy: Proxy) -> None:
+    proxy.services.lag._samples.extend([0.2] * 5)  # 200 ms late, over half of 250 ms
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=USER, extra_headers={"X-Memory": "force"}
+        )
+    await proxy.settle()
+    (line,) = _chat_lines(proxy)
+    assert "retrieval skipped: the proxy is overloaded (event loop" in line["memory_error"]
