@@ -117,7 +117,7 @@ def test_append_refuses_an_odd_timestamp_naming_the_message(store: MemoryStore, 
     assert store.stats().log_messages == 0
 
 
-@pytest.mark.parametrize("odd", [math.inf, -math.inf, 1e308, -1e12])
+@pytest.mark.parametrize("odd", [math.inf, -math.inf, 1e308, -1e12, "yesterday"])
 def test_odd_stored_timestamps_break_no_reader_and_no_later_ingest(
     store: MemoryStore, backends: Backends, odd: float
 ) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import apsw
 
+from ..db import JSON_IN, json_array
 from .relations import is_functional
 
 __all__ = ["record_relation"]
@@ -114,13 +115,12 @@ def _classify(
             else f"{predicate} holds several values",
         )
     previous = live[0][0]
-    ids = [row[0] for row in live]
-    marks = ",".join("?" * len(ids))
+    ids = json_array(row[0] for row in live)
     if correction:
-        conn.execute(f"UPDATE relations SET status = 'superseded' WHERE id IN ({marks})", ids)
+        conn.execute(f"UPDATE relations SET status = 'superseded' WHERE id {JSON_IN}", (ids,))
         return "change", previous, f"the fragment corrects or updates relation {previous}"
     conn.execute(
-        f"UPDATE relations SET status = 'disputed' WHERE id IN ({marks}) OR id = ?",
-        [*ids, relation_id],
+        f"UPDATE relations SET status = 'disputed' WHERE id {JSON_IN} OR id = ?",
+        (ids, relation_id),
     )
     return "conflict", previous, f"contradicts relation {previous}; left unresolved"

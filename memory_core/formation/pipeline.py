@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -55,6 +56,7 @@ import numpy as np
 
 from ..db import transaction
 from ..errors import MemoryCoreError
+from ..log import stored_timestamp
 from ..names import NameIndex
 from .budget import RowBudget
 from .config import FormationConfig
@@ -207,7 +209,7 @@ class Former:
                 role,
                 str(name or role),
                 str(text).strip(),
-                ts,
+                _time_of(ts),
                 bool(sup),
                 name,
                 attempts=n,
@@ -459,3 +461,10 @@ def _attempt_error(attempt: int, error: str) -> str:
     if attempt >= _MAX_ATTEMPTS:
         return f"given up after {attempt} attempts; the last: {error}"
     return f"attempt {attempt} of {_MAX_ATTEMPTS}: {error}"
+
+
+def _time_of(ts: object) -> float:
+    """A row's time for formation: its stored time, or ``inf`` (which every reader shows
+    as "date unknown") when that is unusable — an older database may hold inf or text."""
+    known = stored_timestamp(ts)
+    return math.inf if known is None else known
