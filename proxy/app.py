@@ -16,7 +16,7 @@ from policies import PolicyEngine, PolicyError, PolicyStore
 from . import admin
 from .chat import CLIENT_CLOSED, chat_completions
 from .config import Config
-from .errors import ApiError, error_body
+from .errors import ApiError, error_body, internal_error_body
 from .metrics import Metrics
 from .requestlog import RequestLog
 from .services import SERVICES, Services
@@ -217,11 +217,5 @@ async def _answer(request: web.Request, handler: Handler, svc: Services) -> web.
         svc.metrics.errors.labels(kind="internal").inc()
         svc.log.write({"event": "internal_error", "path": request.path, "error": repr(exc)})
         return web.Response(
-            status=500,
-            body=error_body(
-                f"internal error in the proxy: {type(exc).__name__}",
-                type_="server_error",
-                code="internal_error",
-            ),
-            content_type="application/json",
+            status=500, body=internal_error_body(exc), content_type="application/json"
         )

@@ -39,7 +39,13 @@ from memory_core import (
 from policies import Decision, TurnContext
 
 from .body import read_body
-from .errors import ApiError, RetrievalSkipped, UpstreamStreamError, error_body
+from .errors import (
+    ApiError,
+    RetrievalSkipped,
+    UpstreamStreamError,
+    error_body,
+    internal_error_body,
+)
 from .headers import Forward, forward_of, merged
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
@@ -117,13 +123,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         ex.error = f"{type(exc).__name__}: {exc}"
         svc.metrics.errors.labels(kind="internal").inc()
         response = web.Response(
-            status=500,
-            body=error_body(
-                f"internal error in the proxy: {type(exc).__name__}",
-                type_="server_error",
-                code="internal_error",
-            ),
-            content_type="application/json",
+            status=500, body=internal_error_body(exc), content_type="application/json"
         )
     _finish(svc, ex)
     return response

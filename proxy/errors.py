@@ -18,6 +18,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamStreamError",
     "error_body",
+    "internal_error_body",
 ]
 
 
@@ -96,6 +97,16 @@ class UpstreamStreamError(ProxyError):
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def internal_error_body(exc: BaseException) -> bytes:
+    """The 500 body for a defect in the proxy: the exception's type, never its text
+    (which may quote a request or a key)."""
+    return error_body(
+        f"internal error in the proxy: {type(exc).__name__}",
+        type_="server_error",
+        code="internal_error",
+    )
 
 
 def error_body(

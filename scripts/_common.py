@@ -48,11 +48,14 @@ def select_indices(spec: str, count: int) -> list[int]:
             first = int(low)
             last = int(high) if dash else first
         except ValueError:
-            raise ValueError(f"--conversations {spec!r}: expected all, N, N-M "
-                             "or a comma-separated list of those") from None
+            raise ValueError(
+                f"--conversations {spec!r}: expected all, N, N-M or a comma-separated list of those"
+            ) from None
         if not 0 <= first <= last < count:
-            raise ValueError(f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "
-                             f"(the file has {count} conversations)")
+            raise ValueError(
+                f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "
+                f"(the file has {count} conversations)"
+            )
         chosen.extend(range(first, last + 1))
     return list(dict.fromkeys(chosen))
 
@@ -60,17 +63,7 @@ def select_indices(spec: str, count: int) -> list[int]:
 def proc_status() -> dict[str, int]:
     """The ``kB`` fields of ``/proc/self/status`` (VmRSS, VmHWM, ...) in bytes; empty off
     Linux."""
-    try:
-        lines = Path("/proc/self/status").read_text(encoding="ascii").splitlines()
-    except OSError:
-        return {}
-    fields = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        parts = value.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            fields[key] = int(parts[0]) * 1024
-    return fields
+    return process_status("self")
 
 
 def sigterm_as_interrupt() -> None:
@@ -236,7 +229,7 @@ def prometheus_samples(text: str, name: str) -> dict[str, float]:
     return samples
 
 
-def process_status(pid: int) -> dict[str, int]:
+def process_status(pid: int | str) -> dict[str, int]:
     """The ``kB`` fields of ``/proc/<pid>/status`` (VmRSS, VmHWM, ...) in bytes; empty
     when the process is gone or off Linux."""
     try:
