@@ -76,6 +76,10 @@ header): nothing stored can close or forge the delimiters or a heading.
 Normal text (no control characters, no block tags, names without those five
 characters) is rendered byte for byte as before.
 
+A fragment is read up to ``max(4,000, 8 × budget_tokens)`` characters (more could never
+fit the budget), so a megabyte-long stored message costs a query no more than a long
+one.
+
 Invariants: the fragments kept are the best-ranked ones that fit; the whole text,
 delimiters and headings included, never exceeds ``budget_tokens`` as counted by the
 given counter; a fragment too long for the remaining room is cut at a word boundary and
@@ -104,6 +108,9 @@ _OPEN = (
 )
 _CLOSE = "</retrieved_memory>"
 _ELLIPSIS = " …"
+_MIN_READ_CHARS = 4_000
+_READ_CHARS_PER_TOKEN = 8
+_HEAD_SLACK = 200
 _OMITTED = "…"
 _MIN_WORDS = 4
 _LONG_WORDS = 12
@@ -194,13 +201,14 @@ def reconstruct(
     With ``question``, long fragments keep the sentences that share its content words.
     """
     focus = _focus(hits, question)
+    read = max(_MIN_READ_CHARS, budget_tokens * _READ_CHARS_PER_TOKEN)
     used = counter.count(_OPEN + _CLOSE)
     kept: list[tuple[Hit, str]] = []
     headings: set[tuple[str, ...]] = set()
     for rank, hit in enumerate(hits):
         new = [h for h in _headings(hit) if h not in headings]
         heading = sum(counter.count(_heading(h)) for h in new)
-        line = _line(hit, focus, whole=rank < _WHOLE_TOP)
+        line = _line(hit, focus, whole=rank < _WHOLE_TOP, read=read)
         cost = heading + counter.count(line)
         if used + cost > budget_tokens:
             line = _shortened(line, budget_tokens - used - heading, counter)
@@ -248,8 +256,20 @@ def _heading(key: tuple[str, ...]) -> str:
     return f"{key[1]}:\n"
 
 
-def _line(hit: Hit, focus: _Focus, *, whole: bool) -> str:
-    return f"{speaker_label(hit)}: {_condensed(_inert(hit.text), focus, whole=whole)}\n"
+def _line(hit: Hit, focus: _Focus, *, whole: bool, read: int) -> str:
+    """One fragment's line, from at most ``read`` characters of its text (a fragment may
+    be megabytes long; no more of it than that could fit the budget)."""
+    text = _inert(_head(hit.text, read))
+    return f"{speaker_label(hit)}: {_condensed(text, focus, whole=whole)}\n"
+
+
+def _head(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a space where one is near, marked ``…``."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ", limit - _HEAD_SLACK)
+    return (cut[:space] if space > 0 else cut) + _ELLIPSIS
 
 
 def speaker_label(hit: Hit) -> str:

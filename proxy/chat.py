@@ -66,6 +66,9 @@ CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
 _DONE = b"[DONE]"
 _MAX_CONVERSATION_ID = 200
+_RECEIPT_TEXT_CHARS = 2_000
+"""A receipt keeps this much of each fragment's text (its length beside it): a receipt
+is written per request, a stored message may be megabytes."""
 
 
 @dataclass
@@ -462,7 +465,8 @@ def _receipt(ex: _Exchange) -> dict[str, Any]:
                     "ts": h.ts,
                     "role": h.role,
                     "speaker": h.speaker,
-                    "text": h.text,
+                    "text": h.text[:_RECEIPT_TEXT_CHARS],
+                    "text_chars": len(h.text),
                     "cited": h.fragment_id in recall.context.cited,
                 }
                 for h in recall.hits

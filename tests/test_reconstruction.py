@@ -335,3 +335,19 @@ def test_stored_text_never_leaves_the_block(
         elif not _DATE_HEADING.fullmatch(line):
             label, sep, _ = line.partition(": ")
             assert sep and label in labels, line
+
+
+def test_a_megabyte_fragment_is_read_only_as_far_as_the_budget_reaches() -> None:
+    counted: list[int] = []
+
+    class Recording:
+        def count(self, text: str) -> int:
+            counted.append(len(text))
+            return COUNTER.count(text)
+
+    text = "Ana took Rex to Lisbon. " * 80_000 + "Zanzibar"  # ~1.9 MB, a word at its very end
+    block = reconstruct([_hit(1, text)], budget_tokens=300, counter=Recording(), question="Rex")
+    assert max(counted) <= 4_100  # at most 4,000 characters read, never the megabytes
+    assert "Zanzibar" not in block.text
+    assert "Ana took Rex to Lisbon." in block.text and "…" in block.text
+    assert block.tokens <= 300
