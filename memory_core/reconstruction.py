@@ -76,7 +76,7 @@ header): nothing stored can close or forge the delimiters or a heading.
 Normal text (no control characters, no block tags, names without those five
 characters) is rendered byte for byte as before.
 
-A fragment is read up to ``max(4,000, 8 × budget_tokens)`` characters (more could never
+A fragment is read up to ``max(4000, 8 * budget_tokens)`` characters (more could never
 fit the budget), so a megabyte-long stored message costs a query no more than a long
 one.
 

@@ -22,7 +22,10 @@ from .db import JSON_IN, json_array
 from .errors import StorageError
 from .log import stored_timestamp
 
-__all__ = ["Hit", "fetch_hits", "query_terms", "search"]
+__all__ = ["Hit", "fetch_hits", "query_terms", "question_excerpt", "search"]
+
+QUESTION_CHARS = 2_000
+"""The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
 
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 _MAX_TERMS = 32
@@ -291,3 +294,15 @@ def fetch_hits(conn: apsw.Connection, fragment_ids: Sequence[int]) -> list[Hit]:
         for rank, fid in enumerate(fragment_ids, start=1)
         if fid in rows
     ]
+
+
+def question_excerpt(text: str, limit: int = QUESTION_CHARS) -> str:
+    """What retrieval reads of a question: all of it up to ``limit`` characters; past
+    that its first quarter and last three quarters of ``limit``, joined by `` … `` (people
+    paste material and then ask, or ask and then paste). Why: a lookup's cost grows with
+    its question (terms, foci, encoding), and a pasted megabyte must not hold the reader
+    thread and the interpreter while the request waits."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 4, limit - limit // 4
+    return text[:head].rsplit(" ", 1)[0] + " … " + text[-tail:].split(" ", 1)[-1]

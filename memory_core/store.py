@@ -37,13 +37,14 @@ from .memory_graph import MemoryGraph, MemoryGraphIndex
 from .migrations import migrate
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
-from .retrieval import Hit, fetch_hits, search
+from .retrieval import Hit, fetch_hits, question_excerpt, search
 from .tokens import TokenCounter, default_counter
 
 __all__ = ["DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
 
 DEFAULT_RECEIPT_LIMIT = 10_000
 """Receipts a store keeps by default (the newest ones)."""
+_EXCLUDED_SLACK = 200
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,9 @@ class MemoryStore:
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
     ) -> Recall:
-        """Retrieve and reconstruct memory for ``question``."""
+        """Retrieve and reconstruct memory for ``question`` (read as its
+        :func:`.question_excerpt`)."""
+        question = question_excerpt(question)
         with self._read_lock:
             hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
         context = reconstruct(
@@ -234,10 +237,14 @@ class MemoryStore:
         """Retrieve by area (graph activation fused with BM25) and reconstruct.
 
         Reads the published graph version; formation appends to it after each pass, and a
-        fragment formed since is still found by its BM25 rank.
+        fragment formed since is still found by its BM25 rank. At most
+        ``_EXCLUDED_SLACK`` more candidates than ``limit`` are ranked to make up for the
+        request's own turns (a 30,000-turn history must not rank 30,000 fragments).
         """
+        question = question_excerpt(question)
         with self._read_lock:
-            graph, result = self._area(question, limit + len(exclude_hashes))
+            extra = min(len(exclude_hashes), _EXCLUDED_SLACK)
+            graph, result = self._area(question, limit + extra)
             hits = fetch_hits(self._reader, result.fragment_ids)
         excluded = set(exclude_hashes)
         kept = [h for h in hits if h.log_hash not in excluded][:limit]
@@ -248,6 +255,7 @@ class MemoryStore:
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
+        question = question_excerpt(question)
         with self._read_lock:
             graph, result = self._area(question, limit)
             return explain(self._reader, graph, result)

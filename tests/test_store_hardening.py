@@ -35,7 +35,7 @@ from memory_core import (
 from memory_core.db import connect, retry_busy, transaction
 from memory_core.formation import Backends, FormationConfig, build_backends
 from memory_core.log import stored_timestamp
-from memory_core.retrieval import fetch_hits
+from memory_core.retrieval import QUESTION_CHARS, fetch_hits, question_excerpt
 
 MAY_2023 = 1_683_504_000.0
 SQLITE_MAX_VARIABLES = 32_766
@@ -418,3 +418,15 @@ def test_receipts_keep_only_the_newest(tmp_path: Path) -> None:
         store.close()
     with pytest.raises(ValueError, match="receipt_limit"):
         MemoryStore(tmp_path / "n.db", receipt_limit=0)
+
+
+def test_a_pasted_megabyte_question_is_read_as_its_head_and_tail(store: MemoryStore) -> None:
+    _say(store, "trip", "Zanzibar was where Alice spent her holiday.")
+    store.form_all()
+    question = "Here are my notes: " + "lorem ipsum dolor " * 300_000 + "Where did Alice go?"
+    excerpt = question_excerpt(question)
+    assert len(excerpt) <= QUESTION_CHARS + 3
+    assert excerpt.startswith("Here are my notes:") and excerpt.endswith("Where did Alice go?")
+    for recall in (store.recall, store.recall_area):
+        found = recall(question, limit=3, budget_tokens=300)
+        assert any("Zanzibar" in h.text for h in found.hits)
