@@ -30,6 +30,7 @@ from .area_retrieval import AreaResult, explain, retrieve_area, summary
 from .db import connect, retry_busy, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from .formation.pipeline import MAX_ATTEMPTS
 from .graph import GraphSettings, prepare
 from .inspect import list_contexts, list_entities, list_relations
 from .log import AppendResult, LogMessage, append_messages
@@ -345,8 +346,9 @@ class MemoryStore:
                 row = self._reader.execute(
                     "SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fragments),"
                     " (SELECT count(*) FROM fragments WHERE superseded = 0),"
-                    " (SELECT count(*) FROM queue WHERE attempts < 5),"
-                    " (SELECT count(*) FROM queue WHERE attempts >= 5)"
+                    " (SELECT count(*) FROM queue WHERE attempts < ?),"
+                    " (SELECT count(*) FROM queue WHERE attempts >= ?)",
+                    (MAX_ATTEMPTS, MAX_ATTEMPTS),
                 ).fetchone()
             except apsw.Error as exc:
                 raise StorageError(f"cannot read store statistics: {exc}") from exc

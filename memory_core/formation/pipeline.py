@@ -16,7 +16,7 @@ entities and aliases, co-occurrence and extracted relations with their mutation 
 and the removal of the formed rows from the queue.
 
 Invariant: whatever crashes, when, nothing is formed twice and nothing is lost; every
-logged row ends up formed exactly once or given up, with why, after ``_MAX_ATTEMPTS``
+logged row ends up formed exactly once or given up, with why, after ``MAX_ATTEMPTS``
 attempts. Before its stages run, a pass counts an attempt against each of its rows in a
 transaction of its own (``queue.attempts``, with ``queue.last_error`` saying the attempt
 did not finish until it does). The write that stores what was formed from a row also
@@ -77,9 +77,9 @@ from .normalise import StopwordNormaliser
 from .state import load_contexts, load_entities, save_contexts, save_entities, vector
 from .writer import Counts, GraphWriter
 
-__all__ = ["Backends", "FormationResult", "Former"]
+__all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "Former"]
 
-_MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 5
 _PASS_ERRORS = (MemoryCoreError, apsw.Error, ValueError)
 _TAIL = 8
 _NAME_CACHE = 50_000
@@ -200,7 +200,7 @@ class Former:
             " EXISTS (SELECT 1 FROM superseded s WHERE s.log_id = log.id), queue.attempts"
             " FROM queue JOIN log ON log.id = queue.log_id"
             " WHERE queue.attempts < ? ORDER BY queue.log_id LIMIT ?",
-            (_MAX_ATTEMPTS, limit),
+            (MAX_ATTEMPTS, limit),
         )
         items = [
             Item(
@@ -458,9 +458,9 @@ class Former:
 
 def _attempt_error(attempt: int, error: str) -> str:
     """``queue.last_error`` for a row's ``attempt``-th attempt."""
-    if attempt >= _MAX_ATTEMPTS:
+    if attempt >= MAX_ATTEMPTS:
         return f"given up after {attempt} attempts; the last: {error}"
-    return f"attempt {attempt} of {_MAX_ATTEMPTS}: {error}"
+    return f"attempt {attempt} of {MAX_ATTEMPTS}: {error}"
 
 
 def _time_of(ts: object) -> float:
