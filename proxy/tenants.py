@@ -34,6 +34,12 @@ __all__ = ["RecallGate", "TenantMemory", "Tenants", "tenant_of"]
 T = TypeVar("T")
 Events = Callable[[dict[str, Any]], None]
 _HURRY_CHECK_S = 0.05
+_WARM_QUESTIONS = (
+    "what did we talk about last time",
+    "where does she live now and what does she do",
+    "remember the plan we made for the trip",
+    "who was at the meeting on Monday",
+)
 
 
 def tenant_of(request: web.Request, auth: AuthConfig) -> str:
@@ -240,9 +246,16 @@ class TenantMemory:
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
 
-    def warm(self) -> None:
-        """Read the memory graph now, on the calling thread (start-up warm-up)."""
-        self.store.warm_graph()
+    def warm(self, area: bool) -> None:
+        """Start-up warm-up, on the calling thread: read the memory graph (``area``), then
+        run one lookup through the same path as a request (question encoding on the
+        store's own thread, pulse, area, reconstruction), so none of it is first done
+        while a client waits."""
+        if area:
+            self.store.warm_graph()
+        recall = self.store.recall_area if area else self.store.recall
+        for question in _WARM_QUESTIONS:  # a few: the interpreter specialises hot code
+            recall(question, limit=4, budget_tokens=200)
 
     def close(self) -> None:
         self._former.shutdown(wait=True)
@@ -308,16 +321,16 @@ class Tenants:
 
     def warm_up(self, tenants: Collection[str]) -> None:
         """Load what the first request would otherwise wait for: the encoder (one single
-        text and one batch through it), the token counter, and each tenant's store and
-        graph. Runs on a worker thread at start-up, before the proxy reports ready."""
+        text and one batch through it), the token counter, and each tenant's store, graph
+        and lookup path. Runs on a worker thread at start-up, before the proxy reports
+        ready."""
         encoder = self._backends.encoder
         encoder.encode(["areamem warm-up"])
         encoder.encode(["areamem warm-up", "a second text"])
         self._counter.count("areamem warm-up")
-        for tenant in tenants:
+        for tenant in tenants:  # on a reader thread, as a request's lookup would run
             memory = self.get(tenant, warm_graph=False)
-            if self._warm_graph:
-                memory.warm()
+            self._readers.submit(memory.warm, self._warm_graph).result()
 
     def existing(self) -> list[str]:
         """Tenants with a database on disk (for recovery at startup)."""
