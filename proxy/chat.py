@@ -66,6 +66,9 @@ CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
 _DONE = b"[DONE]"
 _MAX_CONVERSATION_ID = 200
+_TIMER_HEADROOM = 0.05
+"""The least share of the retrieval budget kept for the timer firing late (one loop
+iteration) and the way back; more when the loop is measurably late."""
 _RECEIPT_TEXT_CHARS = 2_000
 """A receipt keeps this much of each fragment's text (its length beside it): a receipt
 is written per request, a stored message may be megabytes."""
@@ -262,7 +265,8 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     began = time.perf_counter()
     settings = svc.config.memory
     lag_ms = svc.lag.recent_ms
-    budget_s = (settings.retrieval_timeout_ms - lag_ms) / 1000  # a timer fires this late
+    headroom_ms = max(lag_ms, settings.retrieval_timeout_ms * _TIMER_HEADROOM)
+    budget_s = (settings.retrieval_timeout_ms - headroom_ms) / 1000  # timers fire late
     ex.retrieval = settings.retrieval
     try:
         _check_lag(lag_ms, settings.retrieval_timeout_ms)
@@ -296,8 +300,8 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
 def _check_lag(lag_ms: float, budget_ms: float) -> None:
     """Shed memory lookups while the event loop runs late by half the budget or more: a
     lookup started then would overrun its budget by the lateness alone. Below that, the
-    lookup's own timer is shortened by the lateness, so that fired late it still ends
-    the wait within the budget."""
+    lookup's own timer is shortened by the lateness (at least by ``_TIMER_HEADROOM``),
+    so that fired late it still ends the wait within the budget."""
     if lag_ms >= budget_ms / 2:
         raise RetrievalSkipped(f"the proxy is overloaded (event loop {lag_ms:.0f} ms late)")
 
