@@ -21,6 +21,7 @@ not memory); nothing for a request answered with an error.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -64,7 +65,10 @@ __all__ = ["chat_completions"]
 RECEIPT_HEADER = "X-Memory-Receipt"
 CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
-_DONE = b"[DONE]"
+_DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
+"""The stream's end marker as an SSE line; ``[DONE]`` inside a JSON string (a model
+asked to say it) can never start a line, a JSON string holding no raw newline."""
+_DONE_REACH = 16
 _MAX_CONVERSATION_ID = 200
 _TIMER_HEADROOM = 0.05
 """The least share of the retrieval budget kept for the timer firing late (one loop
@@ -392,16 +396,34 @@ async def _relay_chunk(
     chunks: list[bytes],
     chunk: bytes,
 ) -> None:
-    """Write ``chunk``; if it ends the stream (``data: [DONE]``), the exchange is logged
-    between the marker and the blank line that lets a client act on it."""
-    if ex.stored is None and _DONE in chunk:
-        cut = chunk.index(_DONE) + len(_DONE)
+    """Write ``chunk`` (the last of ``chunks``); if it ends the stream (a ``data: [DONE]``
+    line, possibly begun in the chunk before), the exchange is logged between the marker
+    and the blank line that lets a client act on it."""
+    cut = _done_end(chunks[-2] if len(chunks) > 1 else None, chunk)
+    if ex.stored is None and cut is not None:
         await response.write(chunk[:cut])
         ex.sse = chunks
         await _store_once(svc, ex)
         chunk = chunk[cut:]
     if chunk:
         await response.write(chunk)
+
+
+def _done_end(previous: bytes | None, chunk: bytes) -> int | None:
+    """Where in ``chunk`` the end-marker line ends (0 when it ended in ``previous``), or
+    None without one. ``previous`` lends its last bytes, as the line may be split."""
+    lent = b"" if previous is None else previous[-_DONE_REACH:]
+    window = lent + chunk
+    found = _DONE_LINE.search(window) if previous is None else _done_after_start(window)
+    return None if found is None else max(0, found.end() - len(lent))
+
+
+def _done_after_start(window: bytes) -> re.Match[bytes] | None:
+    """The marker after a newline only: the window's start is mid-line."""
+    found = _DONE_LINE.search(window)
+    if found is not None and found.start() == 0 and not window.startswith(b"\n"):
+        return _DONE_LINE.search(window, 1)  # from 1 on, ``^`` cannot match
+    return found
 
 
 async def _store_once(svc: Services, ex: _Exchange) -> None:

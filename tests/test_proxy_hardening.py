@@ -19,6 +19,7 @@ import apsw
 import openai
 import pytest
 
+from proxy.chat import _done_end
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream
@@ -460,3 +461,37 @@ async def test_lookups_are_shed_while_the_event_loop_runs_late(proxy: Proxy) -> 
     await proxy.settle()
     (line,) = _chat_lines(proxy)
     assert "retrieval skipped: the proxy is overloaded (event loop" in line["memory_error"]
+
+
+async def test_done_said_by_the_model_does_not_end_the_stored_answer(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    upstream.script.append("before data: [DONE] and after it")
+    async with proxy.client() as client:
+        stream = await client.chat.completions.create(
+            model="echo",
+            messages=USER,
+            stream=True,
+            extra_headers={"X-Conversation-Id": "says-done"},
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "before data: [DONE] and after it"
+    await proxy.settle()
+    assert ("says-done", "assistant", text) in _log_rows(proxy)
+
+
+@pytest.mark.parametrize(
+    ("previous", "chunk", "cut"),
+    [
+        (None, b"data: [DONE]\n\n", 12),
+        (b'data: {"a": 1}\n\n', b"data: [DONE]\n\n", 12),
+        (b'data: {"a": 1}\n\ndata: [DO', b"NE]\n\n", 3),
+        (b'data: {"a": 1}\n\ndata: [DONE]', b"\n\n", 0),
+        (b'data: {"a": 1}\n\n', b'data: {"c": "x\\ndata: [DONE]"}\n\n', None),
+        (b'data: {"c": "data: [DONE]', b' more"}\n\n', None),
+    ],
+)
+def test_the_end_marker_is_found_only_as_a_line(
+    previous: bytes | None, chunk: bytes, cut: int | None
+) -> None:
+    assert _done_end(previous, chunk) == cut
