@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import apsw
@@ -10,6 +12,7 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore, StorageError
 from memory_core.formation import Backends
+from memory_core.formation.interfaces import Mention
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import Proxy
@@ -180,3 +183,31 @@ def test_relations_of_an_abandoned_branch_are_superseded_and_restored(
         )
     )
     assert lives() == [("Lisbon", "active"), ("Porto", "superseded")]
+
+
+def test_a_regeneration_appended_during_a_formation_pass_is_honoured(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """The pass reads its rows, then (while its models run) the client regenerates the
+    answer: the old answer must still be formed as superseded, not as live memory."""
+    turns = [("user", "Suggest a name for my kite."), ("assistant", "Call it Falcon.")]
+    regenerated = [turns[0], ("assistant", "Call it Swift.")]
+    store: MemoryStore
+
+    class RegeneratingNER:
+        interpretation = backends.ner.interpretation
+        fired = False
+
+        def mentions(self, text: str, known: Sequence[str] = ()) -> list[Mention]:
+            if not RegeneratingNER.fired:
+                RegeneratingNER.fired = True
+                store.append(_history(*regenerated))  # between the pass's read and write
+            return backends.ner.mentions(text, known)
+
+    store = MemoryStore(tmp_path / "m.db", backends=replace(backends, ner=RegeneratingNER()))
+    store.append(_history(*turns))
+    store.form_all()
+    assert RegeneratingNER.fired
+    assert "Call it Falcon." not in _live_texts(store, "kite Falcon Swift call")
+    assert "Call it Swift." in _live_texts(store, "kite Falcon Swift call")
+    store.close()

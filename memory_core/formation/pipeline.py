@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 import apsw
 import numpy as np
 
-from ..db import transaction
+from ..db import JSON_IN, json_array, transaction
 from ..errors import MemoryCoreError
 from ..log import stored_timestamp
 from ..names import NameIndex
@@ -443,6 +443,7 @@ class Former:
         now = self._clock()
         writer = GraphWriter(self._conn, self._b, self._config, entities, contexts, now)
         with transaction(self._conn):
+            _mark_superseded(self._conn, items)
             writer.write(items, failures)
             save_entities(self._conn, entities, now)
             save_contexts(self._conn, contexts)
@@ -454,6 +455,20 @@ class Former:
                 [(r.failed, r.log_id) for r in rows if r.failed],
             )
         return writer.counts
+
+
+def _mark_superseded(conn: apsw.Connection, items: Sequence[Item]) -> None:
+    """Read again, inside the write transaction, which rows an edit or regeneration has
+    abandoned: one appended after the pass read its rows must not leave a live fragment
+    on the abandoned branch (the transaction holds the write lock, so no append can
+    slip in between this read and the write)."""
+    ids = json_array(item.log_id for item in items)
+    gone = {
+        row[0]
+        for row in conn.execute(f"SELECT log_id FROM superseded WHERE log_id {JSON_IN}", (ids,))
+    }
+    for item in items:
+        item.superseded = item.log_id in gone
 
 
 def _attempt_error(attempt: int, error: str) -> str:
