@@ -24,8 +24,9 @@ import asyncio
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -62,6 +63,7 @@ from .wire import (
 
 __all__ = ["chat_completions"]
 
+T = TypeVar("T")
 RECEIPT_HEADER = "X-Memory-Receipt"
 CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
@@ -70,6 +72,10 @@ _DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
 asked to say it) can never start a line, a JSON string holding no raw newline."""
 _DONE_REACH = 16
 _MAX_CONVERSATION_ID = 200
+_LARGE_BODY = 256 * 1024
+_LARGE_HISTORY = 1_000
+"""Bodies (bytes) and histories (messages) past which parsing, splicing and hashing run
+on a worker thread (see :func:`_off_loop`)."""
 _TIMER_HEADROOM = 0.05
 """The least share of the retrieval budget kept for the timer firing late (one loop
 iteration) and the way back; more when the loop is measurably late."""
@@ -169,7 +175,8 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
     ex.tenant = tenant_of(request, svc.config.auth)
     server = svc.config.server
     raw = await read_body(request, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
-    chat = ex.chat = parse_chat(raw)
+    large = len(raw) > _LARGE_BODY
+    chat = ex.chat = await _off_loop(large, parse_chat, raw)
     upstream = svc.router.route(chat.model)
     if upstream is None:
         raise ApiError(
@@ -191,7 +198,8 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
         if ex.recall and ex.recall.context.text:
             messages = inject(chat, ex.recall.context.text, svc.config.memory.role)
             body = {**chat.body, "messages": messages}
-            raw = splice_memory(raw, chat, ex.recall.context.text, svc.config.memory.role)
+            text, role = ex.recall.context.text, svc.config.memory.role
+            raw = await _off_loop(large, splice_memory, raw, chat, text, role)
     headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
     forward = forward_of(request, svc.config.memory.conversation_header)
     out = _Outbound(upstream, body, raw, headers, memory, forward)
@@ -271,20 +279,25 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     lag_ms = svc.lag.recent_ms
     headroom_ms = max(lag_ms, settings.retrieval_timeout_ms * _TIMER_HEADROOM)
     budget_s = (settings.retrieval_timeout_ms - headroom_ms) / 1000  # timers fire late
+    deadline = time.monotonic() + budget_s
     ex.retrieval = settings.retrieval
+
+    async def lookup() -> Recall:
+        excluded = await _off_loop(
+            len(chat.messages) > _LARGE_HISTORY, chain_hashes, chat.messages, ex.conversation
+        )
+        return await memory.recall(
+            chat.recent_user_text(settings.context_turns),
+            limit=decision.max_fragments,
+            budget_tokens=decision.budget_tokens,
+            exclude_hashes=excluded,
+            area=settings.retrieval == "area",
+            deadline=deadline,
+        )
+
     try:
         _check_lag(lag_ms, settings.retrieval_timeout_ms)
-        ex.recall = await asyncio.wait_for(
-            memory.recall(
-                chat.recent_user_text(settings.context_turns),
-                limit=decision.max_fragments,
-                budget_tokens=decision.budget_tokens,
-                exclude_hashes=chain_hashes(chat.messages, ex.conversation),
-                area=settings.retrieval == "area",
-                deadline=time.monotonic() + budget_s,
-            ),
-            timeout=budget_s,
-        )
+        ex.recall = await asyncio.wait_for(lookup(), timeout=budget_s)
     except RetrievalSkipped as exc:
         ex.memory_error = f"retrieval skipped: {exc}"
         svc.metrics.memory_failures.labels(stage="retrieval_skipped").inc()
@@ -299,6 +312,15 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
         svc.metrics.memory_failures.labels(stage="retrieval").inc()
     svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
     ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
+
+
+async def _off_loop(large: bool, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when ``large``: parsing, hashing or splicing
+    megabytes would otherwise stop the event loop (every other request) for its whole
+    duration; on a thread the loop still gets its turn every few milliseconds."""
+    if not large:
+        return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def _check_lag(lag_ms: float, budget_ms: float) -> None:
