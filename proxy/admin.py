@@ -22,7 +22,7 @@ from memory_core import (
 )
 
 from .body import load_json, read_body
-from .errors import ApiError
+from .errors import ApiError, RetrievalSkipped
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
 
@@ -170,6 +170,14 @@ async def search(request: web.Request) -> web.Response:
         recall = await svc.tenants.get(tenant).recall(
             query, limit=k, budget_tokens=budget, exclude_hashes=()
         )
+    except RetrievalSkipped as exc:
+        raise ApiError(
+            503,
+            f"memory is busy, try again: {exc}",
+            type_="server_error",
+            code="memory_busy",
+            headers={"Retry-After": "1"},
+        ) from exc
     except MemoryCoreError as exc:
         raise ApiError(
             500, f"search failed: {exc}", type_="server_error", code="memory_error"

@@ -200,7 +200,12 @@ async def _answer(request: web.Request, handler: Handler, svc: Services) -> web.
     try:
         return await handler(request)
     except ApiError as exc:
-        return web.Response(status=exc.status, body=exc.body(), content_type="application/json")
+        return web.Response(
+            status=exc.status,
+            body=exc.body(),
+            content_type="application/json",
+            headers=exc.headers,
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

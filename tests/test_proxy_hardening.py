@@ -495,3 +495,19 @@ def test_the_end_marker_is_found_only_as_a_line(
     previous: bytes | None, chunk: bytes, cut: int | None
 ) -> None:
     assert _done_end(previous, chunk) == cut
+
+
+async def test_search_while_every_lookup_slot_is_taken_is_503_not_500(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"max_concurrent_retrievals": 1}))
+    gate = proxy.services.tenants.get("default")._gate
+    gate.in_flight = gate.limit
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(proxy.url + "/memory/search", params={"q": "x"}) as r:
+                assert r.status == 503
+                assert r.headers["Retry-After"] == "1"
+                assert (await r.json())["error"]["code"] == "memory_busy"
+    finally:
+        gate.in_flight = 0
