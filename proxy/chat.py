@@ -384,9 +384,10 @@ async def _relay(
     chunks: list[bytes] = []
     try:
         await response.prepare(request)
+        send = _Sender(request, response, svc.config.server.write_timeout_s)
         async for chunk in stream.chunks():
             chunks.append(chunk)
-            await _relay_chunk(svc, ex, response, chunks, chunk)
+            await _relay_chunk(svc, ex, send, chunks, chunk)
     except UpstreamStreamError as exc:
         ex.outcome, ex.error = exc.code, str(exc)
         svc.metrics.errors.labels(kind=exc.code).inc()
@@ -395,8 +396,9 @@ async def _relay(
             response,
             b"data: " + error_body(str(exc), type_="upstream_error", code=exc.code) + b"\n\n",
         )
-    except ConnectionError:
-        _client_left(ex, "client closed the connection mid-stream")
+    except ConnectionError as exc:
+        why = str(exc) if isinstance(exc, _ClientTooSlow) else "client closed the connection"
+        _client_left(ex, f"{why} mid-stream")
         svc.metrics.errors.labels(kind="client_disconnected").inc()
         chunks.clear()
     finally:
@@ -411,10 +413,31 @@ async def _relay(
     return response
 
 
+class _ClientTooSlow(ConnectionError):
+    """The client read nothing of the stream for ``server.write_timeout_s``."""
+
+
+class _Sender:
+    """Writes to the client, each write bounded in time: a client that stops reading
+    would otherwise hold the handler and the upstream call (back-pressured) until the
+    upstream's own timeout. Past the bound the connection is dropped."""
+
+    def __init__(self, request: web.Request, response: web.StreamResponse, limit_s: float):
+        self._request, self._response, self._limit_s = request, response, limit_s
+
+    async def __call__(self, data: bytes) -> None:
+        try:
+            await asyncio.wait_for(self._response.write(data), self._limit_s)
+        except TimeoutError as exc:
+            if self._request.transport is not None:
+                self._request.transport.abort()
+            raise _ClientTooSlow(f"the client read nothing for {self._limit_s:g} s") from exc
+
+
 async def _relay_chunk(
     svc: Services,
     ex: _Exchange,
-    response: web.StreamResponse,
+    send: _Sender,
     chunks: list[bytes],
     chunk: bytes,
 ) -> None:
@@ -423,12 +446,12 @@ async def _relay_chunk(
     and the blank line that lets a client act on it."""
     cut = _done_end(chunks[-2] if len(chunks) > 1 else None, chunk)
     if ex.stored is None and cut is not None:
-        await response.write(chunk[:cut])
+        await send(chunk[:cut])
         ex.sse = chunks
         await _store_once(svc, ex)
         chunk = chunk[cut:]
     if chunk:
-        await response.write(chunk)
+        await send(chunk)
 
 
 def _done_end(previous: bytes | None, chunk: bytes) -> int | None:

@@ -51,6 +51,9 @@ class ServerConfig:
     idle this long between requests) is closed: slow-header clients hold no socket."""
     body_timeout_s: float = 30.0
     """The body must arrive within this time once the head has (else 408)."""
+    write_timeout_s: float = 30.0
+    """A streamed answer's client must take each chunk within this time, else the
+    connection is dropped (a client that stops reading holds nothing)."""
     shutdown_grace_s: float = 10.0
     """On SIGTERM, in-flight requests and work get this long before the process exits."""
 
@@ -234,6 +237,7 @@ class _Reader:
                 "header_timeout_s",
                 "body_timeout_s",
                 "shutdown_grace_s",
+                "write_timeout_s",
             },
         )
         default = ServerConfig()
@@ -253,6 +257,7 @@ class _Reader:
             header_timeout_s=self._seconds(raw, "header_timeout_s", default.header_timeout_s),
             body_timeout_s=self._seconds(raw, "body_timeout_s", default.body_timeout_s),
             shutdown_grace_s=self._seconds(raw, "shutdown_grace_s", default.shutdown_grace_s),
+            write_timeout_s=self._seconds(raw, "write_timeout_s", default.write_timeout_s),
         )
 
     def _seconds(self, raw: Mapping[str, Any], name: str, default: float) -> float:

@@ -511,3 +511,28 @@ async def test_search_while_every_lookup_slot_is_taken_is_503_not_500(
                 assert (await r.json())["error"]["code"] == "memory_busy"
     finally:
         gate.in_flight = 0
+
+
+async def test_a_streaming_client_that_stops_reading_is_dropped(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url)
+    config["server"]["write_timeout_s"] = 0.5
+    proxy = await make_proxy(config)
+    upstream.script.append("x" * 20_000_000)  # one chunk far larger than socket buffers
+    port = int(proxy.url.rsplit(":", 1)[1])
+    body = _chat_body(stream=True)
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        sock.sendall(request)  # ... and never read the answer
+        line = await _chat_line(proxy)
+    finally:
+        sock.close()
+    assert line["outcome"] == "client_disconnected" and line["status"] == 499
+    assert upstream.in_flight == 0
