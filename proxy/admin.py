@@ -129,7 +129,7 @@ async def ingest(request: web.Request) -> web.Response:
         settings = svc.config.memory
         pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)
         if pending is not None:
-            svc.spawn(_formed_quietly(svc, memory.name, pending))
+            svc.watch_formation(memory.name, pending)
     return web.json_response(
         {
             "conversation_id": result.conversation_id,
@@ -148,14 +148,6 @@ def _form_param(request: web.Request) -> bool:
     if value not in ("wait", "background"):
         raise ApiError(400, "query parameter 'form' must be 'wait' or 'background'", param="form")
     return value == "background"
-
-
-async def _formed_quietly(svc: Services, tenant: str, pending: Awaitable[int]) -> None:
-    try:
-        await pending
-    except Exception as exc:  # a background pass: logged, its rows stay queued
-        svc.metrics.memory_failures.labels(stage="formation").inc()
-        svc.log.write({"event": "formation_failed", "tenant": tenant, "error": str(exc)})
 
 
 async def search(request: web.Request) -> web.Response:

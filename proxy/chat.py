@@ -606,19 +606,8 @@ async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> in
         svc.log.write({"event": "ingest_failed", "tenant": ex.tenant, "error": str(exc)})
         return 0
     if pending is not None:
-        svc.spawn(_formed(svc, memory, pending))
+        svc.watch_formation(memory.name, pending)
     return result.appended
-
-
-async def _formed(svc: Services, memory: TenantMemory, pending: asyncio.Future[int]) -> None:
-    """Wait for a scheduled formation pass; a failure is logged and counted (the rows stay
-    queued and are retried by the next pass)."""
-    try:
-        await pending
-    except Exception as exc:  # a background pass: nobody else would ever see it
-        svc.metrics.memory_failures.labels(stage="formation").inc()
-        error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
-        svc.log.write({"event": "formation_failed", "tenant": memory.name, "error": error})
 
 
 def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:

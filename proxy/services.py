@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from memory_core import MemoryCoreError
 from policies import PolicyEngine, PolicyStore
 
 from .config import Config
@@ -74,6 +75,20 @@ class Services:
         task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+    def watch_formation(self, tenant: str, pending: asyncio.Future[int]) -> None:
+        """Keep a scheduled formation pass referenced until it ends; a failure is logged
+        and counted (its rows stay queued and are retried by the next pass): a background
+        pass has nobody else to report to."""
+        self.spawn(self._formation_outcome(tenant, pending))
+
+    async def _formation_outcome(self, tenant: str, pending: asyncio.Future[int]) -> None:
+        try:
+            await pending
+        except Exception as exc:
+            self.metrics.memory_failures.labels(stage="formation").inc()
+            error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
+            self.log.write({"event": "formation_failed", "tenant": tenant, "error": error})
 
     async def drain(self) -> None:
         """Wait for all post-answer work, formation included (tests, scripts)."""
