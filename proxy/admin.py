@@ -21,7 +21,7 @@ from memory_core import (
     query_terms,
 )
 
-from .body import load_json, read_body
+from .body import check_conversation_id, load_json, read_body
 from .errors import ApiError, RetrievalSkipped
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 _MAX_INGEST_MESSAGES = 100_000
-_MAX_CONVERSATION_ID = 200
 
 
 async def models(request: web.Request) -> web.Response:
@@ -97,18 +96,8 @@ async def ingest(request: web.Request) -> web.Response:
     background = _form_param(request)
     payload = await _json_body(request, svc)
     conversation = payload.get("conversation_id")
-    if conversation is not None and (
-        not isinstance(conversation, str)
-        or not conversation.strip()
-        or len(conversation) > _MAX_CONVERSATION_ID
-        or not conversation.isprintable()
-    ):
-        raise ApiError(
-            400,
-            f"'conversation_id' must be a non-empty string of at most {_MAX_CONVERSATION_ID}"
-            " printable characters",
-            param="conversation_id",
-        )
+    if conversation is not None:
+        conversation = check_conversation_id(conversation, "conversation_id")
     messages = _transcript(payload.get("messages"))
     memory = svc.tenants.get(tenant)
     try:

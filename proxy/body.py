@@ -18,10 +18,13 @@ from aiohttp import web
 
 from .errors import ApiError
 
-__all__ = ["MAX_DEPTH", "load_json", "read_body"]
+__all__ = ["MAX_CONVERSATION_ID", "MAX_DEPTH", "check_conversation_id", "load_json", "read_body"]
 
 MAX_DEPTH = 128
 """The deepest nesting of arrays and objects accepted (tool schemas use about 10)."""
+
+MAX_CONVERSATION_ID = 200
+"""The longest explicit conversation id (header or ingest field), in characters."""
 
 _JSON_TYPES = ("application/json", "text/json")
 
@@ -56,6 +59,25 @@ def load_json(raw: bytes) -> Any:
         raise _invalid(f"request body is not valid JSON: {exc}") from exc
     _check_value(value)
     return value
+
+
+def check_conversation_id(value: object, where: str) -> str:
+    """An explicit conversation id as given (a header or an ingest field): a non-blank
+    string of at most :data:`MAX_CONVERSATION_ID` printable characters; else a 400 naming
+    ``where``. The id is rendered in the memory block's headings."""
+    if (
+        isinstance(value, str)
+        and value.strip()
+        and len(value) <= MAX_CONVERSATION_ID
+        and value.isprintable()
+    ):
+        return value
+    raise ApiError(
+        400,
+        f"{where} must be a non-empty string of at most {MAX_CONVERSATION_ID} printable characters",
+        code="invalid_request",
+        param=where,
+    )
 
 
 def _check_value(value: Any) -> None:

@@ -40,7 +40,7 @@ from memory_core import (
 )
 from policies import Decision, TurnContext
 
-from .body import read_body
+from .body import check_conversation_id, read_body
 from .errors import (
     ApiError,
     RetrievalSkipped,
@@ -71,7 +71,6 @@ _DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
 """The stream's end marker as an SSE line; ``[DONE]`` inside a JSON string (a model
 asked to say it) can never start a line, a JSON string holding no raw newline."""
 _DONE_REACH = 16
-_MAX_CONVERSATION_ID = 200
 _LARGE_BODY = 256 * 1024
 _LARGE_HISTORY = 1_000
 """Bodies (bytes) and histories (messages) past which parsing, splicing and hashing run
@@ -241,16 +240,7 @@ def _decide(
 def _conversation_header(request: web.Request, name: str) -> str | None:
     """The client's explicit conversation id: printable, at most 200 characters."""
     value = request.headers.get(name, "").strip()
-    if not value:
-        return None
-    if len(value) > _MAX_CONVERSATION_ID or not value.isprintable():
-        raise ApiError(
-            400,
-            f"header {name} must be at most {_MAX_CONVERSATION_ID} printable characters",
-            code="invalid_request",
-            param=name,
-        )
-    return value
+    return check_conversation_id(value, f"header {name}") if value else None
 
 
 def _recent_user_texts(chat: ChatRequest, count: int = 3) -> tuple[str, ...]:

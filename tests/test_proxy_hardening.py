@@ -536,3 +536,10 @@ async def test_a_streaming_client_that_stops_reading_is_dropped(
         sock.close()
     assert line["outcome"] == "client_disconnected" and line["status"] == 499
     assert upstream.in_flight == 0
+
+
+@pytest.mark.parametrize("conversation", ["x" * 201, "a\nb", "   ", 5])
+async def test_an_ingest_conversation_id_is_checked(proxy: Proxy, conversation: object) -> None:
+    body = json.dumps({"conversation_id": conversation, "messages": USER})
+    got, error = await _post(proxy, body, path="/memory/ingest")
+    assert got == 400 and error["error"]["param"] == "conversation_id"
