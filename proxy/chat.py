@@ -372,9 +372,9 @@ async def _relay(
         ),
     )
     chunks: list[bytes] = []
+    send = _Sender(request, response, svc.config.server.write_timeout_s)
     try:
         await response.prepare(request)
-        send = _Sender(request, response, svc.config.server.write_timeout_s)
         async for chunk in stream.chunks():
             chunks.append(chunk)
             await _relay_chunk(svc, ex, send, chunks, chunk)
@@ -382,8 +382,7 @@ async def _relay(
         ex.outcome, ex.error = exc.code, str(exc)
         svc.metrics.errors.labels(kind=exc.code).inc()
         chunks.clear()
-        await _write_quietly(
-            response,
+        await send.quietly(
             b"data: " + error_body(str(exc), type_="upstream_error", code=exc.code) + b"\n\n",
         )
     except ConnectionError as exc:
@@ -399,7 +398,7 @@ async def _relay(
         ex.sse = chunks
         await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
-    await _write_quietly(response, None)
+    await send.quietly(None)
     return response
 
 
@@ -415,13 +414,22 @@ class _Sender:
     def __init__(self, request: web.Request, response: web.StreamResponse, limit_s: float):
         self._request, self._response, self._limit_s = request, response, limit_s
 
-    async def __call__(self, data: bytes) -> None:
+    async def __call__(self, data: bytes | None) -> None:
+        """Write ``data`` (``None``: end the response)."""
+        write = self._response.write_eof() if data is None else self._response.write(data)
         try:
-            await asyncio.wait_for(self._response.write(data), self._limit_s)
+            await asyncio.wait_for(write, self._limit_s)
         except TimeoutError as exc:
             if self._request.transport is not None:
                 self._request.transport.abort()
             raise _ClientTooSlow(f"the client read nothing for {self._limit_s:g} s") from exc
+
+    async def quietly(self, data: bytes | None) -> None:
+        """As a call, unless the client is gone (or too slow): then nothing."""
+        try:
+            await self(data)
+        except ConnectionError:
+            return
 
 
 async def _relay_chunk(
@@ -477,17 +485,6 @@ async def _store_exchange(svc: Services, ex: _Exchange) -> None:
     except TimeoutError:
         svc.metrics.memory_failures.labels(stage="ingest_late").inc()
     ex.mark("store_ms", began)
-
-
-async def _write_quietly(response: web.StreamResponse, data: bytes | None) -> None:
-    """Write (or end with ``None``) unless the client is already gone."""
-    try:
-        if data is None:
-            await response.write_eof()
-        else:
-            await response.write(data)
-    except ConnectionError:
-        return
 
 
 def _queue_receipt(svc: Services, ex: _Exchange, memory: TenantMemory | None) -> None:
