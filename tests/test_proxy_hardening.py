@@ -228,17 +228,22 @@ async def test_a_non_streamed_answer_is_stored_before_the_client_gets_it(proxy: 
         assert ("stored-first", "assistant", reply.choices[0].message.content) in rows
 
 
-async def test_a_streamed_answer_is_stored_before_its_done_marker(proxy: Proxy) -> None:
+async def _streamed(proxy: Proxy, conversation: str) -> str:
+    """The text of one streamed answer, read to its end with the openai client."""
     async with proxy.client() as client:
         stream = await client.chat.completions.create(
             model="echo",
             messages=USER,
             stream=True,
-            extra_headers={"X-Conversation-Id": "stream-stored-first"},
+            extra_headers={"X-Conversation-Id": conversation},
         )
-        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
-        rows = _log_rows(proxy)
-        assert ("stream-stored-first", "assistant", text) in rows
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+
+async def test_a_streamed_answer_is_stored_before_its_done_marker(proxy: Proxy) -> None:
+    text = await _streamed(proxy, "stream-stored-first")
+    rows = _log_rows(proxy)  # read at once: no settle
+    assert ("stream-stored-first", "assistant", text) in rows
 
 
 async def test_concurrent_streams_are_all_stored_exactly_once(proxy: Proxy) -> None:
@@ -467,14 +472,7 @@ async def test_done_said_by_the_model_does_not_end_the_stored_answer(
     proxy: Proxy, upstream: FakeUpstream
 ) -> None:
     upstream.script.append("before data: [DONE] and after it")
-    async with proxy.client() as client:
-        stream = await client.chat.completions.create(
-            model="echo",
-            messages=USER,
-            stream=True,
-            extra_headers={"X-Conversation-Id": "says-done"},
-        )
-        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    text = await _streamed(proxy, "says-done")
     assert text == "before data: [DONE] and after it"
     await proxy.settle()
     assert ("says-done", "assistant", text) in _log_rows(proxy)
