@@ -1,17 +1,27 @@
 """memory_core: the memory library (storage, formation, retrieval, reconstruction).
 
 Usable without the proxy: it never imports aiohttp or anything from ``proxy``.
+
+The names below are loaded on first use (PEP 562), so that importing one light module
+(``memory_core.configuration`` from ``policies``, say) does not load SQLite, numpy or
+torch through this package.
 """
 
-from .chain import chain_hashes, conversation_id, message_text
-from .errors import InvalidInputError, MemoryCoreError, StorageBusyError, StorageError
-from .formation import FormationResult
-from .log import MAX_TIMESTAMP, MIN_TIMESTAMP, AppendResult, LogMessage, check_timestamp
-from .names import NameIndex, extract_names
-from .reconstruction import Reconstruction
-from .retrieval import Hit, query_terms
-from .store import DEFAULT_RECEIPT_LIMIT, MemoryStore, Recall, StoreStats
-from .tokens import TokenCounter, default_counter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .chain import chain_hashes, conversation_id, message_text
+    from .errors import InvalidInputError, MemoryCoreError, StorageBusyError, StorageError
+    from .formation import FormationResult
+    from .log import MAX_TIMESTAMP, MIN_TIMESTAMP, AppendResult, LogMessage, check_timestamp
+    from .names import NameIndex, extract_names
+    from .reconstruction import Reconstruction
+    from .retrieval import Hit, query_terms
+    from .store import DEFAULT_RECEIPT_LIMIT, MemoryStore, Recall, StoreStats
+    from .tokens import TokenCounter, default_counter
 
 __all__ = [
     "DEFAULT_RECEIPT_LIMIT",
@@ -39,3 +49,29 @@ __all__ = [
     "message_text",
     "query_terms",
 ]
+
+_HOMES = {
+    "chain": ("chain_hashes", "conversation_id", "message_text"),
+    "errors": ("InvalidInputError", "MemoryCoreError", "StorageBusyError", "StorageError"),
+    "formation": ("FormationResult",),
+    "log": ("MAX_TIMESTAMP", "MIN_TIMESTAMP", "AppendResult", "LogMessage", "check_timestamp"),
+    "names": ("NameIndex", "extract_names"),
+    "reconstruction": ("Reconstruction",),
+    "retrieval": ("Hit", "query_terms"),
+    "store": ("DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"),
+    "tokens": ("TokenCounter", "default_counter"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

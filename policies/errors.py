@@ -7,25 +7,19 @@ to log a rejected edit with its file and line and keep the previous policy.
 
 from __future__ import annotations
 
+from memory_core.configuration import ConfigurationError
+
 __all__ = ["PolicyError"]
 
 
-class PolicyError(Exception):
+class PolicyError(ConfigurationError):
     """A policy could not be read or is invalid; says where (file, 1-based line) and what.
 
-    Invariant: `str(error)` is ``"<file>:<line>: <message>"``, with the parts that are
-    unknown left out (``"<file>: <message>"`` when there is no line, just the message when
-    there is no file).
+    One kind of the project's :class:`ConfigurationError`. Invariant: `str(error)` is
+    ``"<file>:<line>: <message>"``, with the parts that are unknown left out
+    (``"<file>: <message>"`` when there is no line, just the message when there is no
+    file); `message` is ``"<key>: <reason>"`` when the error names a key.
     """
 
-    def __init__(self, file: str | None, line: int | None, message: str) -> None:
-        super().__init__(file, line, message)
-        self.file = file
-        self.line = line
-        self.message = message
-
-    def __str__(self) -> str:
-        where = [part for part in (self.file, self.line) if part is not None]
-        if not where:
-            return self.message
-        return ":".join(str(part) for part in where) + ": " + self.message
+    def __init__(self, file: str | None, line: int | None, message: str, *, key: str = "") -> None:
+        super().__init__(file, line, key, message)

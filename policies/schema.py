@@ -37,28 +37,34 @@ the default policy. A key written with no value is an empty section for ``cooldo
 
 Validation is strict: unknown keys, duplicate keys, wrong types, negative or zero counts,
 unknown rule types, bad or empty-matching regexes and broken YAML all raise `PolicyError`
-with the file, the 1-based line of the offending node and the path of the key (list items
-counted from 1, like rules in decision reasons). The document is composed, not loaded,
-so every node keeps its position; that is why this module walks YAML nodes by hand.
+with the file, the 1-based line of the offending key and its path (list items counted
+from 1, like rules in decision reasons: ``rules[2] (pattern).patterns[1]``). The format
+is a set of pydantic models read through the project's one configuration mechanism
+(:mod:`memory_core.configuration`: YAML composed with lines, strict frozen models, one
+error form), then turned into the engine's immutable values.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
-from typing import NoReturn, TypedDict, TypeGuard
+from collections.abc import Mapping
+from typing import Annotated, Literal, TypedDict, cast
 
-import yaml
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from pydantic import AfterValidator, BeforeValidator, Field
 
+from memory_core.configuration import (
+    ConfigModel,
+    ConfigurationError,
+    Document,
+    KeyPath,
+    ListOf,
+    Name,
+    read_yaml,
+    validate,
+)
 from policies.errors import PolicyError
 from policies.policy import Cooldown, Override, Policy, Settings
 from policies.rules import (
-    RULE_TYPES,
     AlwaysRule,
     EveryNTurnsRule,
     FirstTurnRule,
@@ -68,16 +74,7 @@ from policies.rules import (
     TopicShiftRule,
 )
 
-__all__ = ["load_policy", "parse_policy"]
-
-_SETTING_KEYS = ("enabled", "budget_tokens", "max_fragments", "cooldown", "rules")
-_TOP_KEYS = (*_SETTING_KEYS, "overrides")
-_RULE_PARAMS: dict[str, tuple[str, ...]] = {
-    "pattern": ("patterns",),
-    "every_n_turns": ("n",),
-    "topic_shift": ("threshold", "window", "min_words"),
-}
-_TAG = "tag:yaml.org,2002:"
+__all__ = ["PolicySpec", "load_policy", "parse_policy"]
 
 
 def parse_policy(text: str, source: str = "<inline>", *, root_key: str | None = None) -> Policy:
@@ -87,7 +84,12 @@ def parse_policy(text: str, source: str = "<inline>", *, root_key: str | None = 
     (the proxy's config.yaml); line numbers stay those of the whole file, and a missing
     or empty key gives the default policy.
     """
-    return _Parser(source).document(text, root_key)
+    try:
+        return _read(read_yaml(text, source), source, root_key)
+    except PolicyError:
+        raise
+    except ConfigurationError as exc:
+        raise PolicyError(exc.file, exc.line, exc.reason, key=exc.key) from None
 
 
 def load_policy(path: str, *, root_key: str | None = None) -> Policy:
@@ -100,6 +102,72 @@ def load_policy(path: str, *, root_key: str | None = None) -> Policy:
     return parse_policy(text, path, root_key=root_key)
 
 
+# -- the format -----------------------------------------------------------------------
+
+
+def _regex(text: str) -> str:
+    try:
+        pattern = re.compile(text, re.IGNORECASE)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
+    if pattern.search(""):
+        raise ValueError(
+            f"regular expression {text!r} matches empty text, so it would match every message"
+        )
+    return text
+
+
+def _bare_rule(value: object) -> object:
+    """``- always`` is ``- {type: always}``."""
+    return {"type": value} if isinstance(value, str) else value
+
+
+def _empty_if_null(value: object) -> object:
+    return {} if value is None else value
+
+
+class _RuleSpec(ConfigModel):
+    """Keys every rule may have."""
+
+    name: Name | None = None
+
+
+class _FirstTurn(_RuleSpec):
+    type: Literal["first_turn"]
+
+
+class _Pattern(_RuleSpec):
+    type: Literal["pattern"]
+    patterns: ListOf[Annotated[Name, AfterValidator(_regex)]] = Field(min_length=1)
+
+
+class _MentionsEntity(_RuleSpec):
+    type: Literal["mentions_entity"]
+
+
+class _EveryNTurns(_RuleSpec):
+    type: Literal["every_n_turns"]
+    n: int = Field(ge=1)
+
+
+class _TopicShift(_RuleSpec):
+    type: Literal["topic_shift"]
+    threshold: float = Field(TopicShiftRule.threshold, gt=0, le=1, allow_inf_nan=False)
+    window: int = Field(TopicShiftRule.window, ge=1)
+    min_words: int = Field(TopicShiftRule.min_words, ge=1)
+
+
+class _Always(_RuleSpec):
+    type: Literal["always"]
+
+
+_AnyRule = Annotated[
+    _FirstTurn | _Pattern | _MentionsEntity | _EveryNTurns | _TopicShift | _Always,
+    Field(discriminator="type"),
+]
+_RuleItem = Annotated[_AnyRule, BeforeValidator(_bare_rule)]
+
+
 class _SettingFields(TypedDict, total=False):
     """The setting keys one mapping sets (the policy's top level or one override)."""
 
@@ -110,303 +178,116 @@ class _SettingFields(TypedDict, total=False):
     rules: tuple[Rule, ...]
 
 
-class _Parser:
-    """Walks composed YAML nodes into policy values; raises PolicyError at the first problem."""
+class _CooldownSpec(ConfigModel):
+    turns: int = Field(0, ge=0)
+    seconds: float = Field(0.0, ge=0, allow_inf_nan=False)
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self._constructor = SafeConstructor()
 
-    def document(self, text: str, root_key: str | None) -> Policy:
-        root = self._compose(text)
-        if root is not None and root_key is not None:
-            root = self._child(root, root_key)
-        if root is None or _is_null(root):
-            return Policy(source=self.source)
-        return self._policy(root, root_key or "")
+class _SettingsSpec(ConfigModel):
+    """The keys the top level and an override may set (an override: only those it sets)."""
 
-    def _compose(self, text: str) -> Node | None:
-        try:
-            return yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark is not None else None
-            problem = "; ".join(p for p in (exc.context, exc.problem) if p)
-            raise PolicyError(self.source, line, f"invalid YAML: {problem}") from exc
-        except yaml.YAMLError as exc:
-            raise PolicyError(self.source, None, f"invalid YAML: {exc}") from exc
+    enabled: bool = True
+    budget_tokens: int = Field(Settings.budget_tokens, ge=1)
+    max_fragments: int = Field(Settings.max_fragments, ge=1)
+    cooldown: _CooldownSpec = _CooldownSpec()
+    rules: ListOf[_RuleItem] = ()
 
-    def _child(self, root: Node, key: str) -> Node | None:
-        """The value of `key` in the enclosing document; other keys are not ours to check."""
-        if _is_null(root):
-            return None
-        if not isinstance(root, MappingNode):
-            self._fail(root, f"expected a mapping with key {key!r}, got {self._describe(root)}")
-        pairs: list[tuple[Node, Node]] = root.value
-        for key_node, value in pairs:
-            if isinstance(key_node, ScalarNode) and key_node.value == key:
-                return value
-        return None
 
-    # -- sections -------------------------------------------------------------------
+_Targets = Annotated[dict[str, _SettingsSpec], BeforeValidator(_empty_if_null)]
 
-    def _policy(self, node: Node, path: str) -> Policy:
-        fields, overrides = self._settings(node, path, allowed=_TOP_KEYS)
-        models, tenants = self._overrides(overrides, _join(path, "overrides"))
-        return Policy(source=self.source, base=Settings(**fields), models=models, tenants=tenants)
 
-    def _settings(
-        self, node: Node, path: str, allowed: tuple[str, ...]
-    ) -> tuple[_SettingFields, Node | None]:
-        """Parse the setting keys of a mapping; also return its ``overrides`` node, if any."""
+class _OverridesSpec(ConfigModel):
+    models: _Targets = Field(default_factory=dict)
+    tenants: _Targets = Field(default_factory=dict)
+
+
+class PolicySpec(_SettingsSpec):
+    """A policy document as written (its JSON Schema describes the format)."""
+
+    overrides: _OverridesSpec = _OverridesSpec()
+
+
+# -- from the format to the engine's values -------------------------------------------
+
+
+def _read(document: Document, source: str, root_key: str | None) -> Policy:
+    value, prefix = document.value, cast("KeyPath", ())
+    if root_key is not None:
+        if value is not None and not isinstance(value, Mapping):
+            raise document.error((), f"expected a mapping with key {root_key!r}")
+        value, prefix = (value or {}).get(root_key), (root_key,)
+    if value is None:
+        return Policy(source=source)
+    spec = validate(PolicySpec, value, document, prefix, first_index=1)
+    builder = _Builder(document, prefix)
+    overrides = spec.overrides
+    return Policy(
+        source=source,
+        base=Settings(**builder.fields(spec, ())),
+        models=builder.overrides("model", overrides.models, ("overrides", "models")),
+        tenants=builder.overrides("tenant", overrides.tenants, ("overrides", "tenants")),
+    )
+
+
+class _Builder:
+    """Turns validated specs into policy values, with the lines of the document."""
+
+    def __init__(self, document: Document, prefix: KeyPath) -> None:
+        self.document, self.prefix = document, prefix
+
+    def line(self, path: KeyPath) -> int | None:
+        return self.document.line((*self.prefix, *path))
+
+    def fields(self, spec: _SettingsSpec, path: KeyPath) -> _SettingFields:
+        """The settings ``spec`` sets (at the top level, every one but unset rules)."""
+        given = spec.model_fields_set
+        top = not path
         fields: _SettingFields = {}
-        overrides: Node | None = None
-        for name, _key_node, value in self._items(node, path, allowed):
-            sub = _join(path, name)
-            if name == "enabled":
-                fields["enabled"] = self._bool(value, sub)
-            elif name == "budget_tokens":
-                fields["budget_tokens"] = self._int(value, sub, minimum=1)
-            elif name == "max_fragments":
-                fields["max_fragments"] = self._int(value, sub, minimum=1)
-            elif name == "cooldown":
-                fields["cooldown"] = self._cooldown(value, sub)
-            elif name == "rules":
-                fields["rules"] = self._rules(value, sub)
-            else:
-                overrides = value
-        return fields, overrides
+        if top or "enabled" in given:
+            fields["enabled"] = spec.enabled
+        if top or "budget_tokens" in given:
+            fields["budget_tokens"] = spec.budget_tokens
+        if top or "max_fragments" in given:
+            fields["max_fragments"] = spec.max_fragments
+        if top or "cooldown" in given:
+            cooldown = spec.cooldown
+            fields["cooldown"] = Cooldown(turns=cooldown.turns, seconds=cooldown.seconds)
+        if "rules" in given:
+            fields["rules"] = self.rules(spec.rules, (*path, "rules"))
+        return fields
 
-    def _overrides(
-        self, node: Node | None, path: str
-    ) -> tuple[tuple[Override, ...], tuple[Override, ...]]:
-        models: list[Override] = []
-        tenants: list[Override] = []
-        if node is None:
-            return (), ()
-        for name, _key_node, value in self._items(node, path, allowed=("models", "tenants")):
-            kind, target = ("model", models) if name == "models" else ("tenant", tenants)
-            section = _join(path, name)
-            for key, key_node, body in self._items(value, section, allowed=None):
-                fields, _ = self._settings(body, f"{section}['{key}']", allowed=_SETTING_KEYS)
-                label = f"{kind} '{key}'"
-                target.append(Override(key=key, label=label, line=_line(key_node), **fields))
-        return tuple(models), tuple(tenants)
-
-    def _cooldown(self, node: Node, path: str) -> Cooldown:
-        turns, seconds = 0, 0.0
-        for name, _key_node, value in self._items(node, path, allowed=("turns", "seconds")):
-            if name == "turns":
-                turns = self._int(value, _join(path, name), minimum=0)
-            else:
-                seconds = self._number(value, _join(path, name), minimum=0)
-        return Cooldown(turns=turns, seconds=seconds)
-
-    # -- rules ----------------------------------------------------------------------
-
-    def _rules(self, node: Node, path: str) -> tuple[Rule, ...]:
-        if not isinstance(node, SequenceNode):
-            self._fail(
-                node,
-                f"{path}: expected a list of rules (use [] for none), got {self._describe(node)}",
-            )
+    def overrides(
+        self, kind: str, targets: Mapping[str, _SettingsSpec], path: KeyPath
+    ) -> tuple[Override, ...]:
         return tuple(
-            self._rule(item, f"{path}[{index}]") for index, item in enumerate(node.value, start=1)
+            Override(
+                key=key,
+                label=f"{kind} '{key}'",
+                line=self.line((*path, key)),
+                **self.fields(spec, (*path, key)),
+            )
+            for key, spec in targets.items()
         )
 
-    def _rule(self, node: Node, path: str) -> Rule:
-        if _has_tag(node, "str"):
-            return self._make_rule(str(node.value), {}, node, path)
-        if not isinstance(node, MappingNode):
-            self._fail(
-                node,
-                f"{path}: expected a rule (a mapping with 'type'), got {self._describe(node)}",
+    def rules(self, specs: tuple[_AnyRule, ...], path: KeyPath) -> tuple[Rule, ...]:
+        return tuple(self.rule(spec, self.line((*path, i))) for i, spec in enumerate(specs))
+
+    def rule(self, spec: _AnyRule, line: int | None) -> Rule:
+        if isinstance(spec, _Pattern):
+            patterns = tuple(re.compile(p, re.IGNORECASE) for p in spec.patterns)
+            return PatternRule(name=spec.name, line=line, patterns=patterns)
+        if isinstance(spec, _EveryNTurns):
+            return EveryNTurnsRule(name=spec.name, line=line, n=spec.n)
+        if isinstance(spec, _TopicShift):
+            return TopicShiftRule(
+                name=spec.name,
+                line=line,
+                threshold=spec.threshold,
+                window=spec.window,
+                min_words=spec.min_words,
             )
-        fields = {name: value for name, _key_node, value in self._items(node, path, None)}
-        if "type" not in fields:
-            self._fail(node, f"{path}: missing key 'type' (one of: {', '.join(RULE_TYPES)})")
-        rule_type = self._str(fields.pop("type"), _join(path, "type"))
-        return self._make_rule(rule_type, fields, node, path)
-
-    def _make_rule(self, rule_type: str, fields: dict[str, Node], node: Node, path: str) -> Rule:
-        if rule_type not in RULE_TYPES:
-            self._fail(
-                node,
-                f"{path}: unknown rule type {rule_type!r}{_suggest(rule_type, RULE_TYPES)} "
-                f"(one of: {', '.join(RULE_TYPES)})",
-            )
-        path = f"{path} ({rule_type})"
-        allowed = ("name", *_RULE_PARAMS.get(rule_type, ()))
-        for key, value in fields.items():
-            if key not in allowed:
-                self._fail(
-                    value,
-                    f"{path}: unknown key {key!r}{_suggest(key, allowed)} "
-                    f"(allowed: type, {', '.join(allowed)})",
-                )
-        name = self._str(fields["name"], _join(path, "name")) if "name" in fields else None
-        line = _line(node)
-        if rule_type == "pattern":
-            patterns = self._patterns(self._required(fields, "patterns", node, path), path)
-            return PatternRule(name=name, line=line, patterns=patterns)
-        if rule_type == "every_n_turns":
-            n = self._int(self._required(fields, "n", node, path), _join(path, "n"), minimum=1)
-            return EveryNTurnsRule(name=name, line=line, n=n)
-        if rule_type == "topic_shift":
-            return self._topic_shift(fields, path, name, line)
-        if rule_type == "first_turn":
-            return FirstTurnRule(name=name, line=line)
-        if rule_type == "mentions_entity":
-            return MentionsEntityRule(name=name, line=line)
-        return AlwaysRule(name=name, line=line)
-
-    def _topic_shift(
-        self, fields: dict[str, Node], path: str, name: str | None, line: int
-    ) -> TopicShiftRule:
-        rule = TopicShiftRule(name=name, line=line)
-        if "threshold" in fields:
-            node = fields["threshold"]
-            threshold = self._number(node, _join(path, "threshold"), minimum=0)
-            if threshold == 0 or threshold > 1:
-                self._fail(node, f"{path}.threshold: must be > 0 and <= 1, got {threshold:g}")
-            rule = replace(rule, threshold=threshold)
-        if "window" in fields:
-            rule = replace(rule, window=self._int(fields["window"], f"{path}.window", minimum=1))
-        if "min_words" in fields:
-            min_words = self._int(fields["min_words"], f"{path}.min_words", minimum=1)
-            rule = replace(rule, min_words=min_words)
-        return rule
-
-    def _required(self, fields: dict[str, Node], key: str, node: Node, path: str) -> Node:
-        if key not in fields:
-            self._fail(node, f"{path}: missing key {key!r}")
-        return fields[key]
-
-    def _patterns(self, node: Node, path: str) -> tuple[re.Pattern[str], ...]:
-        path = _join(path, "patterns")
-        if not isinstance(node, SequenceNode) or not node.value:
-            self._fail(
-                node,
-                f"{path}: expected a non-empty list of regular expressions, "
-                f"got {self._describe(node)}",
-            )
-        return tuple(
-            self._regex(item, f"{path}[{index}]") for index, item in enumerate(node.value, start=1)
-        )
-
-    def _regex(self, node: Node, path: str) -> re.Pattern[str]:
-        text = self._str(node, path)
-        try:
-            pattern = re.compile(text, re.IGNORECASE)
-        except re.error as exc:
-            self._fail(node, f"{path}: invalid regular expression {text!r}: {exc}")
-        if pattern.search(""):
-            self._fail(
-                node,
-                f"{path}: regular expression {text!r} matches empty text, "
-                "so it would match every message",
-            )
-        return pattern
-
-    # -- scalars and mappings -------------------------------------------------------
-
-    def _items(
-        self, node: Node, path: str, allowed: tuple[str, ...] | None
-    ) -> Iterator[tuple[str, Node, Node]]:
-        """Yield (key, key node, value node) of a mapping; null counts as an empty mapping."""
-        if _is_null(node):
-            return
-        if not isinstance(node, MappingNode):
-            what = f"{path}: expected a mapping" if path else "the policy must be a mapping"
-            self._fail(node, f"{what}, got {self._describe(node)}")
-        seen: set[str] = set()
-        for key_node, value in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.value == "":
-                self._fail(key_node, f"{path or 'policy'}: keys must be non-empty names")
-            key = key_node.value
-            where = f"{path}: " if path else ""
-            if key in seen:
-                self._fail(key_node, f"{where}duplicate key {key!r}")
-            if allowed is not None and key not in allowed:
-                self._fail(
-                    key_node,
-                    f"{where}unknown key {key!r}{_suggest(key, allowed)} "
-                    f"(allowed: {', '.join(allowed)})",
-                )
-            seen.add(key)
-            yield key, key_node, value
-
-    def _bool(self, node: Node, path: str) -> bool:
-        if not _has_tag(node, "bool"):
-            self._fail(node, f"{path}: expected true or false, got {self._describe(node)}")
-        return bool(self._constructor.construct_yaml_bool(node))
-
-    def _int(self, node: Node, path: str, *, minimum: int) -> int:
-        if not _has_tag(node, "int"):
-            self._fail(node, f"{path}: expected an integer, got {self._describe(node)}")
-        value = self._construct_int(node, path)
-        if value < minimum:
-            self._fail(node, f"{path}: must be >= {minimum}, got {value}")
-        return value
-
-    def _number(self, node: Node, path: str, *, minimum: float) -> float:
-        if _has_tag(node, "int"):
-            value = float(self._construct_int(node, path))
-        elif _has_tag(node, "float"):
-            value = float(self._constructor.construct_yaml_float(node))
-        else:
-            self._fail(node, f"{path}: expected a number, got {self._describe(node)}")
-        if not math.isfinite(value) or value < minimum:
-            self._fail(node, f"{path}: must be a finite number >= {minimum:g}, got {value:g}")
-        return value
-
-    def _str(self, node: Node, path: str) -> str:
-        if not _has_tag(node, "str") or not node.value:
-            self._fail(node, f"{path}: expected a non-empty string, got {self._describe(node)}")
-        return str(node.value)
-
-    def _construct_int(self, node: ScalarNode, path: str) -> int:
-        try:
-            return int(self._constructor.construct_yaml_int(node))
-        except ValueError:
-            self._fail(node, f"{path}: expected an integer, got {node.value!r}")
-
-    def _describe(self, node: Node) -> str:
-        if isinstance(node, MappingNode):
-            return "a mapping"
-        if isinstance(node, SequenceNode):
-            return "a list"
-        kinds = {
-            "null": "null",
-            "bool": "boolean",
-            "int": "integer",
-            "float": "number",
-            "str": "string",
-        }
-        kind = kinds.get(str(node.tag).removeprefix(_TAG), f"value tagged {node.tag}")
-        return "null (no value)" if kind == "null" else f"{kind} {node.value!r}"
-
-    def _fail(self, node: Node, message: str) -> NoReturn:
-        raise PolicyError(self.source, _line(node), message)
-
-
-def _line(node: Node) -> int:
-    return int(node.start_mark.line) + 1
-
-
-def _has_tag(node: Node, kind: str) -> TypeGuard[ScalarNode]:
-    return isinstance(node, ScalarNode) and node.tag == _TAG + kind
-
-
-def _is_null(node: Node) -> bool:
-    return _has_tag(node, "null")
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    """``; did you mean 'x'?`` for a close known name, else the empty string."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+        if isinstance(spec, _FirstTurn):
+            return FirstTurnRule(name=spec.name, line=line)
+        if isinstance(spec, _MentionsEntity):
+            return MentionsEntityRule(name=spec.name, line=line)
+        return AlwaysRule(name=spec.name, line=line)

@@ -19,8 +19,8 @@ from typing import Any
 from aiohttp import web
 
 from memory_core import MemoryCoreError, MemoryStore
+from memory_core.configuration import ConfigurationError
 from memory_core.formation import BackendError
-from policies import PolicyError
 
 from .app import build_services, create_runner
 from .config import Config, load_config
@@ -46,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
         services = build_services(config)
-    except (ConfigError, PolicyError, BackendError) as exc:
+    except (ConfigurationError, BackendError) as exc:
+        # ConfigError, and a PolicyError from the first policy load: file:line: key: reason
         print(f"areamem: configuration error: {exc}", file=sys.stderr)
         return 2
     try:

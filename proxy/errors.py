@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from memory_core.configuration import ConfigurationError
+
 __all__ = [
     "ApiError",
     "ConfigError",
@@ -26,12 +28,15 @@ class ProxyError(Exception):
     """Root of every error the proxy raises on purpose."""
 
 
-class ConfigError(ProxyError):
-    """The configuration file is unreadable or invalid; names the file, key and reason."""
+class ConfigError(ProxyError, ConfigurationError):
+    """The configuration (or the policy it names) is unreadable or invalid.
 
-    def __init__(self, file: str, key: str, reason: str) -> None:
-        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
-        self.file, self.key, self.reason = file, key, reason
+    ``str(error)`` is ``<file>:<line>: <dotted.key>: <reason>`` (the line left out when
+    unknown), the one form every configuration error in the project takes.
+    """
+
+    def __init__(self, file: str, key: str, reason: str, *, line: int | None = None) -> None:
+        ConfigurationError.__init__(self, file, line, key, reason)
 
 
 class ApiError(ProxyError):

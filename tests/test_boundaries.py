@@ -12,17 +12,25 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _imports(package: str) -> dict[str, set[str]]:
+def _modules(package: str) -> dict[str, set[str]]:
+    """Every absolute module each file of ``package`` imports, by full dotted name."""
     found: dict[str, set[str]] = {}
     for path in (ROOT / package).rglob("*.py"):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
+                names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
+                names.add(node.module)
         found[str(path.relative_to(ROOT))] = names
     return found
+
+
+def _imports(package: str) -> dict[str, set[str]]:
+    """The top-level packages each file of ``package`` imports."""
+    return {
+        path: {name.split(".")[0] for name in names} for path, names in _modules(package).items()
+    }
 
 
 @pytest.mark.parametrize(
@@ -34,7 +42,6 @@ def _imports(package: str) -> dict[str, set[str]]:
             {
                 "aiohttp",
                 "proxy",
-                "memory_core",
                 "scripts",
                 "apsw",
                 "sqlite3",
@@ -56,6 +63,17 @@ def test_forbidden_imports(package: str, forbidden: set[str]) -> None:
         if names & forbidden
     }
     assert offenders == {}
+
+
+def test_policies_use_only_the_configuration_module_of_memory_core() -> None:
+    """The policy file is read by the one configuration mechanism
+    (``memory_core.configuration``, stdlib + yaml + pydantic); nothing else of the memory
+    library, so the policy engine stays free of SQL, numerics and models."""
+    offenders = {
+        path: sorted(n for n in names if n.split(".")[0] == "memory_core")
+        for path, names in _modules("policies").items()
+    }
+    assert {p: n for p, n in offenders.items() if set(n) - {"memory_core.configuration"}} == {}
 
 
 def test_importing_has_no_side_effects() -> None:

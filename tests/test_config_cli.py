@@ -27,8 +27,14 @@ UPSTREAM = [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:1
 @pytest.mark.parametrize(
     ("doc", "key", "reason"),
     [
-        ({}, "upstreams", "non-empty list"),
-        ({"upstreams": [{"provider": "openai"}]}, "upstreams[0].model", "non-empty string"),
+        ({}, "upstreams", "missing required key 'upstreams'"),
+        ({"upstreams": []}, "upstreams", "non-empty list"),
+        ({"upstreams": [{"provider": "openai"}]}, "upstreams[0].model", "missing required key"),
+        (
+            {"upstreams": [{"model": " ", "provider": "openai"}]},
+            "upstreams[0].model",
+            "non-empty string",
+        ),
         (
             {"upstreams": [{"model": "*", "provider": "openai", "timeout_s": -1}]},
             "upstreams[0].timeout_s",
@@ -51,22 +57,22 @@ UPSTREAM = [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:1
         (
             {"upstreams": UPSTREAM, "memory": {"context_turns": -1}},
             "memory.context_turns",
-            "integer >= 0",
+            "must be >= 0, got -1",
         ),
         (
             {"upstreams": UPSTREAM, "memory": {"formation_grace_ms": "soon"}},
             "memory.formation_grace_ms",
-            "number >= 0",
+            "must be a number, got string 'soon'",
         ),
         (
             {"upstreams": UPSTREAM, "retrieval": {"operator": "tide"}},
-            "retrieval.area.operator",
-            "pulse, wave",
+            "retrieval.operator",
+            "(one of: pulse, wave)",
         ),
         (
             {"upstreams": UPSTREAM, "retrieval": {"pulse": {"gamma": 1.5}}},
             "retrieval.pulse.gamma",
-            "(0, 1)",
+            "must be < 1, got 1.5",
         ),
         (
             {"upstreams": UPSTREAM, "retrieval": {"traversal": {"telepathy": [1, 1]}}},
@@ -139,7 +145,8 @@ def test_cli_refuses_a_bad_config(tmp_path: Path) -> None:
     path = _write(tmp_path, {"upstreams": [{"model": "*", "provider": 3}]})
     result = _cli("serve", "--config", str(path))
     assert result.returncode == 2
-    assert f"{path.resolve()}: upstreams[0].provider: must be a non-empty string" in result.stderr
+    message = f"{path.resolve()}:3: upstreams[0].provider: must be a string, got integer 3"
+    assert message in result.stderr
 
 
 def test_cli_refuses_a_bad_policy(tmp_path: Path) -> None:

@@ -43,6 +43,20 @@ def test_every_section_is_read() -> None:
     assert settings.max_delta_edges == 10
 
 
+def test_scoring_is_read_into_its_config() -> None:
+    settings = parse_graph_settings({"scoring": {"bm25": 2, "seeds": 5}})
+    assert settings.scoring.bm25 == 2.0 and settings.scoring.seeds == 5
+    assert settings.scoring.activation == GraphSettings().scoring.activation
+
+
+def test_operator_errors_list_the_registered_operators() -> None:
+    with pytest.raises(GraphConfigError) as caught:
+        parse_graph_settings({"operator": "wav"})
+    assert (
+        caught.value.reason == "unknown operator 'wav'; did you mean 'wave'? (one of: pulse, wave)"
+    )
+
+
 @pytest.mark.parametrize(
     ("section", "key"),
     [
@@ -54,7 +68,10 @@ def test_every_section_is_read() -> None:
         ({"pulse": {"epsilon": True}}, "graph.pulse.epsilon"),
         ({"area": {"operator": 3}}, "graph.area.operator"),
         ({"area": {"wave": {}}}, "graph.area.wave"),
-        ({"operator": "flood"}, "graph.area.operator"),
+        ({"operator": "flood"}, "graph.operator"),
+        ({"area": {"operator": "flood"}}, "graph.area.operator"),
+        ({"scoring": {"bm25": -1}}, "graph.scoring.bm25"),
+        ({"scoring": {"seeds": 2.5}}, "graph.scoring.seeds"),
         ({"wave": []}, "graph.wave"),
         ({"wave": {"safety": 2}}, "graph.wave.safety"),
         ({"traversal": {"teleports": [1, 1]}}, "graph.traversal.teleports"),

@@ -1,5 +1,10 @@
 """Building the stage backends a :class:`FormationConfig` asks for.
 
+Each stage has a registry of backend factories by name (:data:`SEGMENTERS`,
+:data:`NORMALISERS`, :data:`NER_BACKENDS`, :data:`MENTION_ENCODERS`,
+:data:`RELATION_EXTRACTORS`); configuration checks a stage's ``backend`` against its
+registry's names, and :func:`build_backends` calls the registered factory.
+
 Offline defaults need nothing but the packages: the shipped MiniLM, lexical NER, pattern
 relations. ``llm`` backends call a served model through litellm (one client shared by
 every such stage); ``transformers`` backends load local models, and a missing one fails
@@ -9,10 +14,13 @@ at :func:`build_backends` time, naming the model and its config key.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
+from typing import TypeVar
 
 from ..embeddings import Encoder, MiniLMEncoder
+from ..registry import NameTable, Registry
 from .config import FormationConfig
 from .interfaces import (
     Interpretation,
@@ -30,8 +38,19 @@ from .relations import PatternRelations
 from .segmenter import EmbeddingSegmenter
 from .structured import TextGenerator
 
-__all__ = ["SentenceEncoder", "build_backends"]
+__all__ = [
+    "MENTION_ENCODERS",
+    "NER_BACKENDS",
+    "NORMALISERS",
+    "RELATION_EXTRACTORS",
+    "SEGMENTERS",
+    "STAGE_BACKENDS",
+    "BuildContext",
+    "SentenceEncoder",
+    "build_backends",
+]
 
+T = TypeVar("T")
 _Generators = Callable[[str], TextGenerator]
 
 
@@ -48,6 +67,33 @@ class SentenceEncoder:
         return self._encoder.encode(texts)
 
 
+@dataclass(frozen=True)
+class BuildContext:
+    """What a stage factory may use: the settings, the shared sentence encoder, and the
+    shared text generators (``llm`` served, ``transformers`` local; built once each)."""
+
+    config: FormationConfig
+    sentence: SentenceEncoder
+    generator: _Generators
+
+
+_Factory = Callable[[BuildContext], T]
+
+SEGMENTERS: Registry[_Factory[Segmenter]] = Registry("segmentation backend")
+NORMALISERS: Registry[_Factory[Normaliser]] = Registry("normalisation backend")
+NER_BACKENDS: Registry[_Factory[MentionDetector]] = Registry("ner backend")
+MENTION_ENCODERS: Registry[_Factory[MentionEncoder]] = Registry("mentions backend")
+RELATION_EXTRACTORS: Registry[_Factory[RelationExtractor]] = Registry("relations backend")
+STAGE_BACKENDS: Mapping[str, NameTable] = {
+    "segmentation": SEGMENTERS,
+    "normalisation": NORMALISERS,
+    "ner": NER_BACKENDS,
+    "mentions": MENTION_ENCODERS,
+    "relations": RELATION_EXTRACTORS,
+}
+"""Stage name -> the registry its ``backend`` setting is checked against."""
+
+
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:
     """The backends of every stage, sharing one sentence encoder and one LLM client."""
     sentence = SentenceEncoder(encoder or MiniLMEncoder())
@@ -56,66 +102,81 @@ def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> B
     def generator(kind: str) -> TextGenerator:
         return _llm(config) if kind == "llm" else _causal(config)
 
+    context = BuildContext(config, sentence, generator)
     return Backends(
-        normaliser=_normaliser(config, generator),
+        normaliser=NORMALISERS.get(config.stage("normalisation").backend)(context),
         encoder=sentence,
-        segmenter=_segmenter(config, sentence, generator),
-        ner=_ner(config),
-        mentions=_mentions(config, sentence),
-        relations=_relations(config, generator),
+        segmenter=SEGMENTERS.get(config.stage("segmentation").backend)(context),
+        ner=NER_BACKENDS.get(config.stage("ner").backend)(context),
+        mentions=MENTION_ENCODERS.get(config.stage("mentions").backend)(context),
+        relations=RELATION_EXTRACTORS.get(config.stage("relations").backend)(context),
     )
 
 
-def _segmenter(
-    config: FormationConfig, sentence: SentenceEncoder, generator: _Generators
-) -> Segmenter:
-    backend = config.stage("segmentation").backend
-    if backend == "embedding":
-        return EmbeddingSegmenter(sentence, threshold=config.segment_threshold)
-    from .llm_stages import LLMSegmenter
-
-    return LLMSegmenter(generator(backend))
+def _embedding_segmenter(context: BuildContext) -> Segmenter:
+    return EmbeddingSegmenter(context.sentence, threshold=context.config.segment_threshold)
 
 
-def _normaliser(config: FormationConfig, generator: _Generators) -> Normaliser:
-    if config.stage("normalisation").backend == "llm":
-        from .llm_stages import LLMNormaliser
+def _generated_segmenter(kind: str) -> _Factory[Segmenter]:
+    def build(context: BuildContext) -> Segmenter:
+        from .llm_stages import LLMSegmenter
 
-        return LLMNormaliser(generator("llm"))
-    return StopwordNormaliser()
+        return LLMSegmenter(context.generator(kind))
 
-
-def _ner(config: FormationConfig) -> MentionDetector:
-    stage = config.stage("ner")
-    if stage.backend == "transformers":
-        from .hf import TransformersNER
-
-        ner = TransformersNER(str(stage.model), stage.model_path, config_key="formation.ner")
-        ner.load()
-        return ner
-    return LexicalNER()
+    return build
 
 
-def _mentions(config: FormationConfig, sentence: SentenceEncoder) -> MentionEncoder:
-    stage = config.stage("mentions")
-    if stage.backend == "transformers":
-        from .hf import TransformersMentionEncoder
+def _llm_normaliser(context: BuildContext) -> Normaliser:
+    from .llm_stages import LLMNormaliser
 
-        encoder = TransformersMentionEncoder(
-            str(stage.model), stage.model_path, config_key="formation.mentions"
-        )
-        encoder.load()
-        return encoder
-    return sentence
+    return LLMNormaliser(context.generator("llm"))
 
 
-def _relations(config: FormationConfig, generator: _Generators) -> RelationExtractor:
-    backend = config.stage("relations").backend
-    if backend == "patterns":
-        return PatternRelations()
-    from .llm_stages import LLMRelationExtractor
+def _transformers_ner(context: BuildContext) -> MentionDetector:
+    from .hf import TransformersNER
 
-    return LLMRelationExtractor(generator(backend))
+    stage = context.config.stage("ner")
+    ner = TransformersNER(str(stage.model), stage.model_path, config_key="formation.ner")
+    ner.load()
+    return ner
+
+
+def _transformers_mentions(context: BuildContext) -> MentionEncoder:
+    from .hf import TransformersMentionEncoder
+
+    stage = context.config.stage("mentions")
+    encoder = TransformersMentionEncoder(
+        str(stage.model), stage.model_path, config_key="formation.mentions"
+    )
+    encoder.load()
+    return encoder
+
+
+def _generated_relations(kind: str) -> _Factory[RelationExtractor]:
+    def build(context: BuildContext) -> RelationExtractor:
+        from .llm_stages import LLMRelationExtractor
+
+        return LLMRelationExtractor(context.generator(kind))
+
+    return build
+
+
+SEGMENTERS.register("embedding", _embedding_segmenter, "MiniLM topic shifts (offline)")
+SEGMENTERS.register("llm", _generated_segmenter("llm"), "the served LLM")
+SEGMENTERS.register("transformers", _generated_segmenter("transformers"), "a local causal LM")
+NORMALISERS.register("none", lambda _: StopwordNormaliser(), "keep the text, record its language")
+NORMALISERS.register("llm", _llm_normaliser, "translate to English with the served LLM")
+NER_BACKENDS.register("lexical", lambda _: LexicalNER(), "capitalised spans, quoted terms")
+NER_BACKENDS.register("transformers", _transformers_ner, "a local token-classification model")
+MENTION_ENCODERS.register("minilm", lambda c: c.sentence, "the shared sentence encoder")
+MENTION_ENCODERS.register(
+    "transformers", _transformers_mentions, "encoder representations of mentions"
+)
+RELATION_EXTRACTORS.register("patterns", lambda _: PatternRelations(), "explicit claims")
+RELATION_EXTRACTORS.register("llm", _generated_relations("llm"), "the served LLM")
+RELATION_EXTRACTORS.register(
+    "transformers", _generated_relations("transformers"), "a local causal LM"
+)
 
 
 def _llm(config: FormationConfig) -> TextGenerator:

@@ -18,7 +18,7 @@ from .area import (
     score_region,
     select_area,
 )
-from .config import GraphSettings, parse_graph_settings
+from .config import GraphSettings, RetrievalSection, parse_graph_settings
 from .csr import CSR, Arcs, GraphVersion, ReverseIndex
 from .edges import EdgeList
 from .errors import GraphConfigError, GraphError
@@ -50,6 +50,7 @@ __all__ = [
     "PulseConfig",
     "Region",
     "RegionScore",
+    "RetrievalSection",
     "ReverseIndex",
     "Traversal",
     "WaveConfig",

@@ -50,11 +50,13 @@ with ``operator = "wave"``, by the wave's interference ``C(v)`` on the region
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from ..registry import Registry, UnknownNameError
 from .activation import Activation
 from .csr import GraphVersion
 from .edges import EdgeList
@@ -77,8 +79,43 @@ __all__ = [
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
 _SMOOTH = 1e-12
-OPERATORS = ("pulse", "wave")
-"""How the chosen region's fragments are ranked: pulse activation, or wave interference."""
+Operator = Callable[
+    [GraphVersion, Traversal, "Region", npt.NDArray[np.float64], "AreaConfig"], WaveResult | None
+]
+"""Given the chosen region and its per-focus contributions, the wave to rank its fragments
+by, or None to rank them by pulse activation."""
+
+OPERATORS: Registry[Operator] = Registry("operator")
+"""How the chosen region's fragments are ranked (``AreaConfig.operator``), by name."""
+
+
+def _by_activation(
+    graph: GraphVersion,
+    traversal: Traversal,
+    region: Region,
+    contributions: Floats,
+    config: AreaConfig,
+) -> WaveResult | None:
+    """``pulse``: no wave; fragments are ranked by activation times evenness across foci."""
+    return None
+
+
+def _by_wave(
+    graph: GraphVersion,
+    traversal: Traversal,
+    region: Region,
+    contributions: Floats,
+    config: AreaConfig,
+) -> WaveResult | None:
+    """``wave``: the damped wave over the region, started from the foci's contributions."""
+    laplacian = region_laplacian(graph, traversal, region.nodes)
+    return damped_wave(region.nodes, laplacian, contributions, config.wave)
+
+
+OPERATORS.register(
+    "pulse", _by_activation, "rank the area's fragments by activation x evenness across foci"
+)
+OPERATORS.register("wave", _by_wave, "rank them by the damped wave's interference on the region")
 
 
 def _check(name: str, value: float, low: float, high: float) -> None:
@@ -105,8 +142,10 @@ class AreaConfig:
     wave: WaveConfig = field(default_factory=WaveConfig)
 
     def __post_init__(self) -> None:
-        if self.operator not in OPERATORS:
-            raise GraphConfigError("area.operator", f"must be one of {', '.join(OPERATORS)}")
+        try:
+            OPERATORS.check(self.operator)
+        except UnknownNameError as exc:
+            raise GraphConfigError("area.operator", str(exc)) from None
         for name in ("min_activation", "focus_share", "free_degree", "size_exponent"):
             _check(name, getattr(self, name), 0.0, math.inf)
         for name in ("min_hub_weight", "max_overlap"):
@@ -194,10 +233,7 @@ def select_area(
         nothing = np.empty((0, activation.n_foci))
         return Area(graph.version, None, (), nothing, np.empty(0, np.int64), np.empty(0), 0)
     contributions = _rows(activation, chosen.region.nodes)
-    wave = None
-    if config.operator == "wave":
-        laplacian = region_laplacian(graph, traversal, chosen.region.nodes)
-        wave = damped_wave(chosen.region.nodes, laplacian, contributions, config.wave)
+    wave = OPERATORS.get(config.operator)(graph, traversal, chosen.region, contributions, config)
     fragments, scores = _rank_fragments(graph, activation, chosen.region, wave)
     return Area(
         graph.version,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..configuration import ConfigurationError
 from ..errors import MemoryCoreError
 
 __all__ = ["GraphConfigError", "GraphError"]
@@ -11,9 +12,10 @@ class GraphError(MemoryCoreError):
     """Edge arrays, node ids, foci or a graph version handed to the engine are malformed."""
 
 
-class GraphConfigError(GraphError):
-    """An invalid graph setting; ``key`` is its dotted path."""
+class GraphConfigError(GraphError, ConfigurationError):
+    """An invalid graph setting; ``key`` is its dotted path (``line`` when read from a file)."""
 
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
-        self.key, self.reason = key, reason
+    def __init__(
+        self, key: str, reason: str, *, file: str | None = None, line: int | None = None
+    ) -> None:
+        ConfigurationError.__init__(self, file, line, key, reason)

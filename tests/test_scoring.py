@@ -1,0 +1,90 @@
+"""The fragment score: a pure, explainable weighted sum of terms (memory_core.scoring)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from memory_core.scoring import TERMS, Candidates, ScoringConfig, rank, score
+
+
+def _candidates(**overrides: object) -> Candidates:
+    columns: dict[str, object] = {
+        "bm25": [1.0, 0.5, 0.0, 0.2],
+        "activation": [0.0, 1.0, 0.4, 0.0],
+        "convergence": [0.5, 1.0, 0.0, 0.0],
+        "similarity": [0.3, 0.0, 0.9, 0.0],
+        "area": [0.0, 1.0, 0.0, 0.0],
+        "imputed": [False, False, False, True],
+    }
+    columns.update(overrides)
+    return Candidates.of([10, 11, 12, 13], **columns)  # type: ignore[arg-type]
+
+
+def test_the_score_is_the_weighted_sum_of_the_terms_it_reports() -> None:
+    candidates = _candidates()
+    config = ScoringConfig()
+    scores = score(candidates, config)
+    for i in range(len(candidates)):
+        row = candidates.row(i)
+        assert set(row) == set(TERMS)
+        assert scores[i] == pytest.approx(sum(getattr(config, t) * row[t] for t in TERMS))
+
+
+def test_a_fragment_newer_than_the_graph_takes_its_bm25_share_for_the_graph_terms() -> None:
+    row = _candidates().row(3)
+    assert row == {
+        "bm25": 0.2,
+        "activation": 0.2,
+        "convergence": 0.2,
+        "similarity": 0.2,
+        "area": 0.0,
+    }
+
+
+def test_ranking_is_best_first_ties_by_id_and_drops_zero_scores() -> None:
+    candidates = Candidates.of(
+        [7, 3, 5, 9],
+        bm25=[0.5, 0.5, 0.0, 1.0],
+        activation=[0, 0, 0, 0],
+        convergence=[0, 0, 0, 0],
+        similarity=[0, 0, 0, 0],
+        area=[0, 0, 0, 0],
+        imputed=[False] * 4,
+    )
+    order, scores = rank(candidates, ScoringConfig(), limit=10)
+    assert candidates.fragment_ids[order].tolist() == [9, 3, 7]
+    assert scores[2] == 0.0
+    assert rank(candidates, ScoringConfig(), limit=1)[0].tolist() == [3]
+
+
+def test_weights_change_the_order_and_terms_are_clipped_to_the_unit_interval() -> None:
+    candidates = _candidates(similarity=[3.0, 0.0, -2.0, 0.0])
+    assert candidates.terms.min() >= 0.0 and candidates.terms.max() <= 1.0
+    by_similarity = ScoringConfig(bm25=0, activation=0, convergence=0, similarity=1, area=0)
+    assert candidates.fragment_ids[rank(candidates, by_similarity, 1)[0]].tolist() == [10]
+    by_area = ScoringConfig(bm25=0, activation=0, convergence=0, similarity=0, area=1)
+    assert candidates.fragment_ids[rank(candidates, by_area, 5)[0]].tolist() == [11]
+
+
+@pytest.mark.parametrize(
+    "values", [{"bm25": -1.0}, {"convergence_share": 0.0}, {"seeds": 0}, {"area": "high"}]
+)
+def test_invalid_weights_are_refused(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        ScoringConfig(**values)  # type: ignore[arg-type]
+
+
+def test_an_empty_candidate_set_ranks_nothing() -> None:
+    empty = Candidates.of(
+        np.zeros(0),
+        bm25=[],
+        activation=[],
+        convergence=[],
+        similarity=[],
+        area=[],
+        imputed=[],
+    )
+    order, scores = rank(empty, ScoringConfig(), limit=5)
+    assert order.shape == (0,) and scores.shape == (0,)
