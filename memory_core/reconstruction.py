@@ -29,7 +29,7 @@ per fragment.
 Sentence selection, for a fragment of more than ``_LONG_WORDS`` words (about 16
 tokens); shorter ones are kept as they are. The fragment is split into sentences (an
 image caption in brackets is one sentence); words are compared as content words
-(:func:`.retrieval.query_terms`) through a light suffix stemmer.
+(:func:`.text.content_stems`: the stems the memory graph's word nodes use).
 
 * A sentence *shares* a word with the question when one of its content words is one of
   the question's, speakers' names excepted (the line's label already says who spoke,
@@ -91,14 +91,14 @@ whose stored time is unknown sits under a ``date unknown:`` heading, after the d
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .log import stored_timestamp
-from .retrieval import Hit, query_terms
+from .retrieval import Hit
+from .text import content_stems, split_sentences, stem, words
 from .tokens import TokenCounter
 
 __all__ = ["Reconstruction", "reconstruct", "speaker_label"]
@@ -116,17 +116,10 @@ _MIN_WORDS = 4
 _LONG_WORDS = 12
 _WHOLE_TOP = 1
 _MIN_NAME = 3
-_MIN_STEM = 4
-_SUFFIXES = ("ing", "ed", "s")
 _MONTHS = (
     "January", "February", "March", "April", "May", "June", "July",
     "August", "September", "October", "November", "December",
 )  # fmt: skip
-_CAPTION = re.compile(r"(\[[^\]]*\])")
-_SENTENCE_END = re.compile(
-    r"(?<=[.!?…])(?<!\b[A-Z]\.)(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)"
-    r"(?<!\bvs\.)(?<!\be\.g\.)(?<!\bi\.e\.)\s+"
-)
 _FILLER_WORDS = (
     "hey", "hi", "hello", "hiya", "yo", "heya", "thank", "thanks", "thx", "ty", "wow",
     "whoa", "woah", "omg", "aw", "aww", "oh", "ooh", "ah", "yeah", "yes", "yep", "yup",
@@ -141,7 +134,6 @@ _FILLER_WORDS = (
     "like", "well", "know", "let", "doin", "go", "get", "got", "thing", "stuff", "lot",
     "much",
 )  # fmt: skip
-_WORD = re.compile(r"[^\W_]+")
 _UNKNOWN_DATE = "date unknown"
 _MAX_LABEL = 64
 _MAX_HEADING = 80
@@ -156,20 +148,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 _TAG = re.compile(r"<\s*/?\s*retrieved[\W_]*memory[^<>]{0,64}>?", re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """A light English suffix stripper: joins "paint", "paints", "painted", "painting";
-    "participate", "participated"; "puppy", "puppies"."""
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            break
-    if len(word) > _MIN_STEM and word.endswith("e"):
-        word = word[:-1]
-    return word[:-1] + "i" if len(word) >= _MIN_STEM and word.endswith("y") else word
-
-
-_FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
+_FILLER = frozenset(stem(word) for word in _FILLER_WORDS)
 
 
 @dataclass(frozen=True)
@@ -353,25 +332,10 @@ def _shortened(line: str, room: int, counter: TokenCounter) -> str:
     return " ".join(words[:low]) + _ELLIPSIS + "\n" if enough else ""
 
 
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(map(_stem, query_terms(text)))
-
-
 def _focus(hits: Iterable[Hit], question: str | None) -> _Focus:
-    names = frozenset(_stem(hit.speaker.lower()) for hit in hits if hit.speaker)
-    terms = _stems(question) if question else frozenset()
+    names = frozenset(stem(hit.speaker.lower()) for hit in hits if hit.speaker)
+    terms = content_stems(question) if question else frozenset()
     return _Focus(frozenset(t for t in terms if t not in names), names)
-
-
-def _sentences(text: str) -> list[str]:
-    """Sentences of whitespace-normalised ``text``; a ``[caption]`` is one sentence."""
-    parts: list[str] = []
-    for piece in _CAPTION.split(text):
-        if piece.startswith("["):
-            parts.append(piece)
-        else:
-            parts.extend(s for s in _SENTENCE_END.split(piece.strip()) if s)
-    return parts
 
 
 def _content(sentence: str, stems: frozenset[str], names: frozenset[str]) -> int:
@@ -380,7 +344,7 @@ def _content(sentence: str, stems: frozenset[str], names: frozenset[str]) -> int
     rest = stems - _FILLER
     names_used = {s for s in rest if len(s) >= _MIN_NAME and _is_name(s, names)}
     if names_used:
-        capitalised = {_stem(w.lower()) for w in _WORD.findall(sentence) if w[0].isupper()}
+        capitalised = {stem(w.lower()) for w in words(sentence) if w[0].isupper()}
         rest -= names_used & capitalised
     return len(rest)
 
@@ -394,8 +358,8 @@ def _condensed(text: str, focus: _Focus, *, whole: bool) -> str:
     every sentence that is not phatic."""
     if len(text.split()) <= _LONG_WORDS:
         return text
-    sentences = _sentences(text)
-    stems = [_stems(s) for s in sentences]
+    sentences = split_sentences(text)
+    stems = [content_stems(s) for s in sentences]
     shared = [len(s & focus.terms) for s in stems]
     if any(shared) and not whole:
         return _joined(sentences, [n > 0 for n in shared])

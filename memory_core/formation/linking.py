@@ -17,29 +17,18 @@ two sentences are not judged alike merely because they contain the same name.
 from __future__ import annotations
 
 import difflib
-import re
-import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..names import NameIndex
+from ..text import normalise_name
 from .config import LinkingConfig
 from .interfaces import Vectors
 
 __all__ = ["EntityCache", "EntityState", "LinkDecision", "context_vector", "normalise_name"]
 
-_ARTICLES = re.compile(r"^(the|a|an|o|a|os|as|el|la|los|las|le|les|der|die|das)\s+")
-_POSSESSIVE = re.compile(r"['\u2019]s$")
 _WEAK_FUZZY = 0.6
-
-
-def normalise_name(name: str) -> str:
-    """Case-folded, diacritics-free, article- and possessive-free form of a name."""
-    folded = unicodedata.normalize("NFKD", name.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
-    plain = _POSSESSIVE.sub("", " ".join(re.findall(r"[\w'\u2019-]+", plain)))
-    return _ARTICLES.sub("", plain).strip()
 
 
 def context_vector(fragment: Vectors, name: Vectors) -> Vectors:

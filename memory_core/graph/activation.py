@@ -43,9 +43,10 @@ edge entries in all: the cost follows the region the pulse touches, not the grap
 **Small graphs, whole-graph rounds.** When the graph has at most ``whole_graph_edges``
 stored edges, the same rounds are computed over the whole graph at once: the normalised
 weights of every node are one sparse matrix (built once per graph version, traversal and
-closed set, and cached), and a round is ``pending += gamma * W^T (masked pending)``: the
-same rule, the same thresholds, the same pushes in the same rounds, so the same
-activation (to floating-point summation order, tested), without the bookkeeping of the
+closed set, and kept with the version: ``GraphVersion.derived``), and a round is
+``pending += gamma * W^T (masked pending)``: the same rule, the same thresholds, the
+same pushes in the same rounds, so the same activation (to floating-point summation
+order, tested), without the bookkeeping of the
 touched region that dominates a query on a small graph. Above the limit the local push
 keeps a query's cost to its region.
 
@@ -69,8 +70,6 @@ added to the result as its own first term; the error left is at most
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -232,12 +231,6 @@ def prepare(
         _whole_graph(graph, traversal, closed)
 
 
-_WHOLE: weakref.WeakKeyDictionary[GraphVersion, dict[tuple[int, bytes], _Whole]] = (
-    weakref.WeakKeyDictionary()
-)
-_WHOLE_LOCK = threading.Lock()
-
-
 @dataclass(frozen=True, eq=False)
 class _Whole:
     """The normalised propagation matrix of one graph version (transposed: row v holds
@@ -246,15 +239,17 @@ class _Whole:
     receive: Any  # scipy.sparse.csr_matrix, n x n
     degree: Floats
     entries: Int64s
-    traversal: Traversal  # kept alive so its id in the cache key stays unique
 
 
 def _whole_graph(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
-    key = (id(traversal), b"" if closed is None else np.asarray(closed, np.int64).tobytes())
-    with _WHOLE_LOCK:
-        found = _WHOLE.get(graph, {}).get(key)
-    if found is not None and found.traversal is traversal:
-        return found
+    """The version's :class:`_Whole` for ``traversal`` and ``closed``, built once per
+    version (:meth:`GraphVersion.derived`; the key holds the traversal object itself, so
+    two traversals never share an entry)."""
+    key = ("whole", traversal, b"" if closed is None else np.asarray(closed, np.int64).tobytes())
+    return graph.derived(key, lambda: _build_whole(graph, traversal, closed))
+
+
+def _build_whole(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
     from scipy import sparse
 
     n = graph.n_nodes
@@ -262,10 +257,7 @@ def _whole_graph(graph: GraphVersion, traversal: Traversal, closed: Int64s | Non
     owner, target, share = _normalised(graph.arcs(nodes, traversal), n, closed)
     receive = sparse.csr_matrix((share, (target, owner)), shape=(n, n))
     entries = graph.degree(nodes)
-    built = _Whole(receive, np.maximum(entries, 1).astype(np.float64), entries, traversal)
-    with _WHOLE_LOCK:
-        _WHOLE.setdefault(graph, {})[key] = built
-    return built
+    return _Whole(receive, np.maximum(entries, 1).astype(np.float64), entries)
 
 
 def _pulse_whole(

@@ -21,8 +21,9 @@ version keeps reading exactly what it pinned. Publishing is the job of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,7 @@ from .traversal import Traversal
 __all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex", "isin_sorted"]
 
 _T = TypeVar("_T", bound=np.generic)
+_D = TypeVar("_D")
 _MAX_NODES = int(np.iinfo(np.int32).max)
 _SCAN_FACTOR = 8
 Int64s = npt.NDArray[np.int64]
@@ -149,6 +151,7 @@ class GraphVersion:
     delta: EdgeList
     _delta_out: _SortedIndex
     _delta_in: _SortedIndex
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, kinds: npt.ArrayLike, edges: EdgeList, *, version: int = 0) -> GraphVersion:
@@ -172,6 +175,20 @@ class GraphVersion:
     @property
     def n_delta(self) -> int:
         return len(self.delta)
+
+    def derived(self, key: Hashable, build: Callable[[], _D]) -> _D:
+        """What ``build()`` computes from this version, computed once and kept with it.
+
+        Structures derived from one version (a pulse's normalised propagation matrix, say)
+        live and die with that version: a new version starts with none, and the memory
+        goes when the last query holding the version lets go of it. No lock: two queries
+        that miss at the same moment both build, and one result is kept (``build`` must be
+        a pure function of the version and ``key``, so either is right).
+        """
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived.setdefault(key, build())
+        return found  # type: ignore[no-any-return]
 
     def with_delta(
         self, edges: EdgeList, new_kinds: npt.ArrayLike = (), *, version: int | None = None
