@@ -1,6 +1,8 @@
 """Non-chat endpoints: models, health, metrics and the ``/memory`` admin API.
 
-Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat).
+Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat). Every
+JSON body is one of the typed models of :mod:`.schemas` (views of memory validated into
+:mod:`memory_core.views` models), so ``GET /openapi.json`` describes what is served.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from memory_core import (
     InvalidInputError,
@@ -23,6 +26,21 @@ from memory_core import (
 
 from .body import check_conversation_id, load_json, read_body
 from .errors import ApiError, RetrievalSkipped
+from .schemas import (
+    AreaResponse,
+    ContextsResponse,
+    EntitiesResponse,
+    Health,
+    IngestResponse,
+    ModelCard,
+    ModelList,
+    Readiness,
+    Receipt,
+    RelationsResponse,
+    SearchHit,
+    SearchResponse,
+    StatsResponse,
+)
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
 
@@ -49,10 +67,10 @@ async def models(request: web.Request) -> web.Response:
     tenant_of(request, svc.config.auth)
     created = int(svc.config.source.stat().st_mtime)
     data = [
-        {"id": name, "object": "model", "created": created, "owned_by": "areamem"}
+        ModelCard(id=name, object="model", created=created, owned_by="areamem")
         for name in svc.router.advertised()
     ]
-    return web.json_response({"object": "list", "data": data})
+    return _json(ModelList(object="list", data=data))
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -61,13 +79,15 @@ async def healthz(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     error = svc.policies.last_error
     status = {"ready": "ok"}.get(svc.state, svc.state)
-    return web.json_response(
-        {
-            "status": status,
-            "policy": str(svc.policies.current.source),
-            "policy_error": str(error) if error else None,
-            "tenants_open": len(svc.tenants.opened()),
-        }
+    return _json(
+        Health.model_validate(
+            {
+                "status": status,
+                "policy": str(svc.policies.current.source),
+                "policy_error": str(error) if error else None,
+                "tenants_open": len(svc.tenants.opened()),
+            }
+        )
     )
 
 
@@ -75,7 +95,8 @@ async def readyz(request: web.Request) -> web.Response:
     """Readiness: 200 once warm (the first request is then as fast as the hundredth),
     503 while starting or stopping, so a load balancer sends traffic only when ready."""
     state = request.app[SERVICES].state
-    return web.json_response({"status": state}, status=200 if state == "ready" else 503)
+    body = Readiness.model_validate({"status": state})
+    return _json(body, status=200 if state == "ready" else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -119,15 +140,15 @@ async def ingest(request: web.Request) -> web.Response:
         pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)
         if pending is not None:
             svc.watch_formation(memory.name, pending)
-    return web.json_response(
-        {
-            "conversation_id": result.conversation_id,
-            "appended": result.appended,
-            "already_stored": result.already_stored,
-            "superseded": result.superseded,
-            "fragments_formed": formed,
-            "formation": "queued" if background else "done",
-        }
+    return _json(
+        IngestResponse(
+            conversation_id=result.conversation_id,
+            appended=result.appended,
+            already_stored=result.already_stored,
+            superseded=result.superseded,
+            fragments_formed=formed,
+            formation="queued" if background else "done",
+        )
     )
 
 
@@ -163,27 +184,27 @@ async def search(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"search failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return web.json_response(
-        {
-            "query": query,
-            "terms": query_terms(query),
-            "hits": [
-                {
-                    "fragment_id": h.fragment_id,
-                    "score": h.score,
-                    "text": h.text,
-                    "role": h.role,
-                    "speaker": h.speaker,
-                    "conversation_id": h.conversation_id,
-                    "ts": h.ts,
-                    "ext_id": h.ext_id,
-                }
+    return _json(
+        SearchResponse(
+            query=query,
+            terms=query_terms(query),
+            hits=[
+                SearchHit(
+                    fragment_id=h.fragment_id,
+                    score=h.score,
+                    text=h.text,
+                    role=h.role,
+                    speaker=h.speaker,
+                    conversation_id=h.conversation_id,
+                    ts=h.ts,
+                    ext_id=h.ext_id,
+                )
                 for h in recall.hits
             ],
-            "context": recall.context.text,
-            "tokens": recall.context.tokens,
-            "elapsed_ms": round((time.perf_counter() - began) * 1000, 3),
-        }
+            context=recall.context.text,
+            tokens=recall.context.tokens,
+            elapsed_ms=round((time.perf_counter() - began) * 1000, 3),
+        )
     )
 
 
@@ -197,7 +218,7 @@ async def stats(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"stats failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return web.json_response({"tenant": tenant, **dataclasses.asdict(counts)})
+    return _json(StatsResponse.model_validate({"tenant": tenant, **dataclasses.asdict(counts)}))
 
 
 async def area(request: web.Request) -> web.Response:
@@ -213,20 +234,22 @@ async def area(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return web.json_response({"query": query, **report})
+    return _json(AreaResponse.model_validate({"query": query, **report}))
 
 
 async def entities(request: web.Request) -> web.Response:
     """Entities with aliases (and their languages) and the contexts they appear in."""
     memory, limit = _inspected(request)
     name = request.query.get("name") or None
-    return web.json_response({"entities": await _inspect(memory.entities(limit=limit, name=name))})
+    found = await _inspect(memory.entities(limit=limit, name=name))
+    return _json(EntitiesResponse.model_validate({"entities": found}))
 
 
 async def contexts(request: web.Request) -> web.Response:
     """Contexts with the conversations they span and sample fragments."""
     memory, limit = _inspected(request)
-    return web.json_response({"contexts": await _inspect(memory.contexts(limit=limit))})
+    found = await _inspect(memory.contexts(limit=limit))
+    return _json(ContextsResponse.model_validate({"contexts": found}))
 
 
 async def relations(request: web.Request) -> web.Response:
@@ -234,7 +257,7 @@ async def relations(request: web.Request) -> web.Response:
     memory, limit = _inspected(request)
     entity = request.query.get("entity") or None
     found = await _inspect(memory.relations(entity=entity, limit=limit))
-    return web.json_response({"entity": entity, "relations": found})
+    return _json(RelationsResponse.model_validate({"entity": entity, "relations": found}))
 
 
 def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
@@ -259,7 +282,14 @@ async def receipt(request: web.Request) -> web.Response:
     body = await svc.tenants.get(tenant).receipt(receipt_id)
     if body is None:
         raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
-    return web.json_response(body)
+    return _json(Receipt.model_validate(body))
+
+
+def _json(body: BaseModel, status: int = 200) -> web.Response:
+    """``body`` as the JSON it stands for. A value that does not fit its model has already
+    failed validation: a drift between producer and contract is a 500, never a silently
+    different body."""
+    return web.json_response(body.model_dump(mode="json", exclude_none=False), status=status)
 
 
 async def _json_body(request: web.Request, svc: Services) -> dict[str, Any]:

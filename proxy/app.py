@@ -18,6 +18,7 @@ from .chat import CLIENT_CLOSED, chat_completions
 from .config import Config
 from .errors import ApiError, error_body, internal_error_body
 from .metrics import Metrics
+from .openapi import openapi_json
 from .requestlog import RequestLog
 from .services import SERVICES, Services
 from .tenants import Tenants
@@ -119,6 +120,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/memory/relations", admin.relations)
     app.router.add_get("/memory/area", admin.area)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
+    app.router.add_get("/openapi.json", openapi_json)  # open: describes, holds no tenant data
     app.cleanup_ctx.append(_lifecycle)
     return app
 

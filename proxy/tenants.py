@@ -14,7 +14,7 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -222,10 +222,16 @@ class TenantMemory:
         work.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.leave))
         return await asyncio.wrap_future(work)
 
-    def save_receipt(self, body: dict[str, Any]) -> asyncio.Future[None]:
-        """Submit the write now (ordering it before later reads); await the result."""
+    def save_receipt(
+        self, receipt_id: str, build: Callable[[], Mapping[str, Any]]
+    ) -> asyncio.Future[None]:
+        """Submit the write now (ordering it before later reads); await the result.
+
+        ``build`` makes the receipt's body on the writer thread, so building and
+        serialising it costs the event loop nothing; its errors come out of the future.
+        """
         return asyncio.get_running_loop().run_in_executor(
-            self._writer, self.store.save_receipt, str(body["id"]), body
+            self._writer, lambda: self.store.save_receipt(receipt_id, build())
         )
 
     async def receipt(self, receipt_id: str) -> dict[str, Any] | None:

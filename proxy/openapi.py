@@ -1,0 +1,464 @@
+"""``GET /openapi.json``: the OpenAPI 3.1 description of every endpoint the proxy serves.
+
+The schemas are the typed models the handlers serve (:mod:`.schemas`,
+:mod:`memory_core.views`), so the document cannot drift from the bodies: a handler that
+served another shape would fail its own validation first. The document is built once per
+conversation-header name (the only configuration it shows) on first request, and served
+without authentication: it describes the API, never a tenant's data.
+
+Authentication: with ``auth.mode: keys`` every ``/v1`` and ``/memory`` endpoint (and
+``/metrics`` with ``auth.metrics: keys``) wants a proxy key, as ``Authorization: Bearer``
+or ``X-Api-Key``; with ``auth.mode: open`` none does. Hence each secured operation lists
+both schemes and the empty requirement ``{}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from .body import MAX_CONVERSATION_ID
+from .chat import RECEIPT_HEADER
+from .schemas import (
+    AreaResponse,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ContextsResponse,
+    EntitiesResponse,
+    ErrorResponse,
+    Health,
+    IngestRequest,
+    IngestResponse,
+    ModelList,
+    Readiness,
+    Receipt,
+    RelationsResponse,
+    SearchResponse,
+    StatsResponse,
+    UpstreamErrorResponse,
+)
+from .services import SERVICES
+
+__all__ = ["OPENAPI_VERSION", "build_document", "openapi_json"]
+
+OPENAPI_VERSION = "3.1.0"
+Json = dict[str, Any]
+
+_RESPONSES: tuple[type[BaseModel], ...] = (
+    AreaResponse,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ContextsResponse,
+    EntitiesResponse,
+    ErrorResponse,
+    Health,
+    IngestResponse,
+    ModelList,
+    Readiness,
+    Receipt,
+    RelationsResponse,
+    SearchResponse,
+    StatsResponse,
+    UpstreamErrorResponse,
+)
+_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, IngestRequest)
+_SECURED: list[Json] = [{"bearerAuth": []}, {"apiKeyHeader": []}, {}]
+_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    """The document (built once, then served as the same bytes)."""
+    header = request.app[SERVICES].config.memory.conversation_header
+    return web.Response(body=_body(header), content_type="application/json")
+
+
+@functools.lru_cache(maxsize=4)
+def _body(conversation_header: str) -> bytes:
+    return json.dumps(build_document(conversation_header)).encode()
+
+
+def build_document(conversation_header: str = "X-Conversation-Id") -> Json:
+    """The OpenAPI 3.1.0 document; ``conversation_header`` is ``memory.conversation_header``."""
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "areamem",
+            "version": "0.1.0",
+            "summary": "OpenAI-compatible proxy that gives any chat client a long-term memory.",
+        },
+        "tags": [
+            {"name": "chat", "description": "OpenAI-compatible chat completions."},
+            {"name": "service", "description": "Models, health, readiness, metrics."},
+            {"name": "memory", "description": "The caller's memory: ingest, search, views."},
+        ],
+        "paths": _paths(conversation_header),
+        "components": {"schemas": _schemas(), "securitySchemes": _security_schemes()},
+    }
+
+
+def _schemas() -> Json:
+    """Every model's JSON Schema (2020-12, as OpenAPI 3.1 uses), ``$defs`` hoisted."""
+    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        *((m, "serialization") for m in _RESPONSES),
+        *((m, "validation") for m in _REQUESTS),
+    ]
+    _, top = models_json_schema(modes, ref_template="#/components/schemas/{model}")
+    schemas: Json = top.get("$defs", {})
+    return dict(sorted(schemas.items()))
+
+
+def _security_schemes() -> Json:
+    return {
+        "bearerAuth": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A proxy key (``auth.keys``); it selects the tenant.",
+        },
+        "apiKeyHeader": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-Api-Key",
+            "description": "The same proxy key, for clients that send it this way.",
+        },
+    }
+
+
+# --- building blocks ---------------------------------------------------------------------
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(description: str, schema: Json, headers: Json | None = None) -> Json:
+    response: Json = {
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _error(description: str, headers: Json | None = None) -> Json:
+    return _json(description, _ref("ErrorResponse"), headers)
+
+
+def _relayed(description: str, headers: Json | None = None) -> Json:
+    """An error the proxy answers itself or relays from the upstream as it came."""
+    schema = {"anyOf": [_ref("ErrorResponse"), _ref("UpstreamErrorResponse")]}
+    return _json(description, schema, headers)
+
+
+_RETRY_AFTER: Json = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying (relayed from the upstream, or ours).",
+        "schema": {"type": "string"},
+    }
+}
+_INTERNAL = _error("A defect in the proxy, answered as an error object (its type only).")
+_UNAUTHORIZED = _error("Missing or unknown proxy key (``auth.mode: keys``).")
+
+
+def _query(name: str, description: str, schema: Json, *, required: bool = False) -> Json:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _integer(low: int, high: int, default: int) -> Json:
+    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
+
+
+def _question() -> Json:
+    return _query("q", "The question.", {"type": "string", "minLength": 1}, required=True)
+
+
+def _limit() -> Json:
+    return _query("limit", "Most rows returned.", _integer(1, 10_000, 100))
+
+
+def _operation(
+    operation_id: str,
+    summary: str,
+    tag: str,
+    responses: Json,
+    *,
+    secured: bool = True,
+    parameters: list[Json] | None = None,
+    body: Json | None = None,
+) -> Json:
+    """One operation; a secured one answers 401 for a missing or unknown key, and every
+    operation can answer a 500 (the error middleware's answer to a defect)."""
+    operation: Json = {"operationId": operation_id, "summary": summary, "tags": [tag]}
+    if parameters:
+        operation["parameters"] = parameters
+    if body is not None:
+        operation["requestBody"] = body
+    if secured:
+        operation["security"] = _SECURED
+        responses = {**responses, "401": _UNAUTHORIZED}
+    operation["responses"] = dict(sorted({**responses, "500": _INTERNAL}.items()))
+    return operation
+
+
+# --- the paths ---------------------------------------------------------------------------
+
+
+def _paths(conversation_header: str) -> Json:
+    chat = _chat(conversation_header)
+    return {
+        "/v1/chat/completions": {"post": {**chat, "operationId": "createChatCompletion"}},
+        "/chat/completions": {"post": {**chat, "operationId": "createChatCompletionUnversioned"}},
+        "/v1/models": {"get": _models()},
+        "/healthz": {"get": _health()},
+        "/readyz": {"get": _ready()},
+        "/metrics": {"get": _metrics()},
+        "/memory/ingest": {"post": _ingest()},
+        "/memory/search": {"get": _search()},
+        "/memory/stats": {"get": _stats()},
+        "/memory/entities": {"get": _entities()},
+        "/memory/contexts": {"get": _contexts()},
+        "/memory/relations": {"get": _relations()},
+        "/memory/area": {"get": _area()},
+        "/memory/receipts/{receipt_id}": {"get": _receipt()},
+        "/openapi.json": {"get": _openapi()},
+    }
+
+
+def _chat(conversation_header: str) -> Json:
+    receipt = {
+        RECEIPT_HEADER: {
+            "description": "The receipt id, when memory was consulted "
+            "(``GET /memory/receipts/{receipt_id}``).",
+            "schema": {"type": "string"},
+        }
+    }
+    stream = {
+        "schema": {"type": "string"},
+        "x-sse-data": {"oneOf": [_ref("ChatCompletionChunk"), _ref("ErrorResponse")]},
+    }
+    ok = {
+        "description": "The upstream's answer, relayed as it arrives: a chat completion, or "
+        "with ``stream: true`` server-sent events (each ``data:`` a chunk, the last "
+        "``data: [DONE]``; an upstream failure mid-stream is one ``data:`` error object).",
+        "headers": receipt,
+        "content": {
+            "application/json": {"schema": _ref("ChatCompletion")},
+            "text/event-stream": stream,
+        },
+    }
+    parameters = [
+        {
+            "name": "X-Memory",
+            "in": "header",
+            "description": "``force`` consults memory, ``off`` neither consults nor stores "
+            "the exchange, ``auto`` (or absent) lets the trigger policy decide.",
+            "schema": {"type": "string", "examples": ["auto", "force", "off"]},
+        },
+        {
+            "name": conversation_header,
+            "in": "header",
+            "description": "Explicit conversation id (else derived from the first messages).",
+            "schema": {"type": "string", "minLength": 1, "maxLength": MAX_CONVERSATION_ID},
+        },
+    ]
+    body = {
+        "required": True,
+        "content": {"application/json": {"schema": _ref("ChatCompletionRequest")}},
+    }
+    responses = {
+        "200": ok,
+        "400": _relayed("Invalid request body (or the upstream's own 400)."),
+        "404": _relayed("No upstream routes the model (``model_not_found``)."),
+        "408": _error("The body did not arrive within ``server.body_timeout_s``."),
+        "413": _error("The body is larger than ``server.max_body_bytes``."),
+        "415": _error("The body's declared media type is not JSON."),
+        "502": _relayed("The upstream is unreachable, failed, or refused our credentials."),
+        "504": _relayed("The upstream did not answer in time."),
+        "4XX": _relayed("Another error status of the upstream, relayed.", _RETRY_AFTER),
+        "5XX": _relayed("Another error status of the upstream, relayed.", _RETRY_AFTER),
+    }
+    return _operation(
+        "createChatCompletion",
+        "Chat completion with memory: decide, recall, inject, forward, store. The query "
+        "string is forwarded to the upstream as sent. A client that leaves before the "
+        "answer ends is logged with status 499 (no response is sent).",
+        "chat",
+        responses,
+        parameters=parameters,
+        body=body,
+    )
+
+
+def _models() -> Json:
+    ok = _json("The models the proxy routes.", _ref("ModelList"))
+    return _operation("listModels", "Models advertised by the config.", "service", {"200": ok})
+
+
+def _health() -> Json:
+    ok = _json("The process serves (see ``status``).", _ref("Health"))
+    return _operation("health", "Liveness.", "service", {"200": ok}, secured=False)
+
+
+def _ready() -> Json:
+    responses = {
+        "200": _json("Warm: models and graphs loaded.", _ref("Readiness")),
+        "503": _json("Starting or stopping.", _ref("Readiness")),
+    }
+    return _operation("ready", "Readiness.", "service", responses, secured=False)
+
+
+def _metrics() -> Json:
+    ok = {
+        "description": "Prometheus text exposition format 0.0.4.",
+        "content": {_PROMETHEUS: {"schema": {"type": "string"}}},
+    }
+    operation = _operation("metrics", "Prometheus metrics.", "service", {"200": ok})
+    operation["description"] = "Wants a proxy key only with ``auth.metrics: keys``."
+    return operation
+
+
+def _ingest() -> Json:
+    form = _query(
+        "form",
+        "``wait``: form memory before answering; ``background``: answer once stored.",
+        {"type": "string", "enum": ["wait", "background"], "default": "wait"},
+    )
+    body = {"required": True, "content": {"application/json": {"schema": _ref("IngestRequest")}}}
+    responses = {
+        "200": _json("What was stored.", _ref("IngestResponse")),
+        "400": _error("Invalid body or parameter."),
+        "408": _error("The body did not arrive within ``server.body_timeout_s``."),
+        "413": _error("The body is larger than ``server.max_body_bytes``."),
+        "415": _error("The body's declared media type is not JSON."),
+    }
+    return _operation(
+        "ingest",
+        "Store a transcript as if it had passed through the proxy, then form memory.",
+        "memory",
+        responses,
+        parameters=[form],
+        body=body,
+    )
+
+
+def _search() -> Json:
+    parameters = [
+        _question(),
+        _query("k", "Most fragments.", _integer(1, 200, 8)),
+        _query("budget", "Token budget of the memory block.", _integer(1, 100_000, 600)),
+    ]
+    responses = {
+        "200": _json("What retrieval found.", _ref("SearchResponse")),
+        "400": _error("Missing ``q`` or a parameter out of range."),
+        "503": _error("Memory is busy (``memory_busy``); retry.", _RETRY_AFTER),
+    }
+    return _operation(
+        "search",
+        "What retrieval returns for a question.",
+        "memory",
+        responses,
+        parameters=parameters,
+    )
+
+
+def _stats() -> Json:
+    ok = _json("Sizes of the caller's memory.", _ref("StatsResponse"))
+    return _operation("stats", "Sizes of the caller's memory.", "memory", {"200": ok})
+
+
+def _entities() -> Json:
+    name = _query("name", "Only the entity with this name or alias.", {"type": "string"})
+    responses = {
+        "200": _json("Entities, most mentioned first.", _ref("EntitiesResponse")),
+        "400": _error("``limit`` out of range."),
+    }
+    return _operation(
+        "entities",
+        "Entities with aliases and contexts.",
+        "memory",
+        responses,
+        parameters=[_limit(), name],
+    )
+
+
+def _contexts() -> Json:
+    responses = {
+        "200": _json("Contexts, largest first.", _ref("ContextsResponse")),
+        "400": _error("``limit`` out of range."),
+    }
+    return _operation(
+        "contexts",
+        "Contexts with conversations and samples.",
+        "memory",
+        responses,
+        parameters=[_limit()],
+    )
+
+
+def _relations() -> Json:
+    entity = _query(
+        "entity", "Only relations of this entity (subject or object).", {"type": "string"}
+    )
+    responses = {
+        "200": _json("Relations by id.", _ref("RelationsResponse")),
+        "400": _error("``limit`` out of range."),
+    }
+    return _operation(
+        "relations",
+        "Relations with sources and mutation records.",
+        "memory",
+        responses,
+        parameters=[_limit(), entity],
+    )
+
+
+def _area() -> Json:
+    responses = {
+        "200": _json("Foci, the chosen area with every score term, timings.", _ref("AreaResponse")),
+        "400": _error("Missing ``q`` or ``k`` out of range."),
+    }
+    return _operation(
+        "area",
+        "Why an area would be chosen for a question.",
+        "memory",
+        responses,
+        parameters=[_question(), _query("k", "Most fragments.", _integer(1, 200, 8))],
+    )
+
+
+def _receipt() -> Json:
+    receipt_id = {
+        "name": "receipt_id",
+        "in": "path",
+        "required": True,
+        "description": f"The id a chat response's ``{RECEIPT_HEADER}`` header named.",
+        "schema": {"type": "string"},
+    }
+    responses = {
+        "200": _json("The receipt.", _ref("Receipt")),
+        "404": _error("No such receipt for this tenant (``receipt_not_found``)."),
+    }
+    return _operation(
+        "receipt",
+        "What one chat request did with memory.",
+        "memory",
+        responses,
+        parameters=[receipt_id],
+    )
+
+
+def _openapi() -> Json:
+    ok = _json("This document.", {"type": "object"})
+    return _operation("openapi", "This OpenAPI document.", "service", {"200": ok}, secured=False)

@@ -1,0 +1,358 @@
+"""The typed shapes of the proxy's own bodies: receipts, health, models, ingest, search,
+errors, and the parts of request bodies the proxy reads.
+
+Response models forbid unknown keys and are frozen; they are served as
+``model_dump(mode="json")``, the same JSON the hand-built dictionaries were. Bodies that
+belong to an upstream (chat completions and their stream chunks, an upstream's own error)
+and the chat request (clients send far more than the proxy reads, all forwarded) allow
+unknown keys: the proxy describes them, it does not own them. The views of memory itself
+live in :mod:`memory_core.views`; the responses here wrap them with the query or tenant.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory_core.views import (
+    AreaExplanation,
+    AreaSummary,
+    ContextView,
+    EntityView,
+    RelationView,
+    StoreStatsView,
+)
+
+__all__ = [
+    "AreaResponse",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "ContentPart",
+    "ContextsResponse",
+    "EntitiesResponse",
+    "ErrorDetail",
+    "ErrorResponse",
+    "Health",
+    "IngestMessage",
+    "IngestRequest",
+    "IngestResponse",
+    "ModelCard",
+    "ModelList",
+    "Readiness",
+    "Receipt",
+    "ReceiptArea",
+    "ReceiptDecision",
+    "ReceiptFragment",
+    "RelationsResponse",
+    "SearchHit",
+    "SearchResponse",
+    "StatsResponse",
+    "UpstreamErrorDetail",
+    "UpstreamErrorResponse",
+]
+
+
+class _Body(BaseModel):
+    """A frozen body with no keys beyond its fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Open(BaseModel):
+    """A body the proxy reads or relays but does not own: unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+class ErrorDetail(_Body):
+    """An error as the OpenAI API writes it."""
+
+    message: str = Field(description="What went wrong, for a person.")
+    type: str = Field(
+        description="``invalid_request_error``, ``server_error`` or ``upstream_error``."
+    )
+    param: str | None = Field(description="The request parameter at fault, if one is.")
+    code: str | None = Field(description="A stable machine-readable code.")
+
+
+class ErrorResponse(_Body):
+    """Every error the proxy answers itself: ``{"error": {...}}``."""
+
+    error: ErrorDetail = Field(description="The error.")
+
+
+class UpstreamErrorDetail(_Open):
+    """An upstream's own error object, relayed as it sent it (or the proxy's own)."""
+
+    message: str | None = Field(default=None, description="What went wrong.")
+    type: str | None = Field(default=None, description="Error type.")
+    param: str | None = Field(default=None, description="Parameter at fault.")
+    code: str | int | None = Field(default=None, description="Error code.")
+
+
+class UpstreamErrorResponse(_Open):
+    """An error status relayed from the upstream, with its body when it was an OpenAI-style
+    error object, else the proxy's own (``type: upstream_error``)."""
+
+    error: UpstreamErrorDetail = Field(description="The error.")
+
+
+# --- health and models -------------------------------------------------------------------
+
+
+class Health(_Body):
+    """Liveness: always 200 while the process serves."""
+
+    status: Literal["starting", "ok", "stopping"] = Field(
+        description="``starting`` until models and graphs are loaded, ``ok`` then, "
+        "``stopping`` during shutdown."
+    )
+    policy: str = Field(description="The trigger-policy file in effect.")
+    policy_error: str | None = Field(
+        description="Why the last edit of the policy was refused (previous policy kept)."
+    )
+    tenants_open: int = Field(description="Tenant stores open in this process.")
+
+
+class Readiness(_Body):
+    """Readiness: 200 once warm, 503 while starting or stopping."""
+
+    status: Literal["starting", "ready", "stopping"] = Field(description="Process state.")
+
+
+class ModelCard(_Body):
+    """A model the proxy routes."""
+
+    id: str = Field(description="Model name to send as ``model``.")
+    object: Literal["model"] = Field(description="Always ``model``.")
+    created: int = Field(description="Epoch seconds (the config file's modification time).")
+    owned_by: str = Field(description="Always ``areamem``.")
+
+
+class ModelList(_Body):
+    """The advertised models, as ``GET /v1/models`` of the OpenAI API."""
+
+    object: Literal["list"] = Field(description="Always ``list``.")
+    data: list[ModelCard] = Field(description="The models.")
+
+
+# --- chat --------------------------------------------------------------------------------
+
+
+class ContentPart(_Open):
+    """A content part; the proxy reads ``text`` parts, and forwards every part as sent."""
+
+    type: str = Field(min_length=1, description="Part type (``text``, ``image_url``, …).")
+    text: str | None = Field(default=None, description="The text of a ``text`` part.")
+
+
+class ChatMessage(_Open):
+    """A chat message; fields the proxy does not read are forwarded unchanged."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"] = Field(
+        description="Author role."
+    )
+    content: str | list[ContentPart] | None = Field(
+        default=None, description="Text, content parts, or null (tool calls)."
+    )
+    name: str | None = Field(default=None, description="Speaker name; kept as the speaker.")
+    tool_call_id: str | None = Field(default=None, description="The tool call answered.")
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="Tool calls.")
+
+
+class ChatCompletionRequest(_Open):
+    """A chat completion request; only the fields the proxy reads are described, every
+    other field (tools, response_format, temperature, …) is forwarded unchanged."""
+
+    model: str = Field(min_length=1, max_length=256, description="Model name to route.")
+    messages: list[ChatMessage] = Field(
+        min_length=1, description="The conversation; at least one ``user`` message."
+    )
+    stream: bool = Field(default=False, description="Stream the answer as server-sent events.")
+
+
+class ChatCompletion(_Open):
+    """The upstream's chat completion, relayed byte for byte."""
+
+    id: str = Field(description="Completion id.")
+    object: str = Field(description="``chat.completion``.")
+    created: int = Field(description="Epoch seconds.")
+    model: str = Field(description="Model that answered.")
+    choices: list[dict[str, Any]] = Field(description="The answers.")
+    usage: dict[str, Any] | None = Field(default=None, description="Token usage.")
+
+
+class ChatCompletionChunk(_Open):
+    """One ``data:`` event of a streamed answer, relayed as the upstream sent it."""
+
+    id: str = Field(description="Completion id.")
+    object: str = Field(description="``chat.completion.chunk``.")
+    created: int = Field(description="Epoch seconds.")
+    model: str = Field(description="Model that answers.")
+    choices: list[dict[str, Any]] = Field(description="Deltas.")
+
+
+# --- receipts ----------------------------------------------------------------------------
+
+
+class ReceiptDecision(_Body):
+    """The trigger policy's decision for the request."""
+
+    retrieve: bool = Field(description="Whether memory was consulted.")
+    reason: str = Field(description="Why, in words.")
+    rule: str | None = Field(description="The rule that decided, if one did.")
+    budget_tokens: int = Field(description="Token budget for the injected context.")
+    max_fragments: int = Field(description="Most fragments retrieved.")
+
+
+class ReceiptFragment(_Body):
+    """A retrieved fragment as the receipt keeps it."""
+
+    id: int = Field(description="Fragment id.")
+    score: float = Field(description="Retrieval score (4 decimals).")
+    conversation_id: str = Field(description="The fragment's conversation.")
+    ts: float | None = Field(description="Epoch seconds; null when unknown.")
+    role: str = Field(description="Author role.")
+    speaker: str | None = Field(description="Speaker name, when known.")
+    text: str = Field(description="The text, cut at 2,000 characters.")
+    text_chars: int = Field(description="The text's full length in characters.")
+    cited: bool = Field(description="Whether the injected text cites it.")
+
+
+class ReceiptArea(_Body):
+    """What retrieval found."""
+
+    kind: Literal["fts5-bm25 fragments", "area (graph + bm25)"] = Field(
+        description="The retrieval used."
+    )
+    fragments: list[ReceiptFragment] = Field(description="Retrieved fragments, best first.")
+
+
+class Receipt(_Body):
+    """What one request that consulted memory did (``X-Memory-Receipt`` names it)."""
+
+    id: str = Field(description="Receipt id (``rcpt_…``).")
+    created_at: float = Field(description="Epoch seconds.")
+    tenant: str = Field(description="The tenant the request acted for.")
+    model: str = Field(description="Requested model.")
+    conversation_id: str = Field(description="Conversation id (explicit or derived).")
+    decision: ReceiptDecision = Field(description="The policy's decision.")
+    memory_error: str | None = Field(
+        description="Why memory was skipped or failed (the request went on without it)."
+    )
+    area: ReceiptArea = Field(description="What retrieval found.")
+    injected_text: str = Field(description="The memory block injected (empty: none).")
+    tokens: int = Field(description="Tokens of the injected text.")
+    timings_ms: dict[str, float] = Field(description="Milliseconds per stage of the request.")
+    upstream_status: int = Field(description="HTTP status the upstream answered.")
+    graph_version: int | None = Field(description="The graph version read (area retrieval).")
+    graph_area: AreaSummary | None = Field(
+        description="The area query: foci, region, score terms (area retrieval)."
+    )
+
+
+# --- memory admin ------------------------------------------------------------------------
+
+
+ConversationId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class IngestMessage(_Open):
+    """A transcript message, stored as if it had passed through the proxy."""
+
+    role: str = Field(description="Author role.")
+    content: Any = Field(default=None, description="Text or content parts.")
+    name: str | None = Field(default=None, description="Speaker name.")
+    timestamp: float | str | None = Field(
+        default=None, description="Epoch seconds or ISO 8601 (naive: UTC); default now."
+    )
+    id: str | int | None = Field(default=None, description="Your own id for the message.")
+
+
+class IngestRequest(_Body):
+    """``POST /memory/ingest``."""
+
+    conversation_id: ConversationId | None = Field(
+        default=None, description="Conversation id; derived from the messages when absent."
+    )
+    messages: list[IngestMessage] = Field(
+        min_length=1, max_length=100_000, description="The transcript, oldest first."
+    )
+
+
+class IngestResponse(_Body):
+    """What an ingest stored."""
+
+    conversation_id: str = Field(description="The conversation the messages went to.")
+    appended: int = Field(description="Messages newly appended to the log.")
+    already_stored: int = Field(description="Messages already in the log (skipped).")
+    superseded: int = Field(description="Earlier messages superseded by a branch.")
+    fragments_formed: int = Field(description="Fragments formed before answering.")
+    formation: Literal["done", "queued"] = Field(
+        description="``done`` (``form=wait``) or ``queued`` (``form=background``)."
+    )
+
+
+class SearchHit(_Body):
+    """A retrieved fragment."""
+
+    fragment_id: int = Field(description="Fragment id.")
+    score: float = Field(description="Retrieval score (higher is better).")
+    text: str = Field(description="Fragment text.")
+    role: str = Field(description="Author role.")
+    speaker: str | None = Field(description="Speaker name, when known.")
+    conversation_id: str = Field(description="The fragment's conversation.")
+    ts: float | None = Field(description="Epoch seconds; null when unknown.")
+    ext_id: str | None = Field(description="The id given at ingest, if any.")
+
+
+class SearchResponse(_Body):
+    """What retrieval returns for a question."""
+
+    query: str = Field(description="The question.")
+    terms: list[str] = Field(description="Its search terms.")
+    hits: list[SearchHit] = Field(description="Retrieved fragments, best first.")
+    context: str = Field(description="The memory block that would be injected.")
+    tokens: int = Field(description="Its tokens.")
+    elapsed_ms: float = Field(description="Time retrieval took.")
+
+
+class _Tenant(_Body):
+    tenant: str = Field(description="The caller's tenant.")
+
+
+class StatsResponse(StoreStatsView, _Tenant):
+    """Sizes of the caller's memory (``tenant`` first: pydantic orders base fields last)."""
+
+
+class _Query(_Body):
+    query: str = Field(description="The question.")
+
+
+class AreaResponse(AreaExplanation, _Query):
+    """Why an area would be chosen for ``query``."""
+
+
+class EntitiesResponse(_Body):
+    """``GET /memory/entities``."""
+
+    entities: list[EntityView] = Field(description="Entities by mentions, most first.")
+
+
+class ContextsResponse(_Body):
+    """``GET /memory/contexts``."""
+
+    contexts: list[ContextView] = Field(description="Contexts by size, largest first.")
+
+
+class RelationsResponse(_Body):
+    """``GET /memory/relations``."""
+
+    entity: str | None = Field(description="The entity filter, if given.")
+    relations: list[RelationView] = Field(description="Relations by id.")

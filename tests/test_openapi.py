@@ -1,0 +1,312 @@
+"""``GET /openapi.json``: a valid OpenAPI 3.1 document describing every route, and every
+real response of a real proxy (in front of the fake upstream) fits what it declares."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate as validate_spec
+from pydantic import ValidationError
+
+from memory_core.views import AreaExplanation, EntityView
+from proxy.fake_upstream import FakeUpstream
+from proxy.openapi import build_document
+from proxy.schemas import Receipt
+
+from .conftest import MakeProxy, Proxy, proxy_config
+from .test_inspection import TRANSCRIPT
+
+Json = dict[str, Any]
+KEYS = {"sk-alice": "alice"}
+QUESTION = "Do you remember where Rui lives?"
+
+
+@dataclass
+class Exchange:
+    """One real response: the route it answered and what it sent."""
+
+    path: str
+    method: str
+    status: int
+    content_type: str
+    text: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+class Client:
+    """Records every response, keyed by the document's path template."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http, self.url = http, url
+        self.seen: list[Exchange] = []
+
+    async def call(
+        self, method: str, path: str, template: str | None = None, **kwargs: Any
+    ) -> Exchange:
+        async with self.http.request(method, self.url + path, **kwargs) as response:
+            exchange = Exchange(
+                template or path,
+                method.lower(),
+                response.status,
+                response.content_type,
+                await response.text(),
+                dict(response.headers),
+            )
+        self.seen.append(exchange)
+        return exchange
+
+
+def _media(operation: Json, status: int, content_type: str) -> Json:
+    """The media type object the document declares for a status and content type."""
+    responses = operation["responses"]
+    declared = responses.get(str(status)) or responses.get(f"{status // 100}XX")
+    assert declared is not None, f"status {status} not declared"
+    for name, media in declared["content"].items():
+        if name.split(";")[0].strip() == content_type:
+            return dict(media)
+    raise AssertionError(f"{content_type} not declared for {status}: {list(declared['content'])}")
+
+
+def _check(schema: Json, components: Json, value: Any, where: str) -> None:
+    """``value`` against ``schema``; ``#/components/...`` refs resolve against the root."""
+    validator = Draft202012Validator({**schema, "components": components})
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    assert not errors, f"{where}: " + "; ".join(
+        f"{list(e.absolute_path)}: {e.message[:300]}" for e in errors[:5]
+    )
+
+
+def _conforms(document: Json, exchange: Exchange) -> None:
+    operation = document["paths"][exchange.path][exchange.method]
+    media = _media(operation, exchange.status, exchange.content_type)
+    where = f"{exchange.method.upper()} {exchange.path} {exchange.status}"
+    components = document["components"]
+    if exchange.content_type == "application/json":
+        _check(media["schema"], components, exchange.json(), where)
+        return
+    _check(media["schema"], components, exchange.text, where)
+    if exchange.content_type == "text/event-stream":
+        events = [line[6:] for line in exchange.text.splitlines() if line.startswith("data: ")]
+        assert events and events[-1] == "[DONE]"
+        for event in events[:-1]:
+            _check(media["x-sse-data"], components, json.loads(event), where + " event")
+
+
+def _routes(proxy: Proxy) -> set[tuple[str, str]]:
+    """(path, method) of every route the app serves (aiohttp's implicit HEADs aside)."""
+    return {
+        (route.resource.canonical, route.method.lower())
+        for route in proxy.runner.app.router.routes()
+        if route.resource is not None and route.method != "HEAD"
+    }
+
+
+def test_document_is_valid_openapi_3_1() -> None:
+    document = build_document()
+    validate_spec(document)
+    assert document["openapi"] == "3.1.0"
+    for schema in document["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
+
+
+async def test_every_route_is_described(proxy: Proxy) -> None:
+    document = build_document()
+    described = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert _routes(proxy) == described
+
+
+async def test_every_endpoint_answers_as_described(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    # a generous lookup budget: on a loaded test machine the default 250 ms may skip
+    # memory, and this test needs a receipt with an area in it
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"retrieval_timeout_ms": 30_000}))
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, proxy.url)
+        served = await client.call("GET", "/openapi.json")
+        document = served.json()
+        validate_spec(document)
+        assert document == build_document()
+        await _exercise(client)
+        await proxy.settle()
+        await _inspect(client)
+    for exchange in client.seen:
+        _conforms(document, exchange)
+    ok = {(e.path, e.method) for e in client.seen if e.status < 300}
+    described = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert ok == described  # every operation was seen answering, and checked
+    statuses = {(e.path, e.status) for e in client.seen}
+    assert {("/v1/chat/completions", 400), ("/memory/receipts/{receipt_id}", 404)} <= statuses
+
+
+async def _exercise(client: Client) -> None:
+    """Every endpoint once (chat with memory, so receipts exist), and error answers."""
+    await client.call("GET", "/healthz")
+    await client.call("GET", "/readyz")
+    await client.call("GET", "/v1/models")
+    ingested = await client.call("POST", "/memory/ingest", json=TRANSCRIPT)
+    assert ingested.status == 200, ingested.text
+    chat = {"model": "echo", "messages": [{"role": "user", "content": QUESTION}]}
+    answered = await client.call("POST", "/v1/chat/completions", json=chat)
+    streamed = await client.call(
+        "POST", "/chat/completions", json={**chat, "stream": True}, headers={"X-Memory": "force"}
+    )
+    assert streamed.content_type == "text/event-stream"
+    for reply in (answered, streamed):
+        assert reply.status == 200, reply.text
+        receipt = reply.headers["X-Memory-Receipt"]
+        shown = await client.call(
+            "GET", f"/memory/receipts/{receipt}", "/memory/receipts/{receipt_id}"
+        )
+        assert shown.status == 200, shown.text
+        assert shown.json()["graph_area"]["region"] is not None
+    await _errors(client, chat)
+
+
+async def _errors(client: Client, chat: Json) -> None:
+    bad = await client.call(
+        "POST",
+        "/v1/chat/completions",
+        data=b"{not json",
+        headers={"Content-Type": "application/json"},
+    )
+    assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_request"
+    media = await client.call(
+        "POST", "/memory/ingest", data=b"x", headers={"Content-Type": "text/plain"}
+    )
+    assert media.status == 415
+    missing = await client.call(
+        "GET", "/memory/receipts/rcpt_nope", "/memory/receipts/{receipt_id}"
+    )
+    assert missing.status == 404 and missing.json()["error"]["code"] == "receipt_not_found"
+    assert (await client.call("GET", "/memory/search")).status == 400
+    assert (await client.call("GET", "/memory/entities", params={"limit": "0"})).status == 400
+    limited = await client.call("POST", "/v1/chat/completions", json={**chat, "model": "fail-429"})
+    assert limited.status == 429 and "Retry-After" in limited.headers
+    refused = await client.call("POST", "/v1/chat/completions", json={**chat, "model": "fail-401"})
+    assert refused.status == 502
+
+
+async def _inspect(client: Client) -> None:
+    for path, params in [
+        ("/memory/search", {"q": "Rui"}),
+        ("/memory/stats", {}),
+        ("/memory/entities", {}),
+        ("/memory/entities", {"name": "lisbon"}),
+        ("/memory/contexts", {}),
+        ("/memory/relations", {"entity": "Rui"}),
+        ("/memory/area", {"q": "Where does Rui live now?"}),
+        ("/metrics", {}),
+    ]:
+        answer = await client.call("GET", path, params=params)
+        assert answer.status == 200, answer.text
+
+
+async def test_keys_auth_errors_and_empty_memory(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """401 without a key; an empty tenant's views and area (no activation) fit too."""
+    proxy = await make_proxy(proxy_config(upstream.url, auth={"keys": KEYS}))
+    document = build_document()
+    key = {"Authorization": "Bearer sk-alice"}
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, proxy.url)
+        for path in ("/v1/models", "/memory/stats", "/memory/relations"):
+            assert (await client.call("GET", path)).status == 401
+        bad_key = await client.call("GET", "/memory/entities", headers={"X-Api-Key": "sk-nobody"})
+        assert bad_key.status == 401
+        assert (await client.call("GET", "/openapi.json")).status == 200  # open
+        empty = await client.call("GET", "/memory/area", params={"q": "anything"}, headers=key)
+        assert empty.status == 200 and empty.json()["area"] is None
+        for path in ("/memory/entities", "/memory/contexts", "/memory/relations", "/memory/stats"):
+            assert (await client.call("GET", path, headers=key)).status == 200
+    for exchange in client.seen:
+        _conforms(document, exchange)
+
+
+async def test_bm25_receipt(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    """A receipt of BM25 retrieval (no graph area) fits its schema too."""
+    proxy = await make_proxy(proxy_config(upstream.url, memory={"retrieval": "bm25"}))
+    chat = {"model": "echo", "messages": [{"role": "user", "content": QUESTION}]}
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, proxy.url)
+        await client.call("POST", "/memory/ingest", json=TRANSCRIPT)
+        answered = await client.call("POST", "/v1/chat/completions", json=chat)
+        receipt = answered.headers["X-Memory-Receipt"]
+        shown = await client.call(
+            "GET", f"/memory/receipts/{receipt}", "/memory/receipts/{receipt_id}"
+        )
+    body = shown.json()
+    assert body["graph_area"] is None and body["area"]["kind"] == "fts5-bm25 fragments"
+    assert body["area"]["fragments"]
+    for exchange in client.seen:
+        _conforms(build_document(), exchange)
+
+
+async def test_served_views_are_the_produced_json(proxy: Proxy) -> None:
+    """Validating into the view models changes no byte of what memory produced."""
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, proxy.url)
+        await client.call("POST", "/memory/ingest", json=TRANSCRIPT)
+        chat = {"model": "echo", "messages": [{"role": "user", "content": QUESTION}]}
+        receipt = (await client.call("POST", "/v1/chat/completions", json=chat)).headers[
+            "X-Memory-Receipt"
+        ]
+        await proxy.settle()
+        served = {
+            "entities": (await client.call("GET", "/memory/entities")).text,
+            "contexts": (await client.call("GET", "/memory/contexts")).text,
+            "relations": (await client.call("GET", "/memory/relations")).text,
+            "receipt": (await client.call("GET", f"/memory/receipts/{receipt}")).text,
+        }
+    memory = proxy.services.tenants.get("default")
+    produced = {
+        "entities": {"entities": await memory.entities(limit=100, name=None)},
+        "contexts": {"contexts": await memory.contexts(limit=100)},
+        "relations": {"entity": None, "relations": await memory.relations(entity=None, limit=100)},
+        "receipt": await memory.receipt(receipt),
+    }
+    for name, value in produced.items():
+        assert served[name] == json.dumps(value), name
+
+
+def test_views_refuse_drift() -> None:
+    """A producer that adds or renames a key fails validation, loudly."""
+    entity = {
+        "id": 1,
+        "name": "Rui",
+        "label": "PER",
+        "is_speaker": True,
+        "mentions": 1,
+        "first_seen": 1.0,
+        "last_seen": None,
+        "interpretation": "linking@1",
+        "aliases": [],
+        "contexts": [],
+    }
+    assert EntityView.model_validate(entity).model_dump(mode="json") == entity
+    with pytest.raises(ValidationError):
+        EntityView.model_validate({**entity, "surprise": 1})
+    with pytest.raises(ValidationError):
+        Receipt.model_validate({"id": "rcpt_x"})
+    explained = {
+        "graph_version": 0,
+        "graph": {"nodes": 0, "edges": 0, "delta_edges": 0, "fragments": 0},
+        "foci": [],
+        "timings_ms": {},
+        "fragments": [3, {"id": 4, "score": 0.5, "terms": {"bm25": 0.5}}],
+        "area": None,
+        "candidates": [],
+    }
+    assert AreaExplanation.model_validate(explained).model_dump(mode="json") == {
+        **explained,
+        "visited": None,
+    }
