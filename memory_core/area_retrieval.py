@@ -42,9 +42,8 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
@@ -63,6 +62,7 @@ from .graph import (
 )
 from .memory_graph import MemoryGraph, stem
 from .retrieval import Hit, query_terms, search
+from .storage import Connection, contexts, entities, fragments
 
 __all__ = ["AreaResult", "explain", "retrieve_area", "summary"]
 
@@ -95,7 +95,7 @@ Vector = npt.NDArray[np.float32]
 
 
 def retrieve_area(
-    conn: apsw.Connection,
+    conn: Connection,
     memory: MemoryGraph,
     question: str,
     question_vector: Vector | Callable[[], Vector | None] | None,
@@ -285,7 +285,7 @@ def summary(memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     return report
 
 
-def explain(conn: apsw.Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
+def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     """Everything a person needs to see why an area was chosen (JSON-ready)."""
     activation, area = result.activation, result.area
     described = _Describer(conn, memory)
@@ -363,30 +363,28 @@ def _day(day: object) -> str:
 class _Describer:
     """Names graph nodes by what they stand for in SQLite."""
 
-    def __init__(self, conn: apsw.Connection, memory: MemoryGraph) -> None:
+    def __init__(self, conn: Connection, memory: MemoryGraph) -> None:
         self._conn, self._memory = conn, memory
 
     def node(self, n: int) -> dict[str, Any]:
         kind, key = self._memory.node_keys[n]
         if kind == "fragment":
-            row = self._conn.execute(
-                "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (key,)
-            ).fetchone()
-            label = f"{row[1] or ''}: {row[2][:80]}" if row else ""
+            row = fragments.describe(self._conn, cast(int, key))
+            label = f"{row.speaker or ''}: {row.text[:80]}" if row else ""
             return {
                 "node": n,
                 "kind": kind,
                 "id": key,
                 "label": label,
-                "conversation_id": row[0] if row else None,
+                "conversation_id": row.conversation_id if row else None,
             }
         label = str(key)
         if kind == "entity":
-            found = self._conn.execute("SELECT name FROM entities WHERE id = ?", (key,)).fetchone()
-            label = found[0] if found else label
+            name = entities.name_of(self._conn, cast(int, key))
+            label = name if name is not None else label
         elif kind == "context":
-            found = self._conn.execute("SELECT label FROM contexts WHERE id = ?", (key,)).fetchone()
-            label = found[0] if found else label
+            context = contexts.label_of(self._conn, cast(int, key))
+            label = context if context is not None else label
         elif kind == "session" and isinstance(key, tuple):
             label = f"{key[0]} {_day(key[1])}"
         return {

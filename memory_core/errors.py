@@ -1,4 +1,4 @@
-"""The one exception tree of memory_core; foreign errors (apsw) are wrapped at the edge."""
+"""The one exception tree of memory_core; apsw errors are wrapped once, in :mod:`.storage`."""
 
 from __future__ import annotations
 

@@ -10,9 +10,12 @@ Invariants:
 - A logged timestamp is finite epoch seconds in ``[MIN_TIMESTAMP, MAX_TIMESTAMP)``
   (years 1900 to 2199; :func:`check_timestamp`). Rows logged before that rule may hold
   anything (inf, nan, 1e308, text): readers go through :func:`stored_timestamp`, which
-  reads such a value as unknown (None), so no stored value can break a reader.
+  reads such a value as unknown (None), so no stored value can break a reader (it and
+  the bounds live in :mod:`.storage.values`, where stored rows are read, and are
+  re-exported here).
 - The cost of an append follows its history's length and never fails on it: lists of
-  ids go to SQLite as one JSON parameter (``json_each``), never one variable each.
+  ids go to SQLite as one JSON parameter (``json_each``), never one variable each
+  (:mod:`.storage.log` holds the SQL).
 - The path of the latest append is the live branch. Sibling subtrees hanging off that
   path (an edited or regenerated turn's predecessor) are recorded as superseded, and so
   is the memory derived from them (fragments, and the relations they support); a path
@@ -23,16 +26,15 @@ Invariants:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from .chain import chain_hashes, conversation_id, message_text
-from .db import JSON_IN, json_array, transaction
 from .errors import InvalidInputError
+from .storage import Connection, fragments, relations, transaction
+from .storage import log as log_rows
+from .storage.values import MAX_TIMESTAMP, MIN_TIMESTAMP, stored_timestamp
 
 __all__ = [
     "MAX_TIMESTAMP",
@@ -43,11 +45,6 @@ __all__ = [
     "check_timestamp",
     "stored_timestamp",
 ]
-
-MIN_TIMESTAMP = -2_208_988_800.0
-"""1900-01-01T00:00:00Z in epoch seconds: the earliest timestamp memory accepts."""
-MAX_TIMESTAMP = 7_258_118_400.0
-"""2200-01-01T00:00:00Z in epoch seconds: every accepted timestamp is before it."""
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -69,18 +66,6 @@ def check_timestamp(value: object, where: str) -> float:
             f" ({MIN_TIMESTAMP:.0f} <= seconds < {MAX_TIMESTAMP:.0f}), got {shown}"
         )
     return seconds
-
-
-def stored_timestamp(value: object) -> float | None:
-    """A timestamp column as read back: its value if :func:`check_timestamp` would accept
-    it, else None (unknown): inf, nan, out of range, NULL, text, bytes."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, int) and not MIN_TIMESTAMP <= value < MAX_TIMESTAMP:
-        return None  # before float(): an int may be too large for a float
-    seconds = float(value)
-    ok = math.isfinite(seconds) and MIN_TIMESTAMP <= seconds < MAX_TIMESTAMP
-    return seconds if ok else None
 
 
 @dataclass(frozen=True)
@@ -105,7 +90,7 @@ class AppendResult:
 
 
 def append_messages(
-    conn: apsw.Connection,
+    conn: Connection,
     messages: Sequence[LogMessage],
     *,
     explicit_conversation: str | None,
@@ -119,7 +104,7 @@ def append_messages(
     conv = conversation_id(bodies, explicit_conversation)
     hashes = chain_hashes(bodies, conv)
     with transaction(conn):
-        stored = _stored_ids(conn, hashes)
+        stored = log_rows.stored_ids(conn, hashes)
         appended = 0
         for position, (item, body, digest) in enumerate(zip(messages, bodies, hashes, strict=True)):
             if digest in stored:
@@ -152,13 +137,8 @@ def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
     return message
 
 
-def _stored_ids(conn: apsw.Connection, hashes: Sequence[str]) -> dict[str, int]:
-    rows = conn.execute(f"SELECT hash, id FROM log WHERE hash {JSON_IN}", (json_array(hashes),))
-    return {digest: row_id for digest, row_id in rows}
-
-
 def _insert(
-    conn: apsw.Connection,
+    conn: Connection,
     item: LogMessage,
     body: Mapping[str, Any],
     digest: str,
@@ -170,32 +150,28 @@ def _insert(
 ) -> int:
     role = str(body["role"])
     name = body.get("name")
-    conn.execute(
-        "INSERT INTO log (hash, parent_hash, conversation_id, position, role, name, ext_id,"
-        " message, text, ts, logged_at, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            digest,
-            parent,
-            conv,
-            position,
-            role,
-            str(name) if name is not None else None,
-            item.ext_id,
-            json.dumps(dict(body), ensure_ascii=False, separators=(",", ":")),
-            message_text(body.get("content")),
-            float(item.ts),
-            now,
-            source,
-        ),
+    row_id = log_rows.insert_message(
+        conn,
+        digest=digest,
+        parent=parent,
+        conversation_id=conv,
+        position=position,
+        role=role,
+        name=str(name) if name is not None else None,
+        ext_id=item.ext_id,
+        message=json.dumps(dict(body), ensure_ascii=False, separators=(",", ":")),
+        text=message_text(body.get("content")),
+        ts=float(item.ts),
+        logged_at=now,
+        source=source,
     )
-    row_id = int(conn.last_insert_rowid())
     if role in ("user", "assistant"):
-        conn.execute("INSERT INTO queue (log_id, queued_at) VALUES (?, ?)", (row_id, now))
+        log_rows.enqueue(conn, row_id, now)
     return row_id
 
 
 def _settle_branches(
-    conn: apsw.Connection, hashes: Sequence[str], ids: Mapping[str, int], now: float
+    conn: Connection, hashes: Sequence[str], ids: Mapping[str, int], now: float
 ) -> tuple[int, int]:
     """Make ``hashes`` the live path: supersede sibling subtrees, restore the path."""
     path_ids = [ids[h] for h in hashes]
@@ -206,9 +182,7 @@ def _settle_branches(
     on_path = set(hashes)
     siblings = [
         (digest, parent)
-        for digest, parent in conn.execute(
-            f"SELECT hash, parent_hash FROM log WHERE parent_hash {JSON_IN}", (json_array(parents),)
-        )
+        for digest, parent in log_rows.children_of(conn, parents)
         if digest not in on_path
     ]
     superseded = 0
@@ -218,57 +192,20 @@ def _settle_branches(
     return superseded, restored
 
 
-def _restore(conn: apsw.Connection, path_ids: Sequence[int]) -> int:
-    back = [
-        row[0]
-        for row in conn.execute(
-            f"SELECT log_id FROM superseded WHERE log_id {JSON_IN}", (json_array(path_ids),)
-        )
-    ]
+def _restore(conn: Connection, path_ids: Sequence[int]) -> int:
+    back = log_rows.superseded_among(conn, path_ids)
     if back:
-        listed = (json_array(back),)
-        conn.execute(f"DELETE FROM superseded WHERE log_id {JSON_IN}", listed)
-        conn.execute(f"UPDATE fragments SET superseded = 0 WHERE log_id {JSON_IN}", listed)
-        conn.execute(
-            "UPDATE relations SET status = 'active' WHERE status = 'superseded'"
-            f" AND fragment_id IN (SELECT id FROM fragments WHERE log_id {JSON_IN})"
-            " AND id NOT IN (SELECT other_id FROM mutations WHERE kind = 'change'"
-            " AND other_id IS NOT NULL)",
-            listed,
-        )
+        log_rows.unsupersede(conn, back)
+        fragments.set_superseded(conn, back, False)
+        relations.restore_for_logs(conn, back)
     return len(back)
 
 
-def _supersede_subtree(conn: apsw.Connection, root: str, replacement: str, now: float) -> int:
-    ids = [
-        row[0]
-        for row in conn.execute(
-            """
-        WITH RECURSIVE sub(hash, id) AS (
-            SELECT hash, id FROM log WHERE hash = ?
-            UNION ALL
-            SELECT log.hash, log.id FROM log JOIN sub ON log.parent_hash = sub.hash
-        )
-        SELECT id FROM sub WHERE id NOT IN (SELECT log_id FROM superseded)
-        """,
-            (root,),
-        )
-    ]
+def _supersede_subtree(conn: Connection, root: str, replacement: str, now: float) -> int:
+    ids = log_rows.live_subtree(conn, root)
     if not ids:
         return 0
-    conn.execute(
-        "INSERT INTO branches (abandoned_hash, replacement_hash, detected_at) VALUES (?,?,?)",
-        (root, replacement, now),
-    )
-    branch_id = conn.last_insert_rowid()
-    conn.executemany(
-        "INSERT INTO superseded (log_id, branch_id) VALUES (?, ?)", [(i, branch_id) for i in ids]
-    )
-    listed = (json_array(ids),)
-    conn.execute(f"UPDATE fragments SET superseded = 1 WHERE log_id {JSON_IN}", listed)
-    conn.execute(
-        "UPDATE relations SET status = 'superseded'"
-        f" WHERE fragment_id IN (SELECT id FROM fragments WHERE log_id {JSON_IN})",
-        listed,
-    )
+    log_rows.record_branch(conn, root, replacement, now, ids)
+    fragments.set_superseded(conn, ids, True)
+    relations.supersede_for_logs(conn, ids)
     return len(ids)

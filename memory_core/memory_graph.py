@@ -35,21 +35,22 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
 from .errors import StorageError
 from .formation.linking import normalise_name
-from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphHolder, GraphVersion, NodeKind
+from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphVersion, NodeKind
 from .graph.csr import isin_sorted
+from .graph_holder import GraphHolder
 from .log import stored_timestamp
 from .names import NameIndex
 from .retrieval import query_terms
+from .storage import Connection, contexts, entities, fragments, read_snapshot, relations
 
 __all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey", "stem"]
 
@@ -62,6 +63,7 @@ the epoch, None for fragments whose stored time is unknown (see
 _SUFFIXES = ("ing", "ed", "s")
 _MAX_WORD_SHARE = 0.05
 _DAY = 86_400
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 _LINKS = {
     "next": EdgeType.NEXT,
     "answers": EdgeType.ANSWERS,
@@ -200,45 +202,38 @@ class MemoryGraphIndex:
         """The latest published snapshot (None before the first refresh)."""
         return self._snapshot
 
-    def refresh(self, conn: apsw.Connection) -> MemoryGraph:
+    def refresh(self, conn: Connection) -> MemoryGraph:
         """Read what was formed since the last refresh and publish it as a new version."""
         with self._lock:
             try:
-                with conn:  # one read transaction: whole formation passes only
+                # one read transaction: whole formation passes only
+                with read_snapshot(conn, "cannot read the memory graph"):
                     batch = self._read(conn)
                 return self._publish(batch)
-            except apsw.Error as exc:
-                self._reset()
-                raise StorageError(f"cannot read the memory graph: {exc}") from exc
             except BaseException:
                 self._reset()  # the maps may be ahead of the graph: start again next time
                 raise
 
-    def reload(self, conn: apsw.Connection) -> MemoryGraph:
+    def reload(self, conn: Connection) -> MemoryGraph:
         """Read the whole store again and publish it as a new version (after a rollback or
         anything else that changed rows instead of adding them)."""
         with self._lock:
             self._reset()
         return self.refresh(conn)
 
-    def _read(self, conn: apsw.Connection) -> _Batch:
+    def _read(self, conn: Connection) -> _Batch:
         batch = _Batch(first_node=len(self._node_keys))
         self._read_nodes(conn, batch)
         self._read_edges(conn, batch)
-        for _, eid, alias in self._rows(
-            conn, "aliases", "SELECT id, entity_id, alias FROM aliases WHERE id > ? ORDER BY id"
-        ):
+        for _, eid, alias in self._rows(conn, "aliases", entities.aliases_since):
             nodes = self._aliases.setdefault(normalise_name(alias), [])
             nodes.append(self._node("entity", self._entity_nodes, eid))
             batch.names.append(alias)
         return batch
 
-    def _read_nodes(self, conn: apsw.Connection, batch: _Batch) -> None:
+    def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
         for fid, text, conversation, ts, vector in self._rows(
-            conn,
-            "fragments",
-            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector FROM fragments f"
-            " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
+            conn, "fragments", fragments.nodes_since
         ):
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
@@ -255,24 +250,17 @@ class MemoryGraphIndex:
                 )
             batch.edge(node, session, 1.0, fid, EdgeType.IN_SESSION)
             self._words(batch, node, fid, str(text))
-        for (cid,) in self._rows(
-            conn, "contexts", "SELECT id FROM contexts WHERE id > ? ORDER BY id"
-        ):
+        for (cid,) in self._rows(conn, "contexts", contexts.context_ids_since):
             self._context_nodes[cid] = batch.add(
                 self._node_keys, NodeKind.CONTEXT, ("context", cid)
             )
-        for (eid,) in self._rows(
-            conn, "entities", "SELECT id FROM entities WHERE id > ? ORDER BY id"
-        ):
+        for (eid,) in self._rows(conn, "entities", entities.entity_ids_since):
             self._entity_nodes[eid] = batch.add(self._node_keys, NodeKind.ENTITY, ("entity", eid))
 
-    def _read_edges(self, conn: apsw.Connection, batch: _Batch) -> None:
+    def _read_edges(self, conn: Connection, batch: _Batch) -> None:
         fragment, entity, context = self._fragment_nodes, self._entity_nodes, self._context_nodes
         for rowid, fid, cid, weight in self._rows(
-            conn,
-            "fragment_contexts",
-            "SELECT rowid, fragment_id, context_id, weight FROM fragment_contexts"
-            " WHERE rowid > ? ORDER BY rowid",
+            conn, "fragment_contexts", contexts.memberships_since
         ):
             batch.edge(
                 self._node("fragment", fragment, fid),
@@ -281,11 +269,7 @@ class MemoryGraphIndex:
                 rowid,
                 EdgeType.IN_CONTEXT,
             )
-        for mid, fid, eid in self._rows(
-            conn,
-            "mentions",
-            "SELECT id, fragment_id, entity_id FROM mentions WHERE id > ? ORDER BY id",
-        ):
+        for mid, fid, eid in self._rows(conn, "mentions", entities.mentions_since):
             batch.edge(
                 self._node("fragment", fragment, fid),
                 self._node("entity", entity, eid),
@@ -294,10 +278,7 @@ class MemoryGraphIndex:
                 EdgeType.MENTIONS,
             )
         for rid, subject, obj, fid, confidence in self._rows(
-            conn,
-            "relations",
-            "SELECT id, subject_id, object_id, fragment_id, confidence FROM relations"
-            " WHERE id > ? ORDER BY id",
+            conn, "relations", relations.edges_since
         ):
             if obj is None:  # a value, not an entity: no edge (reconstruction reads it)
                 continue
@@ -309,11 +290,7 @@ class MemoryGraphIndex:
                 EdgeType.RELATION,
                 self._node("fragment", fragment, fid),
             )
-        for lid, src, dst, kind in self._rows(
-            conn,
-            "fragment_links",
-            "SELECT id, src, dst, kind FROM fragment_links WHERE id > ? ORDER BY id",
-        ):
+        for lid, src, dst, kind in self._rows(conn, "fragment_links", fragments.links_since):
             batch.edge(
                 self._node("fragment", fragment, src),
                 self._node("fragment", fragment, dst),
@@ -322,9 +299,11 @@ class MemoryGraphIndex:
                 _LINKS[kind],
             )
 
-    def _rows(self, conn: apsw.Connection, table: str, sql: str) -> list[Any]:
+    def _rows(
+        self, conn: Connection, table: str, read: Callable[[Connection, int], list[_Row]]
+    ) -> list[_Row]:
         """Rows of ``table`` past its cursor (first column: the row id); moves the cursor."""
-        rows = list(conn.execute(sql, (self._cursors[table],)))
+        rows = read(conn, self._cursors[table])
         if rows:
             self._cursors[table] = int(rows[-1][0])
         return rows

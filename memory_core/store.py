@@ -1,13 +1,14 @@
 """MemoryStore: one tenant's memory, the facade the proxy and the scripts use.
 
-A store owns one SQLite file (created private: see :mod:`.db`) and three connections,
-each behind its own lock: a writer (appends, receipts), a reader (search) and one for
-formation, so a search never waits for a formation pass (WAL lets the reader see the
-last committed state) and an append never waits for formation's model calls. The two
-writing connections take SQLite's write lock in turn (:func:`.db.transaction`); an
-append or a receipt that still meets a held lock is retried (:func:`.db.retry_busy`),
-so lock contention never loses an exchange. Every method is synchronous and
-thread-safe; callers in an event loop run them in executors.
+A store owns one SQLite file (created private: see :mod:`.storage.db`) and three
+connections, each behind its own lock (:class:`.storage.Storage`): a writer (appends,
+receipts), a reader (search) and one for formation, so a search never waits for a
+formation pass (WAL lets the reader see the last committed state) and an append never
+waits for formation's model calls. The two writing connections take SQLite's write lock
+in turn (:func:`.storage.transaction`); an append or a receipt that still meets a held
+lock is retried (:func:`.storage.retry_busy`), so lock contention never loses an
+exchange. Every method is synchronous and thread-safe; callers in an event loop run them
+in executors. The store runs no SQL itself: :mod:`.storage` does.
 
 Receipts are bounded: only the newest ``receipt_limit`` are kept, older ones are
 deleted as new ones are saved (one range delete on the row id, nearly free).
@@ -15,7 +16,6 @@ deleted as new ones are saved (one range delete on the row id, nearly free).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -24,21 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
-from .db import connect, retry_busy, transaction
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
-from .formation.pipeline import MAX_ATTEMPTS
 from .graph import GraphSettings, prepare
 from .inspect import list_contexts, list_entities, list_relations
 from .log import AppendResult, LogMessage, append_messages
 from .memory_graph import MemoryGraph, MemoryGraphIndex
-from .migrations import migrate
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
 from .retrieval import Hit, fetch_hits, question_excerpt, search
+from .storage import Storage, receipts, retry_busy, stats
+from .storage.entities import alias_names
 from .tokens import TokenCounter, default_counter
 
 __all__ = ["DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
@@ -100,14 +97,11 @@ class MemoryStore:
         self._graph = MemoryGraphIndex(max_delta_edges=self._settings.max_delta_edges)
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
         self._closed = False
-        self._write_lock = threading.Lock()
-        self._read_lock = threading.Lock()
-        self._form_lock = threading.Lock()
         self._backends_lock = threading.Lock()
-        self._writer = connect(path)
-        migrate(self._writer)
-        self._reader = connect(path)
-        self._forming = connect(path)
+        self._storage = storage = Storage(path)
+        self._write_lock, self._writer = storage.write_lock, storage.writer
+        self._read_lock, self._reader = storage.read_lock, storage.reader
+        self._form_lock, self._forming = storage.form_lock, storage.forming
         self.names = NameIndex(self._load_names())
 
     @property
@@ -116,13 +110,10 @@ class MemoryStore:
         return self._counter
 
     def close(self) -> None:
-        """Close both connections (idempotent)."""
+        """Close the connections (idempotent)."""
         self._closed = True
         self._encoding.shutdown(wait=True)
-        with self._form_lock, self._write_lock, self._read_lock:
-            self._writer.close()
-            self._reader.close()
-            self._forming.close()
+        self._storage.close()
 
     def append(
         self,
@@ -314,19 +305,11 @@ class MemoryStore:
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory; the oldest receipts beyond
         ``receipt_limit`` are deleted in the same transaction."""
-        text = json.dumps(body, ensure_ascii=False, default=str)
 
-        def save() -> None:
-            with transaction(self._writer):
-                self._writer.execute(
-                    "INSERT OR REPLACE INTO receipts (id, created_at, body) VALUES (?, ?, ?)",
-                    (receipt_id, self._clock(), text),
-                )
-                # row ids only grow, so the newest ``limit`` rows have the largest ids
-                newest = self._writer.last_insert_rowid()
-                self._writer.execute(
-                    "DELETE FROM receipts WHERE rowid <= ?", (newest - self._receipt_limit,)
-                )
+        def save() -> None:  # retried whole: a transaction of its own
+            receipts.save(
+                self._writer, receipt_id, body, now=self._clock(), keep=self._receipt_limit
+            )
 
         with self._write_lock:
             retry_busy(save)
@@ -334,27 +317,15 @@ class MemoryStore:
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         """A stored receipt, or None."""
         with self._read_lock:
-            row = self._reader.execute(
-                "SELECT body FROM receipts WHERE id = ?", (receipt_id,)
-            ).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+            return receipts.load(self._reader, receipt_id)
 
     def stats(self) -> StoreStats:
         """Counts of what the store holds."""
         with self._read_lock:
-            try:
-                row = self._reader.execute(
-                    "SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fragments),"
-                    " (SELECT count(*) FROM fragments WHERE superseded = 0),"
-                    " (SELECT count(*) FROM queue WHERE attempts < ?),"
-                    " (SELECT count(*) FROM queue WHERE attempts >= ?)",
-                    (MAX_ATTEMPTS, MAX_ATTEMPTS),
-                ).fetchone()
-            except apsw.Error as exc:
-                raise StorageError(f"cannot read store statistics: {exc}") from exc
-        assert row is not None
-        log_messages, fragments, live, queued, failed = row
-        return StoreStats(log_messages, fragments, live, queued, failed, names=len(self.names))
+            c = stats.counts(self._reader)
+        return StoreStats(
+            c.log_messages, c.fragments, c.live_fragments, c.queued, c.failed, len(self.names)
+        )
 
     def entities(self, *, limit: int = 100, name: str | None = None) -> list[dict[str, Any]]:
         """Entities with aliases and contexts (see :mod:`.inspect`)."""
@@ -373,4 +344,4 @@ class MemoryStore:
 
     def _load_names(self) -> list[str]:
         with self._read_lock:
-            return [row[0] for row in self._reader.execute("SELECT alias FROM aliases")]
+            return alias_names(self._reader)

@@ -1,7 +1,8 @@
 """Helpers shared by the scripts in this folder: URLs, errors, percentiles and tables.
 
 Nothing here touches the network or the environment; the scripts import it as a sibling
-module (``python scripts/<name>.py`` puts this folder on ``sys.path``).
+module (``python scripts/<name>.py`` puts this folder on ``sys.path``). Tenant databases
+are read through :mod:`memory_core.storage` (read-only, as they are).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
-import apsw
+from memory_core.storage import integrity_check
+from memory_core.storage.log import logged_turns
 
 __all__ = [
     "Turn",
@@ -136,36 +138,15 @@ def tenant_databases(data_dir: Path) -> list[Path]:
     return sorted(folder.glob("*.db")) if folder.is_dir() else []
 
 
-def integrity_check(path: Path) -> str:
-    """``PRAGMA integrity_check`` of ``path``, opened read-only: ``ok`` or the problems."""
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.Error as exc:
-        return f"cannot open: {exc}"
-    try:
-        conn.set_busy_timeout(10_000)
-        rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
-    except apsw.Error as exc:
-        return f"integrity_check failed: {exc}"
-    finally:
-        conn.close()
-    return "; ".join(rows)[:500] or "(no answer)"
-
-
 def stored_turns(path: Path, conversations: Collection[str] | None = None) -> Counter[Turn]:
     """How often each ``(conversation_id, role, text)`` is in the ``log`` table of
     ``path`` (opened read-only), for the given conversations (all when None)."""
     counts: Counter[Turn] = Counter()
     if not path.is_file():
         return counts
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        conn.set_busy_timeout(10_000)
-        for conv, role, text in conn.execute("SELECT conversation_id, role, text FROM log"):
-            if conversations is None or conv in conversations:
-                counts[(str(conv), str(role), str(text))] += 1
-    finally:
-        conn.close()
+    for conv, role, text in logged_turns(path):
+        if conversations is None or conv in conversations:
+            counts[(str(conv), str(role), str(text))] += 1
     return counts
 
 

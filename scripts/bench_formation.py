@@ -33,6 +33,7 @@ from tqdm import tqdm
 from memory_core import LogMessage, MemoryStore
 from memory_core.evaluation.locomo import Conversation, LocomoError, as_message, load_locomo
 from memory_core.formation import FormationConfig, build_backends
+from memory_core.storage.stats import row_counts
 
 TARGET_TURNS_PER_S = 100.0
 
@@ -79,9 +80,8 @@ def _replay(conv: Conversation, store: MemoryStore) -> dict[str, Any]:
         store.form_all()
         append_s += appended - began
         form_s += time.perf_counter() - appended
-    counts = {name: store._reader.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-              for name in ("fragments", "segments", "contexts", "entities", "relations",
-                           "mutations", "formation_failures")}
+    counts = row_counts(store._reader, ("fragments", "segments", "contexts", "entities",
+                                        "relations", "mutations", "formation_failures"))
     return {"conversation": conv.sample_id, "turns": len(conv.turns),
             "append_s": round(append_s, 3), "form_s": round(form_s, 3),
             "turns_per_s": round(len(conv.turns) / form_s, 1),

@@ -138,8 +138,9 @@ def _child(kind: str, size: int, timeout: float) -> int:
     kernel ends the process even inside a long regular-expression match.
     """
     from memory_core import MemoryStore
-    from memory_core.db import connect
     from memory_core.formation import FormationConfig, Former, build_backends
+    from memory_core.storage import connect
+    from memory_core.storage.stats import row_counts
 
     backends = build_backends(FormationConfig())
     backends.encoder.encode(["warm up the encoder"] * 4)
@@ -158,15 +159,12 @@ def _child(kind: str, size: int, timeout: float) -> int:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         while (result := former.run()).processed or result.failed:
             pass
-        counts = conn.execute(
-            "SELECT (SELECT count(*) FROM fragments), (SELECT count(*) FROM mentions),"
-            " (SELECT count(*) FROM relations), (SELECT count(*) FROM queue)"
-        ).fetchone()
+        counts = row_counts(conn, ("fragments", "mentions", "relations", "queue"))
         conn.close()
-    assert counts is not None
     outcome = (
-        f"{counts[0] - 2} formed, {counts[3]} given up; {counts[1]} mentions,"
-        f" {counts[2]} relations in {time.perf_counter() - began:.1f} s"
+        f"{counts['fragments'] - 2} formed, {counts['queue']} given up;"
+        f" {counts['mentions']} mentions, {counts['relations']} relations"
+        f" in {time.perf_counter() - began:.1f} s"
     )
     print(json.dumps({"outcome": outcome}), flush=True)
     return 0

@@ -43,13 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
 from _common import format_ms, percentile, proc_status, render_table, sigterm_as_interrupt
 from _synthetic import slot_values, synthetic_conversation
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.retrieval import search
+from memory_core.storage import sqlite_versions
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (500, 2_000)
@@ -295,8 +295,8 @@ def benchmark(workdir: Path, settings: Settings) -> Report:
 def machine(store: MemoryStore) -> dict[str, Any]:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"cores": os.cpu_count(), "usable_cores": usable, "platform": platform.platform(),
-            "python": platform.python_version(), "sqlite": apsw.sqlite_lib_version(),
-            "apsw": apsw.apsw_version(), "token_counter": store.counter.name}
+            "python": platform.python_version(), **sqlite_versions(),
+            "token_counter": store.counter.name}
 
 
 def machine_line(info: dict[str, Any]) -> str:

@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from memory_core import LogMessage, MemoryStore, Recall
 from memory_core.formation import Backends, FormationConfig, build_backends
+from memory_core.storage.log import conversation_sizes
 
 TS = 1_683_504_000.0
 
@@ -188,13 +189,7 @@ def _row(label: str, recorder: Recorder, elapsed: float) -> str:
 
 def _stored_once(store: MemoryStore, sent: dict[str, int]) -> bool:
     with store._read_lock:  # a benchmark may look inside
-        rows = dict(
-            (conversation, (count, distinct))
-            for conversation, count, distinct in store._reader.execute(
-                "SELECT conversation_id, count(*), count(DISTINCT hash) FROM log"
-                " GROUP BY conversation_id"
-            )
-        )
+        rows = conversation_sizes(store._reader)
     return all(rows.get(c) == (n, n) for c, n in sent.items())
 
 

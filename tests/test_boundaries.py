@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,55 @@ def test_importing_has_no_side_effects() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_apsw_is_imported_only_by_the_storage_package() -> None:
+    """Every read and write of a tenant's file goes through ``memory_core/storage/``
+    (one place to hook each transaction's changes for snapshots); the proxy, the policy
+    engine, the scripts and the rest of the library never touch SQLite themselves."""
+    storage = "memory_core/storage/"
+    users = {
+        path
+        for package in ("memory_core", "proxy", "policies", "scripts")
+        for path, names in _imports(package).items()
+        if names & {"apsw", "sqlite3"}
+    }
+    assert users and all(path.startswith(storage) for path in users), sorted(users)
+
+
+def test_no_sql_text_outside_storage() -> None:
+    """No module outside storage holds SQL statements (a guard against queries creeping
+    back in as strings passed to a connection it was handed)."""
+    statement = re.compile(
+        r"\b(SELECT\s+.+\s+FROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b",
+        re.IGNORECASE | re.DOTALL,
+    )
+    offenders = []
+    for package in ("memory_core", "proxy", "policies", "scripts"):
+        for path in (ROOT / package).rglob("*.py"):
+            if str(path.relative_to(ROOT)).startswith("memory_core/storage/"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and statement.search(node.value)
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", ["memory_core/graph", "memory_core/scoring.py"])
+def test_the_numeric_core_needs_no_database_and_no_threads(module: str) -> None:
+    """The graph engine and fragment scoring are pure functions of arrays: no SQLite, no
+    locks or threads (publication and caching live outside, see ``graph_holder``)."""
+    target = ROOT / module
+    paths = [target] if target.is_file() else sorted(target.rglob("*.py"))
+    for path in paths:
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module.split(".")[0])
+        assert not names & {"apsw", "sqlite3", "threading", "multiprocessing"}, path

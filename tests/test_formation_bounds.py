@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.db import connect
 from memory_core.formation import (
     Backends,
     FormationConfig,
@@ -33,6 +32,7 @@ from memory_core.formation.interfaces import FragmentView, Mention
 from memory_core.formation.ner import LexicalNER
 from memory_core.formation.relations import PatternRelations
 from memory_core.formation.writer import cooccurrences
+from memory_core.storage import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 REPRO = "Ana went to Lisbon. "

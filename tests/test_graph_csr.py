@@ -15,12 +15,12 @@ from memory_core.graph import (
     Activation,
     EdgeList,
     GraphError,
-    GraphHolder,
     GraphVersion,
     PulseConfig,
     Traversal,
     pulse,
 )
+from memory_core.graph_holder import GraphHolder
 
 from .test_graph_reference import SmallGraph, dense_weights, small_graphs, traversals
 

@@ -17,7 +17,7 @@ from memory_core import (
     extract_names,
     query_terms,
 )
-from memory_core.migrations import MIGRATIONS
+from memory_core.storage.migrations import MIGRATIONS
 
 DAY = 86_400.0
 

@@ -32,10 +32,10 @@ from memory_core import (
     StorageBusyError,
     check_timestamp,
 )
-from memory_core.db import connect, retry_busy, transaction
 from memory_core.formation import Backends, FormationConfig, build_backends
 from memory_core.log import stored_timestamp
 from memory_core.retrieval import QUESTION_CHARS, fetch_hits, question_excerpt
+from memory_core.storage import connect, retry_busy, transaction
 
 MAY_2023 = 1_683_504_000.0
 SQLITE_MAX_VARIABLES = 32_766

@@ -16,16 +16,16 @@ contradicts.
 
 from __future__ import annotations
 
-import apsw
-
-from ..db import JSON_IN, json_array
+from ..storage import Connection
+from ..storage import relations as relation_rows
+from ..storage.relations import LiveRelation
 from .relations import is_functional
 
 __all__ = ["record_relation"]
 
 
 def record_relation(
-    conn: apsw.Connection,
+    conn: Connection,
     subject: int,
     predicate: str,
     obj_id: int | None,
@@ -45,47 +45,32 @@ def record_relation(
     A relation from a fragment of an abandoned branch is stored as ``superseded`` and
     compared with nothing: it must not change what the live branch holds.
     """
-    live = list(
-        conn.execute(
-            "SELECT id, object_id, object_value FROM relations WHERE subject_id = ?"
-            " AND predicate = ? AND status IN ('active', 'disputed') ORDER BY id DESC",
-            (subject, predicate),
-        )
+    live = relation_rows.live(conn, subject, predicate)
+    relation_id = relation_rows.insert(
+        conn,
+        subject_id=subject,
+        predicate=predicate,
+        object_id=obj_id,
+        object_value=value,
+        fragment_id=fragment_id,
+        context_id=context_id,
+        interpretation=interpretation,
+        confidence=confidence,
+        valid_from=valid_from,
+        created_at=now,
     )
-    conn.execute(
-        "INSERT INTO relations (subject_id, predicate, object_id, object_value, fragment_id,"
-        " context_id, interpretation, confidence, valid_from, status, created_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?,'active',?)",
-        (
-            subject,
-            predicate,
-            obj_id,
-            value,
-            fragment_id,
-            context_id,
-            interpretation,
-            confidence,
-            valid_from,
-            now,
-        ),
-    )
-    relation_id = int(conn.last_insert_rowid())
     if abandoned:
-        conn.execute("UPDATE relations SET status = 'superseded' WHERE id = ?", (relation_id,))
+        relation_rows.supersede_one(conn, relation_id)
         kind, other, reason = "new", None, "from a fragment of an abandoned branch"
     else:
         kind, other, reason = _classify(
             conn, relation_id, predicate, obj_id, value, live, correction
         )
-    conn.execute(
-        "INSERT INTO mutations (relation_id, kind, other_id, reason, created_at)"
-        " VALUES (?,?,?,?,?)",
-        (relation_id, kind, other, reason, now),
-    )
+    relation_rows.insert_mutation(conn, relation_id, kind, other, reason, now)
     return relation_id
 
 
-def _same(row: tuple[int, int | None, str | None], obj_id: int | None, value: str | None) -> bool:
+def _same(row: LiveRelation, obj_id: int | None, value: str | None) -> bool:
     _, other_obj, other_value = row
     if obj_id is not None:
         return other_obj == obj_id
@@ -95,12 +80,12 @@ def _same(row: tuple[int, int | None, str | None], obj_id: int | None, value: st
 
 
 def _classify(
-    conn: apsw.Connection,
+    conn: Connection,
     relation_id: int,
     predicate: str,
     obj_id: int | None,
     value: str | None,
-    live: list[tuple[int, int | None, str | None]],
+    live: list[LiveRelation],
     correction: bool,
 ) -> tuple[str, int | None, str]:
     same = [row for row in live if _same(row, obj_id, value)]
@@ -115,12 +100,9 @@ def _classify(
             else f"{predicate} holds several values",
         )
     previous = live[0][0]
-    ids = json_array(row[0] for row in live)
+    ids = [row[0] for row in live]
     if correction:
-        conn.execute(f"UPDATE relations SET status = 'superseded' WHERE id {JSON_IN}", (ids,))
+        relation_rows.supersede(conn, ids)
         return "change", previous, f"the fragment corrects or updates relation {previous}"
-    conn.execute(
-        f"UPDATE relations SET status = 'disputed' WHERE id {JSON_IN} OR id = ?",
-        (ids, relation_id),
-    )
+    relation_rows.dispute(conn, ids, relation_id)
     return "conflict", previous, f"contradicts relation {previous}; left unresolved"

@@ -51,13 +51,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-import apsw
 import numpy as np
 
-from ..db import JSON_IN, json_array, transaction
 from ..errors import MemoryCoreError
 from ..log import stored_timestamp
 from ..names import NameIndex
+from ..storage import Connection, transaction
+from ..storage import contexts as context_rows
+from ..storage import log as log_rows
+from ..storage.log import MAX_ATTEMPTS
 from .budget import RowBudget
 from .config import FormationConfig
 from .contexts import ContextCache
@@ -79,8 +81,7 @@ from .writer import Counts, GraphWriter
 
 __all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "Former"]
 
-MAX_ATTEMPTS = 5
-_PASS_ERRORS = (MemoryCoreError, apsw.Error, ValueError)
+_PASS_ERRORS = (MemoryCoreError, ValueError)  # storage raises StorageError, never apsw's
 _TAIL = 8
 _NAME_CACHE = 50_000
 _INTERRUPTED = "interrupted before it finished (the process stopped: a crash, a kill, no memory)"
@@ -109,7 +110,7 @@ class Former:
 
     def __init__(
         self,
-        conn: apsw.Connection,
+        conn: Connection,
         backends: Backends,
         config: FormationConfig,
         *,
@@ -164,8 +165,8 @@ class Former:
         """Count an attempt against ``rows``, committed before any stage runs: an attempt
         that never finishes (a crash, a kill, running out of memory) is counted too."""
         with transaction(self._conn):
-            self._conn.executemany(
-                "UPDATE queue SET attempts = attempts + 1, last_error = ? WHERE log_id = ?",
+            log_rows.count_attempts(
+                self._conn,
                 [(_attempt_error(r.attempts + 1, _INTERRUPTED), r.log_id) for r in rows],
             )
         for row in rows:
@@ -184,9 +185,8 @@ class Former:
         """Record why the attempt failed (retried on later passes, up to a limit)."""
         error = f"{type(exc).__name__}: {exc}"
         with transaction(self._conn):
-            self._conn.executemany(
-                "UPDATE queue SET last_error = ? WHERE log_id = ?",
-                [(_attempt_error(r.attempts, error), r.log_id) for r in rows],
+            log_rows.set_errors(
+                self._conn, [(_attempt_error(r.attempts, error), r.log_id) for r in rows]
             )
         return FormationResult(0, len(rows), ())
 
@@ -195,26 +195,19 @@ class Former:
     def _queued(self, limit: int) -> list[Item]:
         """The oldest rows not given up: a row with attempts behind it alone, else the
         leading rows never attempted."""
-        rows = self._conn.execute(
-            "SELECT log.id, log.conversation_id, log.role, log.name, log.text, log.ts,"
-            " EXISTS (SELECT 1 FROM superseded s WHERE s.log_id = log.id), queue.attempts"
-            " FROM queue JOIN log ON log.id = queue.log_id"
-            " WHERE queue.attempts < ? ORDER BY queue.log_id LIMIT ?",
-            (MAX_ATTEMPTS, limit),
-        )
         items = [
             Item(
-                lid,
-                conv,
-                role,
-                str(name or role),
-                str(text).strip(),
-                _time_of(ts),
-                bool(sup),
-                name,
-                attempts=n,
+                row.log_id,
+                row.conversation_id,
+                row.role,
+                str(row.name or row.role),
+                str(row.text).strip(),
+                _time_of(row.ts),
+                row.superseded,
+                row.name,
+                attempts=row.attempts,
             )
-            for lid, conv, role, name, text, ts, sup, n in rows
+            for row in log_rows.queued(self._conn, limit)
         ]
         if items and items[0].attempts:
             return items[:1]
@@ -414,17 +407,9 @@ class Former:
                 new[index].new_segment = True
 
     def _tail(self, conversation: str) -> tuple[list[str], list[Vectors]]:
-        rows = list(
-            self._conn.execute(
-                "SELECT substr(f.canonical, 1, ?), v.vector FROM open_segments o"
-                " JOIN fragment_contexts fc ON fc.segment_id = o.segment_id AND fc.is_primary = 1"
-                " JOIN fragments f ON f.id = fc.fragment_id"
-                " JOIN fragment_vectors v ON v.fragment_id = f.id"
-                " WHERE o.conversation_id = ? ORDER BY f.id DESC LIMIT ?",
-                (self._config.max_text_chars, conversation, _TAIL),
-            )
+        rows = context_rows.segment_tail(
+            self._conn, conversation, self._config.max_text_chars, _TAIL
         )
-        rows.reverse()
         texts = [text for text, _ in rows]
         vectors = [v for _, data in rows if (v := vector(data)) is not None]
         return texts, vectors
@@ -447,26 +432,17 @@ class Former:
             writer.write(items, failures)
             save_entities(self._conn, entities, now)
             save_contexts(self._conn, contexts)
-            self._conn.executemany(
-                "DELETE FROM queue WHERE log_id = ?", [(r.log_id,) for r in rows if not r.failed]
-            )
-            self._conn.executemany(
-                "UPDATE queue SET last_error = ? WHERE log_id = ?",
-                [(r.failed, r.log_id) for r in rows if r.failed],
-            )
+            log_rows.dequeue(self._conn, [r.log_id for r in rows if not r.failed])
+            log_rows.set_errors(self._conn, [(r.failed, r.log_id) for r in rows if r.failed])
         return writer.counts
 
 
-def _mark_superseded(conn: apsw.Connection, items: Sequence[Item]) -> None:
+def _mark_superseded(conn: Connection, items: Sequence[Item]) -> None:
     """Read again, inside the write transaction, which rows an edit or regeneration has
     abandoned: one appended after the pass read its rows must not leave a live fragment
     on the abandoned branch (the transaction holds the write lock, so no append can
     slip in between this read and the write)."""
-    ids = json_array(item.log_id for item in items)
-    gone = {
-        row[0]
-        for row in conn.execute(f"SELECT log_id FROM superseded WHERE log_id {JSON_IN}", (ids,))
-    }
+    gone = set(log_rows.superseded_among(conn, [item.log_id for item in items]))
     for item in items:
         item.superseded = item.log_id in gone
 

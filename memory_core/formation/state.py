@@ -5,9 +5,11 @@ Vectors are stored as raw little-endian float32 BLOBs.
 
 from __future__ import annotations
 
-import apsw
 import numpy as np
 
+from ..storage import Connection
+from ..storage import contexts as context_rows
+from ..storage import entities as entity_rows
 from .contexts import ContextCache, ContextState
 from .interfaces import Vectors
 from .linking import EntityCache, EntityState
@@ -23,59 +25,49 @@ def vector(data: bytes | None) -> Vectors | None:
     return None if data is None else np.frombuffer(data, dtype="<f4").copy()
 
 
-def load_entities(conn: apsw.Connection) -> EntityCache:
+def load_entities(conn: Connection) -> EntityCache:
     cache = EntityCache()
-    for eid, name, label, vsum, count, mentions, speaker in conn.execute(
-        "SELECT id, name, label, vector_sum, vectors, mentions, is_speaker FROM entities"
-    ):
+    for eid, name, label, vsum, count, mentions, speaker in entity_rows.all_entities(conn):
         cache.entities[eid] = EntityState(eid, name, label, vector(vsum), count, mentions)
         if speaker:
             cache.speakers.add(eid)
-    for eid, alias in conn.execute("SELECT entity_id, alias FROM aliases"):
+    for eid, alias in entity_rows.all_aliases(conn):
         cache.add_alias(eid, alias)
     return cache
 
 
-def save_entities(conn: apsw.Connection, cache: EntityCache, now: float) -> None:
+def save_entities(conn: Connection, cache: EntityCache, now: float) -> None:
     for entity in cache.entities.values():
         if entity.dirty:
-            conn.execute(
-                "UPDATE entities SET vector_sum = ?, vectors = ?, mentions = ?,"
-                " last_seen = max(last_seen, ?) WHERE id = ?",
-                (
-                    None if entity.vector_sum is None else blob(entity.vector_sum),
-                    entity.vectors,
-                    entity.mentions,
-                    now,
-                    entity.id,
-                ),
+            entity_rows.update(
+                conn,
+                entity.id,
+                vector_sum=None if entity.vector_sum is None else blob(entity.vector_sum),
+                vectors=entity.vectors,
+                mentions=entity.mentions,
+                seen=now,
             )
             entity.dirty = False
 
 
-def load_contexts(conn: apsw.Connection) -> ContextCache:
+def load_contexts(conn: Connection) -> ContextCache:
     cache = ContextCache()
-    for cid, label, centroid, size, first, last in conn.execute(
-        "SELECT id, label, centroid, size, first_ts, last_ts FROM contexts"
-    ):
+    for cid, label, centroid, size, first, last in context_rows.all_contexts(conn):
         vec = vector(centroid)
         assert vec is not None
         cache.contexts[cid] = ContextState(cid, label, vec, size, first, last)
     return cache
 
 
-def save_contexts(conn: apsw.Connection, cache: ContextCache) -> None:
+def save_contexts(conn: Connection, cache: ContextCache) -> None:
     for context in cache.contexts.values():
         if context.dirty:
-            conn.execute(
-                "UPDATE contexts SET centroid = ?, size = ?, first_ts = ?, last_ts = ?"
-                " WHERE id = ?",
-                (
-                    blob(context.vector_sum),
-                    context.size,
-                    context.first_ts,
-                    context.last_ts,
-                    context.id,
-                ),
+            context_rows.update(
+                conn,
+                context.id,
+                blob(context.vector_sum),
+                context.size,
+                context.first_ts,
+                context.last_ts,
             )
             context.dirty = False

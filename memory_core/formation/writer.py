@@ -13,10 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import apsw
 import numpy as np
 
 from ..retrieval import query_terms
+from ..storage import Connection
+from ..storage import contexts as context_rows
+from ..storage import entities as entity_rows
+from ..storage import fragments as fragment_rows
+from ..storage import log as log_rows
 from .config import FormationConfig
 from .contexts import ContextCache, ContextState
 from .interfaces import Backends, Vectors
@@ -42,7 +46,7 @@ class GraphWriter:
 
     def __init__(
         self,
-        conn: apsw.Connection,
+        conn: Connection,
         backends: Backends,
         config: FormationConfig,
         entities: EntityCache,
@@ -63,9 +67,8 @@ class GraphWriter:
             self._declared_aliases(item)
             self._link(item)
             self._relate(item)
-        self._conn.executemany(
-            "INSERT INTO formation_failures (stage, interpretation, log_id, error, raw,"
-            " created_at) VALUES (?,?,?,?,?,?)",
+        log_rows.record_failures(
+            self._conn,
             [(f.stage, f.interpretation, f.log_id, f.error, f.raw, self._now) for f in failures],
         )
 
@@ -77,70 +80,44 @@ class GraphWriter:
     def _insert_fragment(self, item: Item) -> None:
         norm = item.normalised
         assert norm is not None and item.vector is not None
-        self._conn.execute(
-            "INSERT INTO fragments (log_id, conversation_id, role, speaker, text, lang, canonical,"
-            " translated, ts, superseded, created_at, normaliser) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                item.log_id,
-                item.conversation,
-                item.role,
-                item.name,
-                item.text,
-                norm.lang,
-                norm.canonical,
-                int(norm.translated),
-                item.ts,
-                int(item.superseded),
-                self._now,
-                self._b.normaliser.interpretation.label,
-            ),
-        )
-        item.fragment_id = int(self._conn.last_insert_rowid())
-        self._conn.execute(
-            "INSERT INTO fragments_fts (rowid, speaker, canonical) VALUES (?, ?, ?)",
-            (item.fragment_id, item.name, norm.canonical),
-        )
-        self._conn.execute(
-            "INSERT INTO fragment_vectors (fragment_id, model, vector) VALUES (?, ?, ?)",
-            (item.fragment_id, self._b.encoder.interpretation.label, blob(item.vector)),
+        item.fragment_id = fragment_rows.insert(
+            self._conn,
+            log_id=item.log_id,
+            conversation_id=item.conversation,
+            role=item.role,
+            speaker=item.name,
+            text=item.text,
+            lang=norm.lang,
+            canonical=norm.canonical,
+            translated=norm.translated,
+            ts=item.ts,
+            superseded=item.superseded,
+            created_at=self._now,
+            normaliser=self._b.normaliser.interpretation.label,
+            model=self._b.encoder.interpretation.label,
+            vector=blob(item.vector),
         )
 
     def _place(self, item: Item) -> None:
         """Segment and context membership, and the structural links to the previous turn."""
         assert item.vector is not None
         label = self._b.segmenter.interpretation.label
-        open_row = self._conn.execute(
-            "SELECT o.segment_id, s.context_id, s.last_fragment FROM open_segments o"
-            " JOIN segments s ON s.id = o.segment_id WHERE o.conversation_id = ?",
-            (item.conversation,),
-        ).fetchone()
-        previous = open_row[2] if open_row else None
+        open_row = context_rows.open_segment(self._conn, item.conversation)
+        previous = open_row.last_fragment if open_row else None
         if open_row is None or item.new_segment:
             context_id = self._context_for(item)
-            self._conn.execute(
-                "INSERT INTO segments (conversation_id, context_id, first_fragment, last_fragment,"
-                " size, interpretation, created_at) VALUES (?,?,?,?,0,?,?)",
-                (
-                    item.conversation,
-                    context_id,
-                    item.fragment_id,
-                    item.fragment_id,
-                    label,
-                    self._now,
-                ),
-            )
-            segment_id = int(self._conn.last_insert_rowid())
-            self._conn.execute(
-                "INSERT OR REPLACE INTO open_segments (conversation_id, segment_id) VALUES (?, ?)",
-                (item.conversation, segment_id),
+            segment_id = context_rows.start_segment(
+                self._conn,
+                conversation_id=item.conversation,
+                context_id=context_id,
+                fragment_id=item.fragment_id,
+                interpretation=label,
+                created_at=self._now,
             )
             self.counts["segments"] += 1
         else:
-            segment_id, context_id = open_row[0], open_row[1]
-        self._conn.execute(
-            "UPDATE segments SET last_fragment = ?, size = size + 1 WHERE id = ?",
-            (item.fragment_id, segment_id),
-        )
+            segment_id, context_id = open_row.segment_id, open_row.context_id
+        context_rows.extend_segment(self._conn, segment_id, item.fragment_id)
         context = self._contexts.contexts[context_id]
         own = float(context.centroid @ item.vector) if context.size else None
         context.absorb(item.vector, item.ts)
@@ -158,19 +135,14 @@ class GraphWriter:
         if context_id is not None:
             return context_id
         label = " ".join(query_terms(self._canonical(item))[:5]) or self._canonical(item)[:40]
-        self._conn.execute(
-            "INSERT INTO contexts (label, centroid, size, first_ts, last_ts, created_at,"
-            " interpretation) VALUES (?,?,0,?,?,?,?)",
-            (
-                label,
-                blob(np.zeros_like(item.vector)),
-                item.ts,
-                item.ts,
-                self._now,
-                self._b.segmenter.interpretation.label,
-            ),
+        new_id = context_rows.insert(
+            self._conn,
+            label=label,
+            centroid=blob(np.zeros_like(item.vector)),
+            ts=item.ts,
+            created_at=self._now,
+            interpretation=self._b.segmenter.interpretation.label,
         )
-        new_id = int(self._conn.last_insert_rowid())
         self._contexts.contexts[new_id] = ContextState(
             new_id, label, np.zeros_like(item.vector), 0, item.ts, item.ts
         )
@@ -186,18 +158,13 @@ class GraphWriter:
         primary: bool,
         label: str,
     ) -> None:
-        self._conn.execute(
-            "INSERT OR IGNORE INTO fragment_contexts (fragment_id, context_id, segment_id,"
-            " weight, is_primary, interpretation) VALUES (?,?,?,?,?,?)",
-            (fragment, context, segment, round(weight, 4), int(primary), label),
+        context_rows.add_membership(
+            self._conn, fragment, context, segment, round(weight, 4), primary, label
         )
 
     def _links(self, item: Item, previous: int) -> None:
         label = "links:structural:turn-order@1"
-        row = self._conn.execute(
-            "SELECT role, substr(canonical, 1, ?) FROM fragments WHERE id = ?",
-            (self._config.max_text_chars, previous),
-        ).fetchone()
+        row = fragment_rows.head(self._conn, previous, self._config.max_text_chars)
         assert row is not None, "a segment's last fragment always exists"
         prev_role, prev_text = row
         kinds = ["next"]
@@ -207,11 +174,7 @@ class GraphWriter:
             kinds.append("depends_on")
         if CORRECTION.search(self._canonical(item)) and prev_role != item.role:
             kinds.append("corrects")
-        self._conn.executemany(
-            "INSERT INTO fragment_links (src, dst, kind, interpretation, created_at)"
-            " VALUES (?,?,?,?,?)",
-            [(item.fragment_id, previous, kind, label, self._now) for kind in kinds],
-        )
+        fragment_rows.insert_links(self._conn, item.fragment_id, previous, kinds, label, self._now)
 
     def _link(self, item: Item) -> None:
         ner, linker = self._b.ner.interpretation.label, "linking:alias-fuzzy-context@1"
@@ -221,22 +184,19 @@ class GraphWriter:
             entity_id, score, reason = self._resolve(
                 mention.surface, mention.label, vec, item, protected=False
             )
-            self._conn.execute(
-                "INSERT INTO mentions (fragment_id, entity_id, start, end, surface, label,"
-                " confidence, link_score, link_reason, ner, linker) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    item.fragment_id,
-                    entity_id,
-                    mention.start,
-                    mention.end,
-                    mention.surface,
-                    mention.label,
-                    mention.confidence,
-                    round(score, 4),
-                    reason,
-                    ner,
-                    linker,
-                ),
+            entity_rows.insert_mention(
+                self._conn,
+                fragment_id=item.fragment_id,
+                entity_id=entity_id,
+                start=mention.start,
+                end=mention.end,
+                surface=mention.surface,
+                label=mention.label,
+                confidence=mention.confidence,
+                link_score=round(score, 4),
+                link_reason=reason,
+                ner=ner,
+                linker=linker,
             )
             item.entity_ids.append(entity_id)
         self._translated_aliases(item)
@@ -269,12 +229,14 @@ class GraphWriter:
         return entity_id, decision.score, decision.reason
 
     def _found(self, name: str, label: str, item: Item) -> int:
-        self._conn.execute(
-            "INSERT INTO entities (name, label, mentions, first_seen, last_seen, created_at,"
-            " interpretation) VALUES (?,?,0,?,?,?,?)",
-            (name, label, item.ts, item.ts, self._now, "linking:alias-fuzzy-context@1"),
+        entity_id = entity_rows.insert(
+            self._conn,
+            name=name,
+            label=label,
+            ts=item.ts,
+            created_at=self._now,
+            interpretation="linking:alias-fuzzy-context@1",
         )
-        entity_id = int(self._conn.last_insert_rowid())
         self._entities.entities[entity_id] = EntityState(entity_id, name, label, None, 0, 0)
         self._entities.add_alias(entity_id, name)
         self._alias(entity_id, name, item, "name")
@@ -284,10 +246,14 @@ class GraphWriter:
         self, entity_id: int, alias: str, item: Item, source: str, lang: str | None = None
     ) -> None:
         lang = lang or (item.normalised.lang if item.normalised else None)
-        self._conn.execute(
-            "INSERT OR IGNORE INTO aliases (entity_id, alias, normalized, lang, source,"
-            " fragment_id) VALUES (?,?,?,?,?,?)",
-            (entity_id, alias, normalise_name(alias), lang, source, item.fragment_id),
+        entity_rows.insert_alias(
+            self._conn,
+            entity_id=entity_id,
+            alias=alias,
+            normalized=normalise_name(alias),
+            lang=lang,
+            source=source,
+            fragment_id=item.fragment_id,
         )
 
     def _translated_aliases(self, item: Item) -> None:
@@ -304,11 +270,7 @@ class GraphWriter:
 
     def _relate(self, item: Item) -> None:
         """Co-occurrence between the fragment's entities, and the extracted claims."""
-        context = self._conn.execute(
-            "SELECT context_id FROM fragment_contexts WHERE fragment_id = ? AND is_primary = 1",
-            (item.fragment_id,),
-        ).fetchone()
-        context_id = context[0] if context else None
+        context_id = context_rows.primary_context(self._conn, item.fragment_id)
         distinct = list(dict.fromkeys(item.entity_ids))
         for a, b in cooccurrences(distinct, self._config.max_cooccurrence_pairs):
             record_relation(
@@ -379,10 +341,7 @@ class GraphWriter:
         if entity_id not in self._entities.speakers:  # its name becomes the speaker's own
             self._entities.speakers.add(entity_id)
             self._entities.entities[entity_id].name = item.speaker
-            self._conn.execute(
-                "UPDATE entities SET name = ?, label = 'PER', is_speaker = 1 WHERE id = ?",
-                (item.speaker, entity_id),
-            )
+            entity_rows.mark_speaker(self._conn, entity_id, item.speaker)
         return entity_id
 
     def _endpoint(self, name: str, item: Item) -> int:

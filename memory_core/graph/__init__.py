@@ -1,9 +1,9 @@
 """Graph engine and area retrieval (DESIGN.md §7): pure numerics, no SQLite, no I/O.
 
-A query pins one :class:`GraphVersion` from a :class:`GraphHolder`, runs :func:`pulse`
-from its foci, and hands the :class:`Activation` to :func:`select_area`, which returns the
-chosen region whole, its representative, every candidate with its score terms, and the
-ranked fragments. :func:`damped_wave` is the wave variant (``AreaConfig.operator``).
+A query pins one :class:`GraphVersion` (published by ``memory_core.graph_holder``), runs
+:func:`pulse` from its foci, and hands the :class:`Activation` to :func:`select_area`,
+which returns the chosen region whole, its representative, every candidate with its score
+terms, and the ranked fragments. :func:`damped_wave` is the wave variant (``AreaConfig.operator``).
 Building the edge lists from SQLite, and the foci from a message, are the caller's job.
 """
 
@@ -19,10 +19,9 @@ from .area import (
     select_area,
 )
 from .config import GraphSettings, RetrievalSection, parse_graph_settings
-from .csr import CSR, Arcs, GraphVersion, ReverseIndex
+from .csr import CSR, DEFAULT_MAX_DELTA_EDGES, Arcs, GraphVersion, ReverseIndex
 from .edges import EdgeList
 from .errors import GraphConfigError, GraphError
-from .holder import DEFAULT_MAX_DELTA_EDGES, GraphHolder
 from .kinds import MAX_EDGE_TYPES, EdgeType, NodeKind
 from .traversal import DEFAULT_TRAVERSAL, Traversal
 from .wave import MAX_WAVE_NODES, WaveConfig, WaveResult, damped_wave, region_laplacian
@@ -43,7 +42,6 @@ __all__ = [
     "EdgeType",
     "GraphConfigError",
     "GraphError",
-    "GraphHolder",
     "GraphSettings",
     "GraphVersion",
     "NodeKind",

@@ -25,8 +25,8 @@ from ..configuration import ConfigModel, ConfigurationError, Document, validate
 from ..scoring import ScoringConfig
 from .activation import PulseConfig
 from .area import OPERATORS, AreaConfig
+from .csr import DEFAULT_MAX_DELTA_EDGES
 from .errors import GraphConfigError
-from .holder import DEFAULT_MAX_DELTA_EDGES
 from .kinds import EdgeType
 from .traversal import DEFAULT_TRAVERSAL, Traversal
 from .wave import WaveConfig

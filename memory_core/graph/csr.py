@@ -16,7 +16,7 @@ A :class:`GraphVersion` is what a query pins. It holds
 Nothing is ever mutated: :meth:`GraphVersion.with_delta` and :meth:`GraphVersion.rebuild`
 return new versions that share the arrays they did not change, so a query holding an old
 version keeps reading exactly what it pinned. Publishing is the job of
-:class:`~.holder.GraphHolder`.
+:class:`memory_core.graph_holder.GraphHolder`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from .errors import GraphError
 from .traversal import Traversal
 
 __all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex", "isin_sorted"]
+
+DEFAULT_MAX_DELTA_EDGES = 65_536
+"""Edges a version may hold in its delta before the holder merges them into a new base."""
 
 _T = TypeVar("_T", bound=np.generic)
 _D = TypeVar("_D")

@@ -26,15 +26,30 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import apsw
 
-from .errors import StorageBusyError, StorageError
+from ..errors import StorageBusyError, StorageError
 
-__all__ = ["JSON_IN", "connect", "json_array", "retry_busy", "transaction"]
+__all__ = [
+    "JSON_IN",
+    "Connection",
+    "connect",
+    "integrity_check",
+    "json_array",
+    "open_plain",
+    "read_snapshot",
+    "reading",
+    "retry_busy",
+    "sqlite_versions",
+    "transaction",
+]
 
 T = TypeVar("T")
+
+Connection: TypeAlias = apsw.Connection
+"""An open tenant database; modules outside :mod:`memory_core.storage` only pass it on."""
 
 JSON_IN = "IN (SELECT value FROM json_each(?))"
 """``x IN`` a list passed as one JSON parameter (:func:`json_array`): a list of any
@@ -71,7 +86,7 @@ def _prepare_file(path: Path) -> None:
     os.close(fd)
 
 
-def connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
+def connect(path: Path, *, readonly: bool = False) -> Connection:
     """Open ``path`` with the project's pragmas; raises :class:`StorageError`."""
     flags = (
         apsw.SQLITE_OPEN_READONLY
@@ -93,7 +108,7 @@ def connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
 
 
 @contextlib.contextmanager
-def transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+def transaction(conn: Connection) -> Iterator[Connection]:
     """Run the block atomically: commit on success, roll back on any exception.
 
     Outermost: ``BEGIN IMMEDIATE`` (the write lock first, see the module docstring).
@@ -115,7 +130,28 @@ def transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
 
 
 @contextlib.contextmanager
-def _immediate(conn: apsw.Connection) -> Iterator[None]:
+def reading(what: str) -> Iterator[None]:
+    """Run a read outside :func:`transaction` with its apsw errors translated: they leave
+    as ``StorageError(f"{what}: {exc}")`` (:class:`StorageBusyError` for contention), so
+    no apsw exception ever leaves this package."""
+    try:
+        yield
+    except (apsw.BusyError, apsw.LockedError) as exc:
+        raise StorageBusyError(f"{what}: {exc}") from exc
+    except apsw.Error as exc:
+        raise StorageError(f"{what}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def read_snapshot(conn: Connection, what: str) -> Iterator[Connection]:
+    """Run several reads in one read transaction (they all see the same committed state),
+    apsw errors translated as by :func:`reading`. Never write inside it."""
+    with reading(what), conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def _immediate(conn: Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -127,7 +163,7 @@ def _immediate(conn: apsw.Connection) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _savepoint(conn: apsw.Connection) -> Iterator[None]:
+def _savepoint(conn: Connection) -> Iterator[None]:
     name = f"areamem_{next(_savepoints)}"
     conn.execute(f"SAVEPOINT {name}")
     try:
@@ -163,3 +199,33 @@ def retry_busy(
             sleep(delay)
             delay = min(2 * delay, _RETRY_MAX_DELAY_S)
     return operation()
+
+
+def sqlite_versions() -> dict[str, str]:
+    """The SQLite library and apsw versions in use (for benchmark reports)."""
+    return {"sqlite": apsw.sqlite_lib_version(), "apsw": apsw.apsw_version()}
+
+
+def open_plain(path: Path) -> Connection:
+    """``path`` opened read-only as it is: no pragma, nothing created, nothing migrated
+    (for checks of a file another process writes). apsw errors are the caller's."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(_BUSY_TIMEOUT_MS)
+    return conn
+
+
+def integrity_check(path: Path) -> str:
+    """``PRAGMA integrity_check`` of ``path``, opened read-only: ``ok``, the problems, or
+    why it could not be run (``cannot open: ...``, ``integrity_check failed: ...``)."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        return f"cannot open: {exc}"
+    try:
+        conn.set_busy_timeout(_BUSY_TIMEOUT_MS)
+        rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+    except apsw.Error as exc:
+        return f"integrity_check failed: {exc}"
+    finally:
+        conn.close()
+    return "; ".join(rows)[:500] or "(no answer)"

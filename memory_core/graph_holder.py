@@ -1,5 +1,9 @@
 """The one mutable cell of the graph engine: which :class:`GraphVersion` is current.
 
+It lives beside the engine, not in it: :mod:`.graph` is pure numerics over immutable
+versions (no locks, no threads, no SQLite), and publication is the one place that needs
+a lock.
+
 Readers call :meth:`GraphHolder.current` and keep the version they got for the whole query
 (it is immutable, so nothing they read can change under them). Writers serialise on a lock
 and publish by replacing one reference, which is atomic: a reader sees either the old
@@ -16,13 +20,9 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from .csr import GraphVersion
-from .edges import EdgeList
-from .errors import GraphError
+from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, GraphError, GraphVersion
 
-__all__ = ["DEFAULT_MAX_DELTA_EDGES", "GraphHolder"]
-
-DEFAULT_MAX_DELTA_EDGES = 65_536
+__all__ = ["GraphHolder"]
 
 
 class GraphHolder:

@@ -9,16 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import apsw
-
-from .db import transaction
+from .db import Connection, transaction
 
 __all__ = ["MIGRATIONS", "migrate"]
 
-Migration = Callable[[apsw.Connection], None]
+Migration = Callable[[Connection], None]
 
 
-def _m001_log(conn: apsw.Connection) -> None:
+def _m001_log(conn: Connection) -> None:
     conn.execute(
         """
         CREATE TABLE log (
@@ -62,7 +60,7 @@ def _m001_log(conn: apsw.Connection) -> None:
     )
 
 
-def _m002_fragments(conn: apsw.Connection) -> None:
+def _m002_fragments(conn: Connection) -> None:
     conn.execute(
         """
         CREATE TABLE fragments (
@@ -95,7 +93,7 @@ def _m002_fragments(conn: apsw.Connection) -> None:
     )
 
 
-def _m003_receipts(conn: apsw.Connection) -> None:
+def _m003_receipts(conn: Connection) -> None:
     conn.execute(
         """
         CREATE TABLE receipts (
@@ -107,7 +105,7 @@ def _m003_receipts(conn: apsw.Connection) -> None:
     )
 
 
-def _m004_formation(conn: apsw.Connection) -> None:
+def _m004_formation(conn: Connection) -> None:
     """Contexts, segments, entities with aliases and mentions, relations and mutations.
 
     The lexical name table of 002 is replaced by entities (homonyms are separate rows
@@ -262,7 +260,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
 )
 
 
-def migrate(conn: apsw.Connection) -> list[str]:
+def migrate(conn: Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with transaction(conn):
         conn.execute(

@@ -1,0 +1,250 @@
+"""Fragments: their rows, FTS5 index and vectors, the links between them, BM25 search.
+
+A fragment is written with its FTS5 row (the index is external content: ``fragments_fts``
+holds ``speaker`` and ``canonical`` keyed by the fragment id) and its vector in one call,
+so the three never disagree. ``superseded`` follows the log's branches (see
+:mod:`memory_core.log`); search ranks superseded fragments too and drops them after the
+ranking, so a branch switch never touches the index.
+
+Reads are defensive (see :mod:`.values`): a :class:`Hit`'s time is None when the stored
+one is not a sane timestamp, its text columns read as text whatever they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from .db import JSON_IN, Connection, json_array, reading
+from .values import stored_text, stored_timestamp
+
+__all__ = [
+    "FragmentLabel",
+    "FragmentNodeRow",
+    "Hit",
+    "LinkRow",
+    "describe",
+    "fetch_hits",
+    "head",
+    "insert",
+    "insert_links",
+    "links_since",
+    "nodes_since",
+    "search",
+    "set_superseded",
+]
+
+FragmentNodeRow = tuple[int, str, str, object, bytes | None]
+"""``(id, canonical, conversation_id, ts as stored, vector blob or None)``: what the memory
+graph reads of a fragment (plain tuples: the graph reads every row of a store)."""
+LinkRow = tuple[int, int, int, str]
+"""``(id, src, dst, kind)`` of a ``fragment_links`` row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One retrieved fragment with its provenance and its BM25 score (higher is better).
+
+    ``ts`` is None when the stored time is unknown (not a sane timestamp)."""
+
+    fragment_id: int
+    score: float
+    text: str
+    role: str
+    speaker: str | None
+    conversation_id: str
+    ts: float | None
+    log_hash: str
+    ext_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentLabel:
+    """What names a fragment for a person: its conversation, speaker and text."""
+
+    conversation_id: str
+    speaker: str | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    hit: Hit
+    superseded: bool
+
+
+def _hit(fragment_id: int, score: float, row: Sequence[object]) -> Hit:
+    """A hit from ``(text, role, speaker, conversation, ts, hash, ext_id)`` as stored."""
+    text, role, speaker, conversation, ts, log_hash, ext_id = row
+    return Hit(
+        fragment_id,
+        score,
+        stored_text(text),
+        stored_text(role),
+        None if speaker is None else stored_text(speaker),
+        stored_text(conversation),
+        stored_timestamp(ts),
+        stored_text(log_hash),
+        None if ext_id is None else stored_text(ext_id),
+    )
+
+
+def search(
+    conn: Connection, terms: Sequence[str], *, limit: int, exclude_hashes: Collection[str] = ()
+) -> list[Hit]:
+    """The ``limit`` best live fragments matching any of ``terms`` by BM25, fragments of
+    the log rows ``exclude_hashes`` left out. Each term is quoted, so no text is ever
+    read as FTS5 query syntax; a request may exclude any number of rows."""
+    if not terms or limit <= 0:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    excluded = set(exclude_hashes)
+    fetch = 2 * (limit + len(excluded)) + 8
+    while True:
+        rows = _ranked(conn, match, fetch)
+        hits = [r.hit for r in rows if not r.superseded and r.hit.log_hash not in excluded]
+        if len(hits) >= limit or len(rows) < fetch:
+            return hits[:limit]
+        fetch *= 4
+
+
+def _ranked(conn: Connection, match: str, fetch: int) -> list[_Ranked]:
+    """The ``fetch`` best BM25 matches, superseded ones included (ranked inside FTS5 first,
+    so only those rows are joined: the cost follows ``fetch``, not the number of matches)."""
+    with reading("search failed"):
+        rows = conn.execute(
+            "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
+            " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
+            " SELECT f.id, -top.rank, f.text, f.role, f.speaker, f.conversation_id, f.ts,"
+            " log.hash, log.ext_id, f.superseded"
+            " FROM top JOIN fragments f ON f.id = top.id JOIN log ON log.id = f.log_id"
+            " ORDER BY top.rank",
+            (match, fetch),
+        )
+        return [_Ranked(_hit(row[0], float(row[1]), row[2:9]), bool(row[9])) for row in rows]
+
+
+def fetch_hits(conn: Connection, fragment_ids: Sequence[int]) -> list[Hit]:
+    """Live fragments by id, in the given order (score: 1/rank), superseded ones left out."""
+    if not fragment_ids:
+        return []
+    with reading("cannot read fragments"):
+        rows = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT f.id, f.text, f.role, f.speaker, f.conversation_id, f.ts, log.hash,"
+                " log.ext_id FROM fragments f JOIN log ON log.id = f.log_id"
+                f" WHERE f.superseded = 0 AND f.id {JSON_IN}",
+                (json_array(fragment_ids),),
+            )
+        }
+    return [
+        _hit(fid, 1.0 / rank, rows[fid])
+        for rank, fid in enumerate(fragment_ids, start=1)
+        if fid in rows
+    ]
+
+
+def describe(conn: Connection, fragment_id: int) -> FragmentLabel | None:
+    """The conversation, speaker and text of a fragment, or None when there is none."""
+    with reading("cannot read fragments"):
+        row = conn.execute(
+            "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (fragment_id,)
+        ).fetchone()
+    return None if row is None else FragmentLabel(*row)
+
+
+def head(conn: Connection, fragment_id: int, chars: int) -> tuple[str, str] | None:
+    """``(role, first chars of the canonical text)`` of a fragment, or None."""
+    row = conn.execute(
+        "SELECT role, substr(canonical, 1, ?) FROM fragments WHERE id = ?", (chars, fragment_id)
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def insert(
+    conn: Connection,
+    *,
+    log_id: int,
+    conversation_id: str,
+    role: str,
+    speaker: str | None,
+    text: str,
+    lang: str,
+    canonical: str,
+    translated: bool,
+    ts: float,
+    superseded: bool,
+    created_at: float,
+    normaliser: str,
+    model: str,
+    vector: bytes,
+) -> int:
+    """Store a fragment with its FTS5 row and its vector (``model`` made it); its id."""
+    conn.execute(
+        "INSERT INTO fragments (log_id, conversation_id, role, speaker, text, lang, canonical,"
+        " translated, ts, superseded, created_at, normaliser) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            log_id,
+            conversation_id,
+            role,
+            speaker,
+            text,
+            lang,
+            canonical,
+            int(translated),
+            ts,
+            int(superseded),
+            created_at,
+            normaliser,
+        ),
+    )
+    fragment_id = int(conn.last_insert_rowid())
+    conn.execute(
+        "INSERT INTO fragments_fts (rowid, speaker, canonical) VALUES (?, ?, ?)",
+        (fragment_id, speaker, canonical),
+    )
+    conn.execute(
+        "INSERT INTO fragment_vectors (fragment_id, model, vector) VALUES (?, ?, ?)",
+        (fragment_id, model, vector),
+    )
+    return fragment_id
+
+
+def insert_links(
+    conn: Connection, src: int, dst: int, kinds: Sequence[str], interpretation: str, now: float
+) -> None:
+    """Links ``src -> dst`` of each kind (next, answers, corrects, depends_on)."""
+    conn.executemany(
+        "INSERT INTO fragment_links (src, dst, kind, interpretation, created_at)"
+        " VALUES (?,?,?,?,?)",
+        [(src, dst, kind, interpretation, now) for kind in kinds],
+    )
+
+
+def set_superseded(conn: Connection, log_ids: Sequence[int], superseded: bool) -> None:
+    """Mark the fragments of the log rows ``log_ids`` superseded (or live again)."""
+    conn.execute(
+        f"UPDATE fragments SET superseded = {int(superseded)} WHERE log_id {JSON_IN}",
+        (json_array(log_ids),),
+    )
+
+
+def nodes_since(conn: Connection, after: int) -> list[FragmentNodeRow]:
+    """Fragments with an id above ``after``, in id order (see :data:`FragmentNodeRow`)."""
+    return list(
+        conn.execute(
+            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector FROM fragments f"
+            " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
+            (after,),
+        )
+    )
+
+
+def links_since(conn: Connection, after: int) -> list[LinkRow]:
+    """Fragment links with an id above ``after``, in id order."""
+    return list(
+        conn.execute(
+            "SELECT id, src, dst, kind FROM fragment_links WHERE id > ? ORDER BY id", (after,)
+        )
+    )
