@@ -11,18 +11,17 @@ which equals one pulse of all of them). Area selection then picks the region whe
 foci converge (:func:`~.graph.select_area`), returned whole with its representative and
 every score term, for receipts and ``GET /memory/area``.
 
-Each fragment is scored
-
-    bm25 / max bm25  +  0.5 * T / max T  +  1.0 * reached / F  +  0.5 * max(cos, 0)
-                     +  0.1 * a / max a   (fragments of the chosen area only)
-
-over the BM25 top 50, every fragment the pulse reached and the 50 nearest by embedding:
-``T`` its total activation, ``reached`` the number of the ``F`` foci that bring it at
-least 5% of their own peak (the convergence of foci, per fragment), ``cos`` its
-embedding similarity to the question, ``a`` the area's own ranking of its fragments
-(``operator: pulse``: activation times evenness across foci; ``wave``: interference). A
-fragment formed after the pinned graph version has no graph or vector terms; they are
-taken to agree with its BM25 share, so it still competes at full scale.
+Retrieval is fetch, score, render. This module *fetches*: it pulses the foci, selects
+the area and gathers the candidates (the BM25 top ``scoring.candidates``, every fragment
+the pulse reached, the ``scoring.candidates`` nearest by embedding, the area's own
+fragments) with every score term of each, as shares in [0, 1]: ``bm25`` (its BM25 score
+over the best), ``activation`` (its total activation over the largest), ``convergence``
+(the share of the foci that bring it at least ``convergence_share`` of their own peak),
+``similarity`` (its embedding cosine to the question, floored at 0) and ``area`` (the
+chosen area's own ranking of it: ``operator: pulse``, activation times evenness across
+foci; ``wave``, interference). :mod:`.scoring` weighs and ranks them (weights in
+``retrieval.scoring``), and :mod:`.reconstruction` renders the winners. Each returned
+fragment keeps its terms and score, for receipts and ``GET /memory/area``.
 
 Why these terms (LoCoMo dev, recall@10 over categories 1-4, ``docs/evaluation.md``):
 BM25 alone 0.614; the first wiring, reciprocal-rank fusion of BM25 and activation, 0.632
@@ -40,14 +39,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from .formation.linking import normalise_name
 from .graph import (
     DEFAULT_TRAVERSAL,
     Activation,
@@ -60,27 +58,42 @@ from .graph import (
     pulse,
     select_area,
 )
-from .memory_graph import MemoryGraph, stem
-from .retrieval import Hit, query_terms, search
+from .memory_graph import MemoryGraph
+from .retrieval import Hit, search
+from .scoring import Candidates, ScoringConfig, rank
 from .storage import Connection, contexts, entities, fragments
+from .text import normalise_name, query_terms, stem
 
-__all__ = ["AreaResult", "explain", "retrieve_area", "summary"]
+__all__ = ["AreaResult", "FragmentScore", "explain", "retrieve_area", "summary"]
 
 _PULSE = PulseConfig()
 _AREA = AreaConfig()
-_SEEDS = 20  # seeds of the BM25 focus and of the dense focus
-_LEXICAL = 50  # BM25 fragments scored in the final ranking
-_W_ACTIVATION = 0.5
-_W_CONVERGENCE = 1.0
-_W_DENSE = 0.5
-_W_AREA = 0.1
-_CONVERGENCE_SHARE = 0.05  # a focus reaches a fragment with >= this share of its own peak
-_NEWER = 1.0 + _W_ACTIVATION + _W_CONVERGENCE + _W_DENSE
+_SCORING = ScoringConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentScore:
+    """One returned fragment's score and every term that made it (see :mod:`.scoring`);
+    ``imputed``: formed after the pinned graph version, graph terms = its BM25 share."""
+
+    fragment_id: int
+    score: float
+    terms: dict[str, float]
+    imputed: bool
+
+    def report(self) -> dict[str, Any]:
+        """JSON-ready: ``{"id", "score", "terms", "imputed"}``, values rounded to 1e-4."""
+        return {
+            "id": self.fragment_id,
+            "score": round(self.score, 4),
+            "terms": {k: round(v, 4) for k, v in self.terms.items()},
+            "imputed": self.imputed,
+        }
 
 
 @dataclass(frozen=True)
 class AreaResult:
-    """Ranked fragment ids and what produced them."""
+    """Ranked fragment ids (``scores`` in the same order) and what produced them."""
 
     fragment_ids: list[int]
     foci: list[str]
@@ -89,6 +102,7 @@ class AreaResult:
     lists: tuple[list[int], list[int], list[int]] = ([], [], [])
     activation: Activation | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    scores: list[FragmentScore] = field(default_factory=list)
 
 
 Vector = npt.NDArray[np.float32]
@@ -104,6 +118,7 @@ def retrieve_area(
     traversal: Traversal | None = None,
     pulse_config: PulseConfig | None = None,
     area_config: AreaConfig | None = None,
+    scoring: ScoringConfig | None = None,
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring).
 
@@ -115,11 +130,14 @@ def retrieve_area(
     traversal = traversal or DEFAULT_TRAVERSAL
     pulse_config = pulse_config or _PULSE
     area_config = area_config or _AREA
+    scoring = scoring or _SCORING
     clock = _Clock()
-    hits = search(conn, question, limit=max(_SEEDS, _LEXICAL))
+    hits = search(conn, question, limit=max(scoring.seeds, scoring.candidates))
     found = [h.fragment_id for h in hits]
     lexical = [
-        n for n in map(memory.fragment_nodes.get, found[:_SEEDS]) if n is not None and memory.has(n)
+        n
+        for n in map(memory.fragment_nodes.get, found[: scoring.seeds])
+        if n is not None and memory.has(n)
     ]
     foci, labels = _foci(memory, question, lexical)
     clock.lap("foci")
@@ -129,16 +147,15 @@ def retrieve_area(
     clock.lap("pulse")
     vector = question_vector() if callable(question_vector) else question_vector
     clock.lap("wait_vector")
-    score = np.zeros(memory.graph.n_nodes)  # per node; only fragment nodes get a score
-    candidate = np.zeros(memory.graph.n_nodes, dtype=bool)  # activated or dense top 50
+    terms = _NodeTerms(memory.graph.n_nodes)
     dense: list[int] = []
     rows = memory.vectors.shape[0]
     if vector is not None and rows:
         sims = memory.vectors @ vector
-        score[memory.vector_nodes] += _W_DENSE * np.maximum(sims, 0.0)
-        nearest = min(_LEXICAL, rows)
-        candidate[memory.vector_nodes[np.argpartition(-sims, nearest - 1)[:nearest]]] = True
-        k = min(_SEEDS, rows)
+        terms.similarity[memory.vector_nodes] = np.maximum(sims, 0.0)
+        nearest = min(scoring.candidates, rows)
+        terms.candidate[memory.vector_nodes[np.argpartition(-sims, nearest - 1)[:nearest]]] = True
+        k = min(scoring.seeds, rows)
         top = np.argpartition(-sims, k - 1)[:k]
         dense = [int(memory.vector_nodes[i]) for i in top[np.argsort(-sims[top])]]
         foci.append({n: 1.0 / len(dense) for n in dense})
@@ -151,35 +168,99 @@ def retrieve_area(
         activation = combine(parts)
         area = select_area(memory.graph, activation, traversal, area_config)
         clock.lap("area")
-        is_fragment = memory.fragment_of[activation.nodes] >= 0
-        nodes, per_focus = activation.nodes[is_fragment], activation.per_focus[is_fragment]
-        if nodes.shape[0]:
-            totals = per_focus.sum(axis=1)
-            peak = per_focus.max(axis=0, keepdims=True)
-            reached = ((per_focus >= _CONVERGENCE_SHARE * peak) & (peak > 0)).sum(axis=1)
-            score[nodes] += _W_ACTIVATION * totals / max(float(totals.max()), 1e-300)
-            score[nodes] += _W_CONVERGENCE * reached / len(foci)
-            candidate[nodes] = True
-        if area.fragments.shape[0] and _W_AREA:
-            # the chosen area's own ranking of its fragments (pulse: activation x evenness
-            # across foci; wave: interference), so the operator shapes what is injected
-            inside = area.fragments[memory.fragment_of[area.fragments] >= 0]
-            ranks = area.fragment_scores[memory.fragment_of[area.fragments] >= 0]
-            if inside.shape[0] and float(ranks.max()) > 0:
-                score[inside] += _W_AREA * ranks / float(ranks.max())
-                candidate[inside] = True
-            activated = [int(n) for n in nodes[np.argsort(-totals, kind="stable")]]
-    ranked = _ranked(memory, np.where(candidate, score, 0.0), hits[:_LEXICAL], limit)
+        activated = terms.add_activation(memory, activation, len(foci), scoring)
+        terms.add_area(memory, area)
+    candidates = terms.candidates(memory, hits[: scoring.candidates])
+    order, scores = rank(candidates, scoring, limit)
     clock.lap("rank")
+    ranked = [
+        FragmentScore(
+            int(candidates.fragment_ids[i]),
+            float(scores[i]),
+            candidates.row(int(i)),
+            bool(candidates.imputed[i]),
+        )
+        for i in order
+    ]
     return AreaResult(
-        ranked,
+        [s.fragment_id for s in ranked],
         labels,
         area,
         memory.version,
         (lexical, dense, activated),
         activation,
         clock.laps,
+        ranked,
     )
+
+
+class _NodeTerms:
+    """The fetch step's per-node term arrays (only fragment nodes matter) and which
+    nodes are candidates; :meth:`candidates` turns them into :class:`.Candidates`."""
+
+    def __init__(self, n_nodes: int) -> None:
+        self.similarity = np.zeros(n_nodes)
+        self.activation = np.zeros(n_nodes)
+        self.convergence = np.zeros(n_nodes)
+        self.area = np.zeros(n_nodes)
+        self.candidate = np.zeros(n_nodes, dtype=bool)
+
+    def add_activation(
+        self, memory: MemoryGraph, activation: Activation, n_foci: int, scoring: ScoringConfig
+    ) -> list[int]:
+        """Activation and convergence shares of every fragment the pulse reached (all
+        candidates); returns those fragment nodes, most activated first."""
+        is_fragment = memory.fragment_of[activation.nodes] >= 0
+        nodes, per_focus = activation.nodes[is_fragment], activation.per_focus[is_fragment]
+        if not nodes.shape[0]:
+            return []
+        totals = per_focus.sum(axis=1)
+        peak = per_focus.max(axis=0, keepdims=True)
+        reached = ((per_focus >= scoring.convergence_share * peak) & (peak > 0)).sum(axis=1)
+        self.activation[nodes] = totals / max(float(totals.max()), 1e-300)
+        self.convergence[nodes] = reached / n_foci
+        self.candidate[nodes] = True
+        return [int(n) for n in nodes[np.argsort(-totals, kind="stable")]]
+
+    def add_area(self, memory: MemoryGraph, area: Area) -> None:
+        """The chosen area's own ranking of its fragments (pulse: activation x evenness
+        across foci; wave: interference), so the operator shapes what is injected."""
+        if not area.fragments.shape[0]:
+            return
+        inside = memory.fragment_of[area.fragments] >= 0
+        nodes, ranks = area.fragments[inside], area.fragment_scores[inside]
+        if nodes.shape[0] and float(ranks.max()) > 0:
+            self.area[nodes] = ranks / float(ranks.max())
+            self.candidate[nodes] = True
+
+    def candidates(self, memory: MemoryGraph, hits: list[Hit]) -> Candidates:
+        """Every candidate fragment with its terms: the graph's candidates and the BM25
+        hits (their BM25 share over the best hit; a hit the pinned version does not hold
+        yet is an imputed row, see :mod:`.scoring`)."""
+        bm25 = np.zeros(self.candidate.shape[0])
+        best = max((h.score for h in hits), default=0.0)
+        newer_ids: list[int] = []
+        newer_share: list[float] = []
+        for hit in hits if best > 0 else ():
+            share = hit.score / best
+            node = memory.fragment_nodes.get(hit.fragment_id)
+            if node is not None and memory.has(node):
+                bm25[node] = share
+                self.candidate[node] = True
+            else:
+                newer_ids.append(hit.fragment_id)
+                newer_share.append(share)
+        nodes = np.flatnonzero(self.candidate & (memory.fragment_of[: bm25.shape[0]] >= 0))
+        zeros = np.zeros(len(newer_ids))
+        return Candidates.of(
+            np.concatenate([memory.fragment_of[nodes], np.asarray(newer_ids, np.int64)]),
+            bm25=np.concatenate([bm25[nodes], newer_share]),
+            activation=np.concatenate([self.activation[nodes], zeros]),
+            convergence=np.concatenate([self.convergence[nodes], zeros]),
+            similarity=np.concatenate([self.similarity[nodes], zeros]),
+            area=np.concatenate([self.area[nodes], zeros]),
+            imputed=np.concatenate([np.zeros(nodes.shape[0], bool), np.ones(len(newer_ids), bool)]),
+        )
 
 
 def _pulse(
@@ -189,36 +270,6 @@ def _pulse(
     config: PulseConfig,
 ) -> Activation:
     return pulse(memory.graph, foci, traversal, config, closed=memory.closed_words)
-
-
-def _ranked(
-    memory: MemoryGraph, score: npt.NDArray[np.float64], hits: list[Hit], limit: int
-) -> list[int]:
-    """The ``limit`` best fragment ids by score, BM25 (normalised by the best) added; ties
-    by id. See the module docstring. ``score`` is the caller's and is changed.
-
-    Only candidates carry a ``score`` (fragments the pulse reached, the 50 nearest by
-    embedding): ranking every fragment by its cosine alone cost 6 ms at 10k fragments and
-    changed nothing in the first ten.
-
-    A fragment formed after this graph version has no graph or vector terms: they are taken
-    to agree with its BM25 share, so it competes at full scale on BM25 alone.
-    """
-    best = max((h.score for h in hits), default=0.0)
-    newer: list[tuple[float, int]] = []
-    for hit in hits if best > 0 else ():
-        share = hit.score / best
-        node = memory.fragment_nodes.get(hit.fragment_id)
-        if node is not None and memory.has(node):
-            score[node] += share
-        else:
-            newer.append((_NEWER * share, hit.fragment_id))
-    live = np.flatnonzero((score > 0) & (memory.fragment_of[: score.shape[0]] >= 0))
-    ids, values = memory.fragment_of[live], score[live]
-    top = np.lexsort((ids, -values))[: limit + len(newer)]
-    ranked = [(float(v), int(f)) for v, f in zip(values[top], ids[top], strict=True)] + newer
-    ranked.sort(key=lambda item: (-item[0], item[1]))
-    return [fid for _, fid in ranked[:limit]]
 
 
 class _Clock:
@@ -253,15 +304,20 @@ def _foci(
     return foci, labels
 
 
-def summary(memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
-    """What a receipt keeps of an area query: graph version, foci, the chosen region
-    (its nodes as ``[kind, id]``, edge types, representative, score terms), work done and
-    timings. No SQLite reads: it is built on the request path."""
+def summary(
+    memory: MemoryGraph, result: AreaResult, kept: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """What a receipt keeps of an area query: graph version, foci, each returned
+    fragment's score and terms, the chosen region (its nodes as ``[kind, id]``, edge
+    types, representative, score terms), work done and timings. No SQLite reads: it is
+    built on the request path. ``kept``: the fragments actually used (the request's own
+    turns and the surplus left out), in order; default all that were ranked."""
     report: dict[str, Any] = {
         "graph_version": result.graph_version,
         "operator": None,
         "foci": result.foci,
         "timings_ms": result.timings_ms,
+        "fragments": _reported(result.scores, kept),
         "region": None,
     }
     activation, area = result.activation, result.area
@@ -285,6 +341,13 @@ def summary(memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     return report
 
 
+def _reported(scores: Sequence[FragmentScore], kept: Sequence[int] | None) -> list[Any]:
+    if kept is None:
+        return [score.report() for score in scores]
+    by_id = {score.fragment_id: score for score in scores}
+    return [by_id[fid].report() for fid in kept if fid in by_id]
+
+
 def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     """Everything a person needs to see why an area was chosen (JSON-ready)."""
     activation, area = result.activation, result.area
@@ -299,7 +362,7 @@ def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[s
         },
         "foci": result.foci,
         "timings_ms": result.timings_ms,
-        "fragments": result.fragment_ids,
+        "fragments": [score.report() for score in result.scores],
         "area": None,
         "candidates": [],
     }

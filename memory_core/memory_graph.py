@@ -43,16 +43,15 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import StorageError
-from .formation.linking import normalise_name
 from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphVersion, NodeKind
 from .graph.csr import isin_sorted
 from .graph_holder import GraphHolder
 from .log import stored_timestamp
 from .names import NameIndex
-from .retrieval import query_terms
 from .storage import Connection, contexts, entities, fragments, read_snapshot, relations
+from .text import content_stems, normalise_name
 
-__all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey", "stem"]
+__all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey"]
 
 NodeKey = tuple[str, object]
 """What a node stands for: ``("fragment", id)``, ``("entity", id)``, ``("context", id)``,
@@ -60,7 +59,6 @@ NodeKey = tuple[str, object]
 the epoch, None for fragments whose stored time is unknown (see
 :func:`.log.stored_timestamp`): they share one session per conversation."""
 
-_SUFFIXES = ("ing", "ed", "s")
 _MAX_WORD_SHARE = 0.05
 _DAY = 86_400
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
@@ -70,19 +68,6 @@ _LINKS = {
     "corrects": EdgeType.CORRECTS,
     "depends_on": EdgeType.DEPENDS_ON,
 }
-
-
-def stem(word: str) -> str:
-    """A light English suffix stripper (enough to join "paint", "paints", "painted")."""
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def fragment_terms(text: str) -> set[str]:
-    """The stemmed content words of a fragment (what its word edges point to)."""
-    return {stem(t) for t in query_terms(text)}
 
 
 @dataclass(frozen=True)
@@ -309,7 +294,7 @@ class MemoryGraphIndex:
         return rows
 
     def _words(self, batch: _Batch, node: int, fid: int, text: str) -> None:
-        for term in sorted(fragment_terms(text)):
+        for term in sorted(content_stems(text)):
             df = self._term_df[term] = self._term_df.get(term, 0) + 1
             if df == 1:
                 self._first_user[term] = (node, fid)

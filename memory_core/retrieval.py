@@ -13,172 +13,17 @@ FTS5 query and the reads of fragments live in :mod:`.storage.fragments`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 from .storage import Connection
 from .storage import fragments as _fragments
 from .storage.fragments import Hit, fetch_hits
+from .text import query_terms
 
 __all__ = ["Hit", "fetch_hits", "query_terms", "question_excerpt", "search"]
 
 QUESTION_CHARS = 2_000
 """The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
-
-_TERM = re.compile(r"[^\W_]+", re.UNICODE)
-_MAX_TERMS = 32
-_STOP = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "s",
-        "t",
-        "don",
-        "didn",
-        "doesn",
-        "isn",
-        "wasn",
-        "weren",
-        "ll",
-        "ve",
-        "re",
-        "d",
-        "m",
-    ]
-)
-
-
-def query_terms(question: str) -> list[str]:
-    """Content words of ``question``, lowercased, first occurrence order, bounded."""
-    terms: dict[str, None] = {}
-    for word in _TERM.findall(question.lower()):
-        if word not in _STOP and (len(word) > 1 or word.isdigit()):
-            terms.setdefault(word, None)
-    return list(terms)[:_MAX_TERMS]
-
 
 def search(
     conn: Connection,

@@ -36,6 +36,7 @@ from .reconstruction import Reconstruction, reconstruct
 from .retrieval import Hit, fetch_hits, question_excerpt, search
 from .storage import Storage, receipts, retry_busy, stats
 from .storage.entities import alias_names
+from .strategies import STRATEGIES
 from .tokens import TokenCounter, default_counter
 
 __all__ = ["DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
@@ -200,6 +201,21 @@ class MemoryStore:
             self._publish_graph()
         return total
 
+    def retrieve(
+        self,
+        strategy: str,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+    ) -> Recall:
+        """Retrieve and reconstruct by the strategy registered as ``strategy``
+        (:data:`.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`, ``bm25``
+        :meth:`recall`)."""
+        run = STRATEGIES.get(strategy).run
+        return run(self, question, limit, budget_tokens, exclude_hashes)
+
     def recall(
         self,
         question: str,
@@ -243,7 +259,9 @@ class MemoryStore:
         context = reconstruct(
             kept, budget_tokens=budget_tokens, counter=self._counter, question=question
         )
-        return Recall(tuple(kept), context, summary(graph, result))
+        return Recall(
+            tuple(kept), context, summary(graph, result, kept=[h.fragment_id for h in kept])
+        )
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
@@ -278,6 +296,7 @@ class MemoryStore:
             traversal=self._settings.traversal,
             pulse_config=self._settings.pulse,
             area_config=self._settings.area,
+            scoring=self._settings.scoring,
         )
         result.timings_ms["encode_ms"] = round(encoding.result()[1], 3)  # overlapped
         result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)

@@ -155,6 +155,27 @@ class RegionSummary(_View):
     score: RegionScore = Field(description="The region's score terms.")
 
 
+class RankedFragment(_View):
+    """A ranked fragment with its score terms: the extension point of
+    :attr:`AreaExplanation.fragments`. New terms are new keys of ``terms``, never new
+    fields, so the contract does not change when the ranking gains a term."""
+
+    id: int = Field(description="Fragment id.")
+    score: float = Field(
+        description="The fragment's score: its terms weighted by ``retrieval.scoring`` and summed."
+    )
+    terms: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each term of the score by name, a share in [0, 1] before weighting "
+        "(``bm25``, ``activation``, ``convergence``, ``similarity``, ``area``).",
+    )
+    imputed: bool = Field(
+        default=False,
+        description="Formed after the graph version the query read: its graph and vector "
+        "terms are its BM25 share.",
+    )
+
+
 class AreaSummary(_View):
     """What a receipt keeps of an area query (``area_retrieval.summary``)."""
 
@@ -166,6 +187,11 @@ class AreaSummary(_View):
         description="Focus labels (``word:…``, ``entity:…``, ``bm25``, ``dense``)."
     )
     timings_ms: Timings
+    fragments: list[RankedFragment] = Field(
+        default_factory=list,
+        description="The ranked fragments, best first, each with its score and terms "
+        "(absent from receipts stored before terms were reported).",
+    )
     region: RegionSummary | None = Field(description="The chosen region; null when none.")
     visited: SummaryVisits | None = Field(
         default=None, description="Work done; null when nothing was activated."
@@ -190,19 +216,6 @@ class Visits(SummaryVisits):
     pushes: int = Field(description="Activation pushes.")
     rounds: int = Field(description="Propagation rounds.")
     converged: bool = Field(description="Whether propagation converged within its bounds.")
-
-
-class RankedFragment(_View):
-    """A ranked fragment with its score terms: the extension point of
-    :attr:`AreaExplanation.fragments`. New terms are new keys of ``terms``, never new
-    fields, so the contract does not change when the ranking gains a term."""
-
-    id: int = Field(description="Fragment id.")
-    score: float = Field(description="The fragment's final score.")
-    terms: dict[str, float] = Field(
-        default_factory=dict,
-        description="Each weighted term of the score by name (``bm25``, ``activation``, …).",
-    )
 
 
 class AreaEdge(_View):
@@ -241,9 +254,8 @@ class AreaExplanation(_View):
         description="Focus labels (``word:…``, ``entity:…``, ``bm25``, ``dense``)."
     )
     timings_ms: Timings
-    fragments: list[int | RankedFragment] = Field(
-        description="The ranked fragments, best first: fragment ids, or (as the ranking "
-        "reports its score terms) fragments with their terms."
+    fragments: list[RankedFragment] = Field(
+        description="The ranked fragments, best first, each with its score and terms."
     )
     area: ExplainedArea | None = Field(description="The chosen region; null when none.")
     candidates: list[AreaCandidate] = Field(description="Every candidate region, best first.")

@@ -170,7 +170,7 @@ async def search(request: web.Request) -> web.Response:
     began = time.perf_counter()
     try:
         recall = await svc.tenants.get(tenant).recall(
-            query, limit=k, budget_tokens=budget, exclude_hashes=()
+            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy="bm25"
         )
     except RetrievalSkipped as exc:
         raise ApiError(

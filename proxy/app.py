@@ -73,7 +73,7 @@ def build_services(
             config.formation,
             backends or build_backends(config.formation),
             graph=config.retrieval,
-            warm_graph=config.memory.retrieval == "area",
+            strategy=config.memory.retrieval,
             events=log.write,
             max_lookups=config.memory.max_concurrent_retrievals,
         ),

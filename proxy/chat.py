@@ -40,6 +40,7 @@ from memory_core import (
     conversation_id,
     message_text,
 )
+from memory_core.strategies import STRATEGIES
 from memory_core.views import AreaSummary
 from policies import Decision, TurnContext
 
@@ -285,7 +286,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
             limit=decision.max_fragments,
             budget_tokens=decision.budget_tokens,
             exclude_hashes=excluded,
-            area=settings.retrieval == "area",
+            strategy=settings.retrieval,
             deadline=deadline,
         )
 
@@ -536,7 +537,7 @@ def _receipt(ex: _Exchange, created_at: float) -> Receipt:
         decision=_decision(ex.decision),
         memory_error=ex.memory_error,
         area=ReceiptArea(
-            kind="fts5-bm25 fragments" if ex.retrieval == "bm25" else "area (graph + bm25)",
+            kind=STRATEGIES.get(ex.retrieval).label,
             fragments=_fragments(recall) if recall else [],
         ),
         injected_text=recall.context.text if recall else "",

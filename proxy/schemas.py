@@ -228,8 +228,9 @@ class ReceiptFragment(_Body):
 class ReceiptArea(_Body):
     """What retrieval found."""
 
-    kind: Literal["fts5-bm25 fragments", "area (graph + bm25)"] = Field(
-        description="The retrieval used."
+    kind: str = Field(
+        description="The label of the retrieval strategy used (``memory.retrieval``): "
+        "``area (graph + bm25)`` or ``fts5-bm25 fragments``."
     )
     fragments: list[ReceiptFragment] = Field(description="Retrieved fragments, best first.")
 

@@ -24,6 +24,7 @@ from aiohttp import web
 from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
 from memory_core.formation import Backends, FormationConfig
 from memory_core.graph import GraphSettings
+from memory_core.strategies import STRATEGIES
 from memory_core.tokens import TokenCounter
 
 from .config import AuthConfig
@@ -191,15 +192,14 @@ class TenantMemory:
         limit: int,
         budget_tokens: int,
         exclude_hashes: Collection[str],
-        area: bool = False,
+        strategy: str = "bm25",
         deadline: float = math.inf,
     ) -> Recall:
-        """BM25 retrieval, or area retrieval over the formed graph when ``area``.
+        """Retrieval by the named ``strategy`` (:data:`memory_core.strategies.STRATEGIES`).
 
         Raises :class:`RetrievalSkipped` at once when the reader threads already have
         their limit of lookups, or when this one would start after ``deadline``
         (``time.monotonic()``): see :class:`RecallGate`."""
-        method = self.store.recall_area if area else self.store.recall
         gate = self._gate
         if not gate.enter():
             raise RetrievalSkipped(
@@ -209,8 +209,12 @@ class TenantMemory:
         def run() -> Recall:
             if time.monotonic() >= deadline:
                 raise RetrievalSkipped("waited past its time budget for a reader thread")
-            return method(
-                question, limit=limit, budget_tokens=budget_tokens, exclude_hashes=exclude_hashes
+            return self.store.retrieve(
+                strategy,
+                question,
+                limit=limit,
+                budget_tokens=budget_tokens,
+                exclude_hashes=exclude_hashes,
             )
 
         loop = asyncio.get_running_loop()
@@ -252,16 +256,15 @@ class TenantMemory:
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
 
-    def warm(self, area: bool) -> None:
-        """Start-up warm-up, on the calling thread: read the memory graph (``area``), then
-        run one lookup through the same path as a request (question encoding on the
-        store's own thread, pulse, area, reconstruction), so none of it is first done
-        while a client waits."""
-        if area:
+    def warm(self, strategy: str) -> None:
+        """Start-up warm-up, on the calling thread: read the memory graph (when the
+        strategy uses it), then run lookups through the same path as a request (question
+        encoding on the store's own thread, pulse, area, reconstruction), so none of it is
+        first done while a client waits."""
+        if STRATEGIES.get(strategy).uses_graph:
             self.store.warm_graph()
-        recall = self.store.recall_area if area else self.store.recall
         for question in _WARM_QUESTIONS:  # a few: the interpreter specialises hot code
-            recall(question, limit=4, budget_tokens=200)
+            self.store.retrieve(strategy, question, limit=4, budget_tokens=200)
 
     def close(self) -> None:
         self._former.shutdown(wait=True)
@@ -280,7 +283,7 @@ class Tenants:
         backends: Backends,
         *,
         graph: GraphSettings | None = None,
-        warm_graph: bool = False,
+        strategy: str = "bm25",
         events: Events | None = None,
         max_lookups: int = 4,
     ) -> None:
@@ -289,7 +292,8 @@ class Tenants:
         self._formation = formation
         self._backends = backends
         self._graph = graph
-        self._warm_graph = warm_graph
+        self._strategy = strategy
+        self._warm_graph = STRATEGIES.get(strategy).uses_graph
         self._events = events
         self._open: dict[str, TenantMemory] = {}
         self._lock = threading.Lock()
@@ -336,7 +340,7 @@ class Tenants:
         self._counter.count("areamem warm-up")
         for tenant in tenants:  # on a reader thread, as a request's lookup would run
             memory = self.get(tenant, warm_graph=False)
-            self._readers.submit(memory.warm, self._warm_graph).result()
+            self._readers.submit(memory.warm, self._strategy).result()
 
     def existing(self) -> list[str]:
         """Tenants with a database on disk (for recovery at startup)."""

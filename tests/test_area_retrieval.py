@@ -12,7 +12,8 @@ from memory_core import LogMessage, MemoryStore
 from memory_core.area_retrieval import retrieve_area
 from memory_core.formation import Backends
 from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
-from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex, stem
+from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex
+from memory_core.text import stem
 
 TURNS = [
     "The Dreamer is the consolidation cycle; it runs every night at 3 am.",

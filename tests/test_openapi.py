@@ -302,7 +302,7 @@ def test_views_refuse_drift() -> None:
         "graph": {"nodes": 0, "edges": 0, "delta_edges": 0, "fragments": 0},
         "foci": [],
         "timings_ms": {},
-        "fragments": [3, {"id": 4, "score": 0.5, "terms": {"bm25": 0.5}}],
+        "fragments": [{"id": 4, "score": 0.5, "terms": {"bm25": 0.5}, "imputed": False}],
         "area": None,
         "candidates": [],
     }
@@ -310,3 +310,5 @@ def test_views_refuse_drift() -> None:
         **explained,
         "visited": None,
     }
+    with pytest.raises(ValidationError):  # bare ids are no longer a ranked fragment
+        AreaExplanation.model_validate({**explained, "fragments": [3]})

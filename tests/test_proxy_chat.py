@@ -254,7 +254,9 @@ async def test_upstream_key_comes_from_the_environment_and_is_never_logged(
 
 
 async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
-    proxy = await make_proxy(proxy_config(upstream.url, memory={"retrieval": "area"}))
+    # a generous lookup budget: a loaded test machine must not skip memory here
+    memory_settings = {"retrieval": "area", "retrieval_timeout_ms": 30_000}
+    proxy = await make_proxy(proxy_config(upstream.url, memory=memory_settings))
     async with proxy.client() as client:
         await client.chat.completions.create(
             model="echo",
@@ -278,6 +280,15 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     assert {"coverage", "convergence", "mass", "hub_penalty", "support"} <= set(
         area["region"]["score"]
     )
+    ranked = area["fragments"]  # every injected fragment with the terms of its score
+    assert [f["id"] for f in ranked] == [f["id"] for f in receipt["area"]["fragments"]]
+    terms = {"bm25", "activation", "convergence", "similarity", "area"}
+    assert all(set(f["terms"]) == terms for f in ranked)
+    weights = {"bm25": 1.0, "activation": 0.5, "convergence": 1.0, "similarity": 0.5, "area": 0.1}
+    for f in ranked:
+        assert f["score"] == pytest.approx(
+            sum(weights[t] * v for t, v in f["terms"].items()), abs=1e-3
+        )
 
 
 async def _receipt(proxy: Proxy, receipt_id: str) -> dict[str, Any]:

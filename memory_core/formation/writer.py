@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..retrieval import query_terms
 from ..storage import Connection
 from ..storage import contexts as context_rows
 from ..storage import entities as entity_rows
 from ..storage import fragments as fragment_rows
 from ..storage import log as log_rows
+from ..text import query_terms
 from .config import FormationConfig
 from .contexts import ContextCache, ContextState
 from .interfaces import Backends, Vectors
