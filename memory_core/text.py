@@ -33,6 +33,7 @@ import unicodedata
 __all__ = [
     "MAX_QUERY_TERMS",
     "STOP_WORDS",
+    "WORD",
     "content_stems",
     "normalise_name",
     "query_terms",
@@ -45,6 +46,7 @@ MAX_QUERY_TERMS = 32
 """The most content words :func:`query_terms` returns (a pasted page is not 5,000 foci)."""
 
 WORD = re.compile(r"[^\W_]+")
+"""A word: a maximal run of Unicode letters or digits."""
 
 _STOP_LIST = (
     "a", "about", "above", "after", "again", "all", "am", "an", "and", "any", "are",

@@ -20,15 +20,14 @@ occurrences found.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Sequence
 
 from ..names import extract_names
+from ..text import WORD
 from .interfaces import Interpretation, Mention
 
 __all__ = ["LexicalNER", "occurrences"]
 
-_WORDS = re.compile(r"\w+")
 _SEPARATOR = "\x00"  # never a word character: joins a name's words into one key
 
 
@@ -70,7 +69,7 @@ class _Names:
         self.sizes: dict[str, set[int]] = {}
         for name in dict.fromkeys(names):
             folded = _fold(name)
-            words = list(_WORDS.finditer(folded))
+            words = list(WORD.finditer(folded))
             if not words or not name.strip():
                 continue
             entry = (folded, words[0].start())
@@ -81,7 +80,7 @@ class _Names:
 
     def occurrences(self, folded: str) -> dict[str, list[tuple[int, int]]]:
         """Spans of the whole-word occurrences of each (folded) name, left to right."""
-        words = list(_WORDS.finditer(folded))
+        words = list(WORD.finditer(folded))
         tokens = [w.group() for w in words]
         last_end: dict[str, int] = {}
         spans: dict[str, list[tuple[int, int]]] = {}

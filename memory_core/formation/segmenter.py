@@ -50,13 +50,13 @@ both; it changes nothing there) and is set at 4 on the argument above.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ..embeddings import Encoder
+from ..text import words as words_of
 from .interfaces import BackendError, Interpretation, Vectors
 
 __all__ = [
@@ -74,8 +74,6 @@ DEFAULT_THRESHOLD = 0.30
 """Cosine of the two exchanges below which a valley is a boundary (tuned, see above)."""
 DEFAULT_MIN_WORDS = 4
 """Utterances shorter than this many words weigh ``words / DEFAULT_MIN_WORDS``."""
-
-_WORD = re.compile(r"\w+")
 
 Scores = npt.NDArray[np.float64]
 
@@ -124,7 +122,7 @@ class EmbeddingSegmenter:
 
 def utterance_weights(utterances: Sequence[str], min_words: int) -> npt.NDArray[np.float64]:
     """``min(1, words / min_words)`` per utterance, counting at least one word."""
-    words = np.array([max(1, len(_WORD.findall(text))) for text in utterances], dtype=np.float64)
+    words = np.array([max(1, len(words_of(text))) for text in utterances], dtype=np.float64)
     weights: npt.NDArray[np.float64] = np.minimum(1.0, words / min_words)
     return weights
 
