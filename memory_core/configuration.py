@@ -130,11 +130,12 @@ class ConfigModel(BaseModel):
     """Base of every settings model: frozen, unknown keys refused, strict types.
 
     Strict mode refuses ``"8"`` and ``true`` where a number is expected (and accepts an
-    integer for a float); a ``null`` section (``server:`` with every key commented out)
-    is an empty one.
+    integer for a float); no number may be ``.inf`` or ``.nan`` (a weight or a timeout
+    that is not finite breaks arithmetic far from the file); a ``null`` section
+    (``server:`` with every key commented out) is an empty one.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .configuration import ConfigModel
 
@@ -71,6 +71,12 @@ class ScoringConfig(ConfigModel):
     seeds: int = Field(20, ge=1, description="fragments seeding the BM25 and the dense focus")
     candidates: int = Field(50, ge=1, description="BM25 and nearest-by-embedding fragments scored")
 
+    @model_validator(mode="after")
+    def _some_weight(self) -> ScoringConfig:
+        if not any(getattr(self, term) > 0 for term in TERMS):
+            raise ValueError("at least one term weight must be positive (else nothing ranks)")
+        return self
+
     def weights(self) -> Floats:
         """The weights in :data:`TERMS` order."""
         return np.array([getattr(self, term) for term in TERMS], dtype=np.float64)
@@ -102,7 +108,8 @@ class Candidates:
         area: npt.ArrayLike,
         imputed: npt.ArrayLike,
     ) -> Candidates:
-        """Columns to rows; imputed rows take their BM25 share for the graph terms."""
+        """Columns to rows, each value clipped into [0, 1] (NaN counts as 0); imputed rows
+        take their BM25 share for the graph terms."""
         ids = np.asarray(fragment_ids, dtype=np.int64)
         columns = {
             "bm25": bm25,
@@ -113,7 +120,8 @@ class Candidates:
         }
         terms = np.zeros((ids.shape[0], len(TERMS)))
         for j, term in enumerate(TERMS):
-            terms[:, j] = np.clip(np.asarray(columns[term], dtype=np.float64), 0.0, 1.0)
+            column = np.asarray(columns[term], dtype=np.float64)
+            terms[:, j] = np.clip(np.nan_to_num(column, nan=0.0, posinf=1.0, neginf=0.0), 0, 1)
         newer = np.asarray(imputed, dtype=bool)
         for term in _IMPUTED:
             terms[newer, TERMS.index(term)] = terms[newer, 0]

@@ -160,6 +160,20 @@ CASES = [
     ),
     (
         "retrieval",
+        "retrieval:\n  scoring:\n    similarity: .inf\n",
+        6,
+        "retrieval.scoring.similarity",
+        "must be a finite number",
+    ),
+    (
+        "retrieval",
+        "retrieval:\n  scoring: {bm25: 0, activation: 0, convergence: 0, similarity: 0, area: 0}\n",
+        5,
+        "retrieval.scoring",
+        "at least one term weight must be positive",
+    ),
+    (
+        "retrieval",
         "retrieval:\n  scoring:\n    seed: 3\n",
         6,
         "retrieval.scoring.seed",

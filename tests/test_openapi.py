@@ -312,3 +312,50 @@ def test_views_refuse_drift() -> None:
     }
     with pytest.raises(ValidationError):  # bare ids are no longer a ranked fragment
         AreaExplanation.model_validate({**explained, "fragments": [3]})
+
+
+async def test_a_receipt_stored_before_the_typed_contract_is_still_served(
+    proxy: Proxy,
+) -> None:
+    """Upgrading keeps what is stored readable: a receipt in the shape the proxy wrote
+    before receipts were typed (no per-fragment terms, no ``visited`` without
+    activation) is served as stored and conforms to the document."""
+    old = {
+        "id": "rcpt_before",
+        "created_at": 1_700_000_000.5,
+        "tenant": "default",
+        "model": "echo",
+        "conversation_id": "conv-1",
+        "decision": {
+            "retrieve": True,
+            "reason": "forced by header",
+            "rule": None,
+            "budget_tokens": 600,
+            "max_fragments": 8,
+        },
+        "memory_error": None,
+        "area": {"kind": "area (graph + bm25)", "fragments": []},
+        "injected_text": "",
+        "tokens": 0,
+        "timings_ms": {"retrieval_ms": 3.2},
+        "upstream_status": 200,
+        "graph_version": 4,
+        "graph_area": {
+            "graph_version": 4,
+            "operator": None,
+            "foci": ["word:bee"],
+            "timings_ms": {"total_ms": 3.0},
+            "region": None,
+        },
+    }
+    proxy.services.tenants.get("default").store.save_receipt("rcpt_before", old)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/receipts/rcpt_before") as response:
+            assert response.status == 200, await response.text()
+            served = await response.json()
+    document = build_document()
+    schema = document["paths"]["/memory/receipts/{receipt_id}"]["get"]["responses"]["200"]
+    _check(schema["content"]["application/json"]["schema"], document["components"], served, "old")
+    area = served["graph_area"]
+    assert area.pop("fragments") == [] and area.pop("visited") is None
+    assert served == old

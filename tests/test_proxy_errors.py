@@ -10,7 +10,9 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from pydantic import BaseModel
 
+import proxy.chat as chat_module
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -206,3 +208,33 @@ async def test_memory_failure_lets_the_request_through(
         async with http.get(f"{proxy.url}/metrics") as response:
             metrics = await response.text()
     assert 'areamem_memory_failures_total{stage="retrieval"} 1.0' in metrics
+
+
+async def test_a_receipt_that_breaks_its_contract_is_counted_and_chat_goes_on(
+    proxy: Proxy, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receipt is built and validated on the tenant's writer thread; if that fails
+    (a producer drifted from the typed contract), the answer is unaffected, nothing is
+    stored under the receipt id, and the failure is counted."""
+    class Strict(BaseModel):
+        number: int
+
+    def broken(*_: Any) -> Any:
+        return Strict.model_validate({"number": "not a number"})
+
+    monkeypatch.setattr(chat_module, "_receipt", broken)
+    async with proxy.client() as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="echo",
+            messages=[{"role": "user", "content": "remember my plans?"}],
+            extra_headers={"X-Memory": "force"},
+        )
+    assert raw.parse().choices[0].message.content == "echo: remember my plans?"
+    receipt = raw.headers["X-Memory-Receipt"]
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/receipts/{receipt}") as response:
+            assert response.status == 404
+        async with http.get(f"{proxy.url}/metrics") as response:
+            metrics = await response.text()
+    assert 'areamem_memory_failures_total{stage="receipt"} 1.0' in metrics

@@ -62,6 +62,8 @@ def test_ranking_is_best_first_ties_by_id_and_drops_zero_scores() -> None:
 def test_weights_change_the_order_and_terms_are_clipped_to_the_unit_interval() -> None:
     candidates = _candidates(similarity=[3.0, 0.0, -2.0, 0.0])
     assert candidates.terms.min() >= 0.0 and candidates.terms.max() <= 1.0
+    odd = _candidates(activation=[float("nan"), float("inf"), float("-inf"), 0.0])
+    assert odd.terms[:, 1].tolist() == [0.0, 1.0, 0.0, 0.2]  # the last row is imputed
     by_similarity = ScoringConfig(bm25=0, activation=0, convergence=0, similarity=1, area=0)
     assert candidates.fragment_ids[rank(candidates, by_similarity, 1)[0]].tolist() == [10]
     by_area = ScoringConfig(bm25=0, activation=0, convergence=0, similarity=0, area=1)
@@ -69,7 +71,15 @@ def test_weights_change_the_order_and_terms_are_clipped_to_the_unit_interval() -
 
 
 @pytest.mark.parametrize(
-    "values", [{"bm25": -1.0}, {"convergence_share": 0.0}, {"seeds": 0}, {"area": "high"}]
+    "values",
+    [
+        {"bm25": -1.0},
+        {"convergence_share": 0.0},
+        {"seeds": 0},
+        {"area": "high"},
+        {"similarity": float("inf")},
+        {"bm25": 0, "activation": 0, "convergence": 0, "similarity": 0, "area": 0},
+    ],
 )
 def test_invalid_weights_are_refused(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
