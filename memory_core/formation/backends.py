@@ -96,7 +96,7 @@ STAGE_BACKENDS: Mapping[str, NameTable] = {
 
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:
     """The backends of every stage, sharing one sentence encoder and one LLM client."""
-    sentence = SentenceEncoder(encoder or MiniLMEncoder())
+    sentence = SentenceEncoder(encoder or MiniLMEncoder(runtime=config.encoder.runtime))
 
     @cache
     def generator(kind: str) -> TextGenerator:

@@ -19,11 +19,13 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, field_validator
 
 from ..configuration import ConfigModel, ConfigurationError, Document, Name, validate
+from ..embeddings import DEFAULT_RUNTIME, RUNTIMES
 from ..errors import MemoryCoreError
 
 __all__ = [
     "CausalLMConfig",
     "ContextConfig",
+    "EncoderConfig",
     "FormationConfig",
     "FormationConfigError",
     "FormationSection",
@@ -109,6 +111,18 @@ class ContextConfig(ConfigModel):
     max_contexts_per_fragment: int = 3
 
 
+class EncoderConfig(ConfigModel):
+    """How the sentence encoder (the shipped MiniLM) runs: ``runtime`` is a name in
+    :data:`~memory_core.embeddings.RUNTIMES` (``onnx``, ``onnx-int8``, ``torch``)."""
+
+    runtime: str = DEFAULT_RUNTIME
+
+    @field_validator("runtime")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        return RUNTIMES.check(name)
+
+
 class _Limits(ConfigModel):
     """The caps and the row budget, shared by the section as written and the config."""
 
@@ -144,6 +158,7 @@ class FormationConfig(_Limits):
     """Every formation setting."""
 
     stages: Mapping[str, StageConfig] = Field(default_factory=_default_stages)
+    encoder: EncoderConfig = EncoderConfig()
     llm: LLMConfig = LLMConfig()
     causal_lm: CausalLMConfig = CausalLMConfig()
     linking: LinkingConfig = LinkingConfig()
@@ -211,6 +226,7 @@ class FormationSection(_Limits):
     ner: _NER = _NER()
     mentions: _Mentions = _Mentions()
     relations: _Relations = _Relations()
+    encoder: EncoderConfig = EncoderConfig()
     llm: LLMConfig = LLMConfig()
     causal_lm: CausalLMConfig = CausalLMConfig()
     linking: LinkingConfig = LinkingConfig()
@@ -222,6 +238,7 @@ class FormationSection(_Limits):
         return FormationConfig(
             **self.model_dump(include=set(_Limits.model_fields)),
             stages=stages,
+            encoder=self.encoder,
             llm=self.llm,
             causal_lm=self.causal_lm,
             linking=self.linking,
