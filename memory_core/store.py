@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +169,12 @@ class MemoryStore:
         if self._graph.started:
             with self._form_lock:
                 self._prepared(self._graph.refresh(self._forming))
+
+    def refresh_graph(self, names: Iterable[str] = ()) -> None:
+        """Take in what another process formed: learn its ``names`` and append its rows
+        to the graph (past the graph's cursors, as after a pass of :meth:`form`)."""
+        self.names.add(names)
+        self._publish_graph()
 
     def warm_graph(self) -> MemoryGraph:
         """Read the memory graph now (the first area query would otherwise pay for it);

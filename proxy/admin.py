@@ -86,6 +86,9 @@ async def healthz(request: web.Request) -> web.Response:
                 "policy": str(svc.policies.current.source),
                 "policy_error": str(error) if error else None,
                 "tenants_open": len(svc.tenants.opened()),
+                "formation_workers": [
+                    vars(state) for state in (svc.workers.states() if svc.workers else [])
+                ],
             }
         )
     )

@@ -11,12 +11,14 @@ from aiohttp import web
 
 from memory_core import MemoryCoreError, default_counter
 from memory_core.formation import Backends, build_backends
+from memory_core.worker import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from . import admin
 from .chat import CLIENT_CLOSED, chat_completions
 from .config import Config
 from .errors import ApiError, error_body, internal_error_body
+from .formation_workers import FormationWorkers
 from .metrics import Metrics
 from .openapi import openapi_json
 from .requestlog import RequestLog
@@ -56,6 +58,8 @@ def build_services(
     def policy_reloaded(policy: object) -> None:
         log.write({"event": "policy_reloaded", "file": str(config.policy_path)})
 
+    metrics = Metrics()
+    workers = _formation_workers(config, metrics, log)
     policies = PolicyStore(
         str(config.policy_path),
         root_key=config.policy_key,
@@ -76,12 +80,25 @@ def build_services(
             strategy=config.memory.retrieval,
             events=log.write,
             max_lookups=config.memory.max_concurrent_retrievals,
+            remote=workers,
         ),
         policies=policies,
         engine=PolicyEngine(lambda: policies.current),
-        metrics=Metrics(),
+        metrics=metrics,
         log=log,
+        workers=workers,
     )
+
+
+def _formation_workers(
+    config: Config, metrics: Metrics, log: RequestLog
+) -> FormationWorkers | None:
+    """The formation worker processes ``memory.formation_workers`` asks for (not started)."""
+    count = config.memory.formation_workers
+    if count == 0:
+        return None
+    settings = WorkerSettings(config.server.data_dir / "tenants", config.formation)
+    return FormationWorkers(settings, count, metrics=metrics, events=log.write)
 
 
 def create_runner(services: Services) -> web.AppRunner:
@@ -129,6 +146,7 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     svc = app[SERVICES]
     loop = asyncio.get_running_loop()
     watchers = [loop.create_task(svc.policies.watch(1.0)), loop.create_task(svc.lag.watch())]
+    svc.start_workers()
     svc.spawn(_start(svc))
     yield
     for watcher in watchers:
@@ -158,7 +176,8 @@ async def _start(svc: Services) -> None:
 
 
 async def _recover(svc: Services) -> None:
-    """Form memory from log rows a previous run appended but did not process."""
+    """Form memory from log rows a previous run appended but did not process (here, or
+    by the tenant's formation worker)."""
     for tenant in svc.tenants.existing():
         try:
             formed = await svc.tenants.get(tenant).form()

@@ -186,6 +186,9 @@ class MemoryConfig(ConfigModel):
     max_concurrent_retrievals: int = Field(4, ge=1)
     """Memory lookups queued or running at once (also the reader threads); a request
     past it goes on without memory at once instead of queueing past its budget."""
+    formation_workers: int = Field(0, ge=0)
+    """Formation worker processes (see :mod:`proxy.formation_workers`); 0 forms in this
+    process, on each tenant's formation thread, after a quiet moment (the grace keys)."""
     ingest_wait_ms: float = Field(2000.0, ge=0)
     """How long the end of an answer waits for its exchange to be durably logged (the
     client sees the answer complete only once it is stored); past this it is sent anyway

@@ -57,6 +57,11 @@ class Metrics:
         self.ingested = Counter(
             "areamem_ingested_messages", "Messages appended to the durable log", registry=r
         )
+        self.formation_worker_restarts = Counter(
+            "areamem_formation_worker_restarts",
+            "Formation worker processes started again after they died",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -35,6 +35,7 @@ __all__ = [
     "EntitiesResponse",
     "ErrorDetail",
     "ErrorResponse",
+    "FormationWorker",
     "Health",
     "IngestMessage",
     "IngestRequest",
@@ -106,6 +107,16 @@ class UpstreamErrorResponse(_Open):
 # --- health and models -------------------------------------------------------------------
 
 
+class FormationWorker(_Body):
+    """A formation worker process (``memory.formation_workers``)."""
+
+    index: int = Field(description="Its position; tenant ``t`` goes to ``crc32(t) % count``.")
+    pid: int | None = Field(description="Its process id (none before its first start).")
+    alive: bool = Field(description="Whether its process runs.")
+    ready: bool = Field(description="Whether it has loaded its models and takes work.")
+    restarts: int = Field(description="How often it died and was started again.")
+
+
 class Health(_Body):
     """Liveness: always 200 while the process serves."""
 
@@ -118,6 +129,9 @@ class Health(_Body):
         description="Why the last edit of the policy was refused (previous policy kept)."
     )
     tenants_open: int = Field(description="Tenant stores open in this process.")
+    formation_workers: list[FormationWorker] = Field(
+        description="The formation worker processes (none: formation runs in this process)."
+    )
 
 
 class Readiness(_Body):

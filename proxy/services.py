@@ -15,9 +15,10 @@ from memory_core import MemoryCoreError
 from policies import PolicyEngine, PolicyStore
 
 from .config import Config
+from .formation_workers import FormationWorkers
 from .metrics import Metrics
 from .requestlog import RequestLog
-from .tenants import Tenants
+from .tenants import TenantMemory, Tenants
 from .upstream import Router
 
 __all__ = ["SERVICES", "LoopLag", "Services"]
@@ -63,6 +64,9 @@ class Services:
     log: RequestLog
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     lag: LoopLag = field(default_factory=LoopLag)
+    workers: FormationWorkers | None = None
+    """Formation worker processes (``memory.formation_workers`` > 0), else None:
+    formation then runs on each tenant's formation thread."""
     state: str = "starting"
     """``starting`` until models and graphs are loaded, then ``ready``; ``stopping`` once
     shutdown began (``/readyz`` answers 200 only when ready)."""
@@ -90,21 +94,49 @@ class Services:
             error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
             self.log.write({"event": "formation_failed", "tenant": tenant, "error": error})
 
+    def start_workers(self) -> None:
+        """Start the formation worker processes, if any (from the event loop)."""
+        if self.workers is not None:
+            self.workers.start(self._formed)
+
+    def _formed(self, tenant: str, names: tuple[str, ...]) -> None:
+        """A worker committed a pass: the tenant's graph reads what it added."""
+        memory = self.tenants.find(tenant)
+        if memory is not None:  # not open here: its graph is read when it is opened
+            self.spawn(self._refresh(memory, names))
+
+    async def _refresh(self, memory: TenantMemory, names: tuple[str, ...]) -> None:
+        try:
+            await memory.refresh_graph(names)
+        except Exception as exc:  # the next pass's refresh reads these rows again
+            self.metrics.memory_failures.labels(stage="graph_refresh").inc()
+            error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
+            self.log.write({"event": "graph_refresh_failed", "tenant": memory.name, "error": error})
+
     async def drain(self) -> None:
         """Wait for all post-answer work, formation included (tests, scripts)."""
-        while self.background:
+        while True:
+            if self.workers is not None:
+                await self.workers.idle()
+            if not self.background:
+                return
             for memory in self.tenants.opened():
                 memory.hurry()  # formation waiting for a quiet moment starts now
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
     async def stop(self, grace_s: float) -> bool:
         """Shutdown: formation not yet started is called off (its rows stay queued and
-        are formed at the next start); everything else in flight gets ``grace_s``.
-        Returns whether it all finished (else ``stopped_cleanly`` is False)."""
+        are formed at the next start); everything else in flight gets ``grace_s``, a
+        formation worker's pass in progress included (a worker still busy then is
+        ended: its pass is a transaction). Returns whether everything in this process
+        finished (else ``stopped_cleanly`` is False)."""
         self.state = "stopping"
         deadline = time.monotonic() + grace_s
         for memory in self.tenants.opened():
             memory.cancel_formation()
+        workers = None
+        if self.workers is not None:  # asked to stop now, at the same time as the rest
+            workers = asyncio.ensure_future(self.workers.stop(grace_s))
         pending = list(self.background)
         if pending:
             await asyncio.wait(pending, timeout=grace_s)
@@ -112,6 +144,8 @@ class Services:
             time.monotonic() < deadline
         ):
             await asyncio.sleep(_POLL_S)  # a batch on a formation thread cannot be cancelled
+        if workers is not None:
+            await workers
         self.stopped_cleanly = not busy and all(t.done() for t in pending)
         if not self.stopped_cleanly:
             self.log.write({"event": "shutdown_unfinished", "forming": busy, "grace_s": grace_s})

@@ -6,6 +6,8 @@ tenant's single writer thread, in submission order, so a receipt written at the 
 request is visible to any later request of the same tenant (receipt reads go through the
 same thread). Formation runs on the tenant's own formation thread, so a slow model never
 delays the durable log; searches run on a shared reader pool and never wait for either.
+With formation worker processes (:class:`RemoteFormation`, ``memory.formation_workers``)
+the formation thread forms nothing: it only reads what a worker formed into the graph.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -30,7 +32,7 @@ from memory_core.tokens import TokenCounter
 from .config import AuthConfig
 from .errors import ApiError, RetrievalSkipped
 
-__all__ = ["RecallGate", "TenantMemory", "Tenants", "tenant_of"]
+__all__ = ["RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
 
 T = TypeVar("T")
 Events = Callable[[dict[str, Any]], None]
@@ -86,8 +88,21 @@ class RecallGate:
         self.in_flight -= 1
 
 
+class RemoteFormation(Protocol):
+    """Formation in other processes (:class:`proxy.formation_workers.FormationWorkers`)."""
+
+    def notify(self, tenant: str) -> None:
+        """The tenant has newly logged rows."""
+
+    async def form(self, tenant: str) -> int:
+        """Form what the tenant has queued now; the rows formed meanwhile."""
+
+
 class TenantMemory:
-    """One tenant's store with async access (writer thread + shared reader pool)."""
+    """One tenant's store with async access (writer thread + shared reader pool).
+
+    With ``remote``, formation is asked of other processes; the formation thread then
+    only refreshes the graph with what they formed (:meth:`refresh_graph`)."""
 
     def __init__(
         self,
@@ -96,10 +111,14 @@ class TenantMemory:
         readers: ThreadPoolExecutor,
         events: Events | None = None,
         gate: RecallGate | None = None,
+        remote: RemoteFormation | None = None,
     ) -> None:
         self.name = name
         self.store = store
         self._events = events
+        self._remote = remote
+        self._learned: list[str] = []
+        self._refresh_due = False
         self._last_request = -math.inf
         self._pending: asyncio.Future[int] | None = None
         self._hurry = False
@@ -124,9 +143,12 @@ class TenantMemory:
         )
 
     async def form(self) -> int:
-        """Form what is queued, on the tenant's formation thread (appends never wait)."""
+        """Form what is queued, on the tenant's formation thread (appends never wait),
+        or by its worker process when formation is remote."""
         if self._stopping:
             return 0
+        if self._remote is not None:
+            return await self._remote.form(self.name)
         self._pass = self._former.submit(self.store.form_all)
         return await asyncio.wrap_future(self._pass)
 
@@ -155,6 +177,10 @@ class TenantMemory:
         next question is retrieved nearly doubled that retrieval's latency. Under steady
         traffic formation then runs in larger batches instead of competing per exchange.
         """
+        if self._remote is not None:
+            if not self._stopping:  # no grace: the pass runs in another process
+                self._remote.notify(self.name)
+            return None
         if self._stopping or (self._pending is not None and not self._pending.done()):
             return None
         self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
@@ -173,6 +199,21 @@ class TenantMemory:
             await asyncio.sleep(min(wait, _HURRY_CHECK_S))
         self._hurry = False
         return await self.form()
+
+    async def refresh_graph(self, names: Sequence[str]) -> None:
+        """Another process committed a pass: learn its ``names`` and append its rows to
+        the graph, on the formation thread. Calls arriving while one waits for the thread
+        join it (it reads every row past the graph's cursors)."""
+        self._learned.extend(names)
+        if self._refresh_due:
+            return
+        self._refresh_due = True
+        await asyncio.get_running_loop().run_in_executor(self._former, self._refresh)
+
+    def _refresh(self) -> None:
+        self._refresh_due = False
+        names, self._learned = self._learned, []
+        self.store.refresh_graph(names)
 
     def warm_graph(self) -> None:
         """Read the memory graph on the formation thread now, so the first area query
@@ -286,6 +327,7 @@ class Tenants:
         strategy: str = "bm25",
         events: Events | None = None,
         max_lookups: int = 4,
+        remote: RemoteFormation | None = None,
     ) -> None:
         self.folder = data_dir / "tenants"
         self._counter = counter
@@ -295,6 +337,7 @@ class Tenants:
         self._strategy = strategy
         self._warm_graph = STRATEGIES.get(strategy).uses_graph
         self._events = events
+        self._remote = remote
         self._open: dict[str, TenantMemory] = {}
         self._lock = threading.Lock()
         self._readers = ThreadPoolExecutor(max_workers=max_lookups, thread_name_prefix="mem-r")
@@ -314,7 +357,7 @@ class Tenants:
                     graph=self._graph,
                 )
                 memory = self._open[tenant] = TenantMemory(
-                    tenant, store, self._readers, self._events, self._gate
+                    tenant, store, self._readers, self._events, self._gate, self._remote
                 )
                 if self._warm_graph and warm_graph:
                     memory.warm_graph()
@@ -347,6 +390,11 @@ class Tenants:
         if not self.folder.is_dir():
             return []
         return sorted(p.stem for p in self.folder.glob("*.db"))
+
+    def find(self, tenant: str) -> TenantMemory | None:
+        """The tenant's memory if it is open (none opened here)."""
+        with self._lock:
+            return self._open.get(tenant)
 
     def opened(self) -> list[TenantMemory]:
         with self._lock:

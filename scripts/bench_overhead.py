@@ -11,19 +11,37 @@ proxy and the upstream never share an event loop. Added latency is the proxy's m
 Four scenarios: non-stream and stream, each with memory off (``X-Memory: off``: no
 retrieval and no ingestion) and memory on (``X-Memory: force``: retrieval over a store
 preloaded through ``/memory/ingest`` with ``--fragments`` synthetic chat turns,
-injection, and ingestion of the exchange after the answer). Every request opens a new
-conversation (a unique first user message). The memory-on questions use words of the
-stored text, so retrieval returns fragments; the receipts confirm it.
+injection, and ingestion of the exchange after the answer). Every round opens a new
+conversation (its own ``X-Conversation-Id`` and a unique first user message). The
+memory-on questions use words of the stored text, so retrieval returns fragments; the
+receipts confirm it.
+
+``--preload-locomo FILE`` preloads a LoCoMo replay instead (every conversation of the
+file, session by session with its timestamps, each ingest call carrying the history so
+far, as ``scripts/replay.py --ingest`` does, formation waited for) and the memory-on
+questions are the file's own questions (each once, in a seeded order, before any
+repeats), so with ``--retrieval area`` memory on is real area retrieval.
+
+``--compare-litellm`` also starts LiteLLM's proxy (``litellm[proxy]``, the ``bench``
+extra: ``pip install -e '.[bench]'``) in front of the same upstream, as an
+``openai/<model>`` route, and times it in the same rounds: each round sends the same
+body to every target, in an order that cycles through all permutations. LiteLLM has no
+memory: in the memory-on rows it does exactly what it does in the memory-off rows, so
+those rows compare areamem with memory against a plain LiteLLM forward. LiteLLM runs
+offline: ``LITELLM_OFFLINE_MODE`` and the local cost map, ``LITELLM_MODE=PRODUCTION`` (no
+``.env`` read), no database, Redis or callbacks, message logging off, a random master
+key, and an environment reduced to ``PATH`` and the locale, with ``HOME`` and ``TMPDIR``
+in the temporary folder.
 
 Targets (from the issue): added p50 <= 2 ms with memory off, <= 15 ms with memory on.
-For reference, on a 2-core machine LiteLLM's own proxy added 9-10 ms p50 (non-stream)
-and 19-22 ms (stream) in front of such an upstream; a raw aiohttp forward adds ~1 ms.
 
 Usage (from the project root, with the project's virtual environment)::
 
     python scripts/bench_overhead.py                  # 10,000 fragments, 300 requests
     python scripts/bench_overhead.py --quick          # smoke run: 1,000 fragments, 40
-    python scripts/bench_overhead.py --json bench.json
+    python scripts/bench_overhead.py --compare-litellm --json bench.json
+    python scripts/bench_overhead.py --compare-litellm --retrieval area \\
+        --preload-locomo ../shared/data/locomo/locomo_dev5.json
 
 Nothing leaves the machine: everything runs on 127.0.0.1 in a temporary folder that is
 removed at the end; the child processes are stopped on exit, error and Ctrl-C.
@@ -33,12 +51,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
+import importlib.metadata
+import importlib.util
+import itertools
 import json
 import math
 import os
 import platform
 import random
+import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -47,7 +71,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -57,7 +81,11 @@ import aiohttp
 import yaml
 from _common import api_error_message, format_ms, percentile, render_table, sigterm_as_interrupt
 from _synthetic import HOBBIES, NAMES, PLACES, synthetic_conversation
+from replay import Conversation as ReplayConversation
+from replay import InputError, ProxyClient, ProxyUnreachable, Totals, ingest_conversation, load_file
 from tqdm import tqdm
+
+from memory_core.evaluation.locomo import LocomoError, load_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -66,7 +94,24 @@ TARGET_OFF_MS = 2.0
 TARGET_ON_MS = 15.0
 INGEST_CONCURRENCY = 4
 READY_TIMEOUT_S = 60.0
+LITELLM_READY_TIMEOUT_S = 180.0
 REQUEST_TIMEOUT_S = 30.0
+BENCH_EXTRA = "pip install -e '.[bench]'"
+LITELLM_PROXY_MODULES = ("litellm", "fastapi", "uvicorn", "backoff", "orjson", "apscheduler")
+LITELLM_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+LITELLM_ENV_SET = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_OFFLINE_MODE": "true",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
+    "LITELLM_DISABLE_LATEST_RELEASE_CHECK": "true",
+    "LITELLM_MODE": "PRODUCTION",
+    "DISABLE_ADMIN_UI": "True",
+    "DISABLE_AIOHTTP_TRUST_ENV": "True",
+    "NO_DOCS": "True",
+    "NO_REDOC": "True",
+    "NO_PROXY": "*",
+    "PYTHONUNBUFFERED": "1",
+}
 
 
 class BenchError(Exception):
@@ -83,6 +128,8 @@ class Settings:
     warmup: int
     seed: int
     retrieval: str = "bm25"
+    compare_litellm: bool = False
+    preload_locomo: str | None = None
 
 
 # --- synthetic chat text ------------------------------------------------------------------
@@ -94,6 +141,33 @@ def question(rng: random.Random, memory: bool, tag: str) -> str:
         return (f"[{tag}] Do you remember what {rng.choice(NAMES)} told me about "
                 f"{rng.choice(HOBBIES)} in {rng.choice(PLACES)}?")
     return f"[{tag}] Any quick tips for getting started with {rng.choice(HOBBIES)}?"
+
+
+class Questions:
+    """The first user message of each round: synthetic, or with memory on a LoCoMo
+    file's questions, shuffled by the seed, each asked once before any is repeated."""
+
+    def __init__(self, rng: random.Random, pool: Sequence[str] = ()) -> None:
+        self._rng = rng
+        self._pool = list(pool)
+        rng.shuffle(self._pool)
+        self._next = 0
+
+    def __call__(self, memory: bool, tag: str) -> str:
+        if not memory or not self._pool:
+            return question(self._rng, memory, tag)
+        text = self._pool[self._next % len(self._pool)]
+        self._next += 1
+        return text
+
+
+def locomo_questions(path: Path) -> list[str]:
+    """Every question of the file, conversation by conversation, in file order."""
+    try:
+        conversations = load_locomo(path)
+    except LocomoError as exc:
+        raise BenchError(str(exc)) from exc
+    return [q.question for conversation in conversations for q in conversation.questions]
 
 
 # --- the servers under test ---------------------------------------------------------------
@@ -120,24 +194,33 @@ class Service:
         return "\n".join(text[-lines:]) or "(no output)"
 
     def stop(self) -> None:
+        """SIGTERM to the child's process group (its own session), SIGKILL after 10 s."""
         if self.process.poll() is None:
-            self.process.terminate()
+            self.signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self.signal(signal.SIGKILL)
                 self.process.wait()
         self.handle.close()
 
+    def signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, number)
+
 
 class LocalStack:
-    """The fake upstream and the proxy as child processes on free loopback ports."""
+    """The fake upstream, the proxy and optionally LiteLLM's proxy as child processes on
+    free loopback ports."""
 
-    def __init__(self, workdir: Path, retrieval: str = "bm25") -> None:
+    def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False) -> None:
         self.workdir = workdir
         self.retrieval = retrieval
+        self.litellm = litellm
         self.upstream_port = free_port()
         self.proxy_port = free_port()
+        self.litellm_port = free_port() if litellm else 0
+        self.litellm_key = f"sk-bench-{secrets.token_hex(16)}"
         self.services: list[Service] = []
 
     @property
@@ -147,6 +230,10 @@ class LocalStack:
     @property
     def proxy_url(self) -> str:
         return f"http://{HOST}:{self.proxy_port}"
+
+    @property
+    def litellm_url(self) -> str:
+        return f"http://{HOST}:{self.litellm_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -159,6 +246,8 @@ class LocalStack:
             wait_ready(upstream, f"{self.upstream_url}/v1/models")
             proxy = self.spawn("proxy", "-m", "proxy", "serve", "--config", str(self.config()),
                                "--port", str(self.proxy_port), "--data-dir", str(self.data_dir))
+            if self.litellm:
+                self.start_litellm()
             wait_ready(proxy, f"{self.proxy_url}/healthz")
         except BaseException:
             self.stop()
@@ -188,12 +277,25 @@ class LocalStack:
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return path
 
-    def spawn(self, name: str, *args: str) -> Service:
+    def start_litellm(self) -> None:
+        """LiteLLM's proxy (uvicorn, one worker) with its own folder as home and cwd."""
+        home = self.workdir / "litellm"
+        home.mkdir()
+        config = write_litellm_config(home / "config.yaml", f"{self.upstream_url}/v1",
+                                      self.litellm_key)
+        service = self.spawn("litellm", "-m", "litellm.proxy.proxy_cli", "--config", str(config),
+                             "--host", HOST, "--port", str(self.litellm_port),
+                             env=litellm_env(os.environ, home), cwd=home)
+        wait_ready(service, f"{self.litellm_url}/health/liveliness", LITELLM_READY_TIMEOUT_S)
+
+    def spawn(self, name: str, *args: str, env: Mapping[str, str] | None = None,
+              cwd: Path = ROOT) -> Service:
         log = self.workdir / f"{name.replace(' ', '_')}.log"
         handle = log.open("wb")
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+        if env is None:
+            env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         process = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+            [sys.executable, *args], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
             stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
         )
         service = Service(name, process, log, handle)
@@ -201,10 +303,10 @@ class LocalStack:
         return service
 
 
-def wait_ready(service: Service, url: str) -> None:
+def wait_ready(service: Service, url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
     """Poll ``url`` until it answers 200; fail with the service's output if it dies."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
             raise BenchError(f"the {service.name} exited with status "
@@ -216,8 +318,65 @@ def wait_ready(service: Service, url: str) -> None:
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.1)
-    raise BenchError(f"the {service.name} did not answer {url} within {READY_TIMEOUT_S:g} s:\n"
+    raise BenchError(f"the {service.name} did not answer {url} within {timeout_s:g} s:\n"
                      f"{service.tail()}")
+
+
+# --- LiteLLM's proxy, for comparison -------------------------------------------------------
+
+
+def require_litellm_proxy(
+    find_spec: Callable[[str], object | None] = importlib.util.find_spec,
+) -> str:
+    """LiteLLM's version when its proxy can run here; BenchError naming the install
+    command otherwise (``find_spec`` is injectable for tests)."""
+    missing = [name for name in LITELLM_PROXY_MODULES if find_spec(name) is None]
+    if missing:
+        raise BenchError(f"--compare-litellm needs litellm[proxy] (missing: "
+                         f"{', '.join(missing)}); install it with {BENCH_EXTRA}")
+    try:
+        return importlib.metadata.version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def litellm_config(upstream_v1: str, master_key: str) -> dict[str, Any]:
+    """LiteLLM proxy settings: one ``openai/<model>`` route to ``upstream_v1`` and every
+    feature that would store, log or reach beyond it left off."""
+    return {
+        "model_list": [{
+            "model_name": MODEL,
+            "litellm_params": {"model": f"openai/{MODEL}", "api_base": upstream_v1,
+                               "api_key": "sk-bench"},
+        }],
+        "litellm_settings": {
+            "turn_off_message_logging": True,
+            "callbacks": [], "success_callback": [], "failure_callback": [],
+            "telemetry": False,
+        },
+        "general_settings": {
+            "master_key": master_key,
+            "disable_spend_logs": True,
+            "disable_reset_budget": True,
+            "store_model_in_db": False,
+            "background_health_checks": False,
+            "trusted_proxy_ranges": [],
+        },
+    }
+
+
+def write_litellm_config(path: Path, upstream_v1: str, master_key: str) -> Path:
+    path.write_text(yaml.safe_dump(litellm_config(upstream_v1, master_key), sort_keys=False),
+                    encoding="utf-8")
+    return path
+
+
+def litellm_env(base: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The LiteLLM child's environment: ``PATH`` and the locale from ``base``, nothing
+    else (no database, Redis, keys or HTTP proxies), offline switches on, and ``HOME``
+    and ``TMPDIR`` in ``home`` so whatever it writes goes with the temporary folder."""
+    kept = {k: base[k] for k in LITELLM_ENV_KEPT if k in base}
+    return {**kept, **LITELLM_ENV_SET, "HOME": str(home), "TMPDIR": str(home)}
 
 
 # --- preload ------------------------------------------------------------------------------
@@ -234,9 +393,18 @@ class Preload:
     probe: str
     probe_hits: int
     probe_search_ms: float
+    source: str = "synthetic"
 
 
-async def preload(session: aiohttp.ClientSession, settings: Settings) -> Preload:
+async def preload(session: aiohttp.ClientSession, settings: Settings,
+                  questions: Sequence[str] = ()) -> Preload:
+    """The synthetic preload, or the LoCoMo replay with ``--preload-locomo``."""
+    if settings.preload_locomo is not None:
+        return await preload_locomo(session, Path(settings.preload_locomo), questions[0])
+    return await preload_synthetic(session, settings)
+
+
+async def preload_synthetic(session: aiohttp.ClientSession, settings: Settings) -> Preload:
     """Ingest ``settings.fragments`` synthetic turns, ``INGEST_CONCURRENCY`` calls at a time."""
     rng = random.Random(settings.seed)
     sizes = [min(settings.turns_per_conversation, settings.fragments - start)
@@ -265,6 +433,39 @@ async def ingest_worker(session: aiohttp.ClientSession,
             raise BenchError(f"/memory/ingest failed: {api_error_message(resp.status, body)}")
         formed.append(int(json.loads(body)["fragments_formed"]))
         bar.update(len(messages))
+
+
+async def preload_locomo(session: aiohttp.ClientSession, path: Path, probe: str) -> Preload:
+    """Replay every conversation of a LoCoMo file as ``scripts/replay.py --ingest`` does
+    (its own code: one call per session carrying the history so far, formation waited
+    for), ``INGEST_CONCURRENCY`` conversations at a time."""
+    try:
+        conversations = load_file(path)
+    except InputError as exc:
+        raise BenchError(str(exc)) from exc
+    client, totals = ProxyClient(session, ""), Totals()
+    pending = iter(conversations)
+    turns = sum(len(s) for c in conversations for s in c.sessions)
+    began = time.perf_counter()
+    with tqdm(total=turns, desc="preload (LoCoMo)", unit="turn", leave=False) as bar:
+        workers = [replay_worker(client, pending, totals, bar) for _ in range(INGEST_CONCURRENCY)]
+        await asyncio.gather(*workers)
+    seconds = time.perf_counter() - began
+    if totals.errors:
+        raise BenchError(f"{totals.errors} of {totals.requests} ingest calls of {path} failed")
+    hits, search_ms = await search(session, probe)
+    return Preload(len(conversations), turns, totals.fragments_formed, seconds, probe, hits,
+                   search_ms, source=str(path))
+
+
+async def replay_worker(client: ProxyClient, pending: Iterator[ReplayConversation],
+                        totals: Totals, bar: tqdm) -> None:
+    """Take conversations from the shared iterator until it is exhausted."""
+    for conversation in pending:
+        try:
+            await ingest_conversation(client, conversation, totals, bar)
+        except ProxyUnreachable as exc:
+            raise BenchError(str(exc)) from exc
 
 
 async def search(session: aiohttp.ClientSession, query: str) -> tuple[int, float]:
@@ -320,15 +521,21 @@ class Samples:
 
 @dataclass
 class Outcome:
-    """One scenario's samples for both targets and what memory did through the proxy."""
+    """One scenario's samples per target (direct, proxy, litellm) and what memory did
+    through the proxy."""
 
     scenario: Scenario
     direct: Samples = field(default_factory=Samples)
     proxy: Samples = field(default_factory=Samples)
+    litellm: Samples = field(default_factory=Samples)
     receipts: int = 0
     last_receipt: str | None = None
     injected_fragments: int | None = None
     injected_tokens: int | None = None
+
+    @property
+    def compared(self) -> bool:
+        return bool(self.litellm.total_ms)
 
 
 async def timed_post(session: aiohttp.ClientSession, body: bytes,
@@ -356,17 +563,18 @@ def request_body(text: str, stream: bool) -> bytes:
 
 
 async def run_scenario(targets: dict[str, aiohttp.ClientSession], scenario: Scenario,
-                       settings: Settings, rng: random.Random) -> Outcome:
-    """Warm up, then alternate direct and proxied requests (order flipped every round)."""
+                       settings: Settings, ask: Questions) -> Outcome:
+    """Warm up, then send each round's body to every target, the order cycling through
+    all permutations of the targets (direct/proxy, proxy/direct for two)."""
     outcome = Outcome(scenario)
-    headers = {"Content-Type": "application/json",
-               "X-Memory": "force" if scenario.memory else "off"}
+    orders = list(itertools.permutations(targets))
     rounds = settings.warmup + settings.requests
     for i in tqdm(range(rounds), desc=scenario.name, unit="round", leave=False):
-        text = question(rng, scenario.memory, f"{scenario.name} #{i}")
-        body = request_body(text, scenario.stream)
-        order = ("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")
-        for target in order:
+        body = request_body(ask(scenario.memory, f"{scenario.name} #{i}"), scenario.stream)
+        headers = {"Content-Type": "application/json",
+                   "X-Memory": "force" if scenario.memory else "off",
+                   "X-Conversation-Id": f"bench-{secrets.token_hex(8)}"}
+        for target in orders[i % len(orders)]:
             timing = await timed_post(targets[target], body, headers, scenario.stream)
             if i >= settings.warmup:
                 record(outcome, target, timing)
@@ -374,11 +582,9 @@ async def run_scenario(targets: dict[str, aiohttp.ClientSession], scenario: Scen
 
 
 def record(outcome: Outcome, target: str, timing: Timing) -> None:
-    if target == "direct":
-        outcome.direct.add(timing)
-        return
-    outcome.proxy.add(timing)
-    if timing.receipt is not None:
+    samples: Samples = getattr(outcome, target)
+    samples.add(timing)
+    if target == "proxy" and timing.receipt is not None:
         outcome.receipts += 1
         outcome.last_receipt = timing.receipt
 
@@ -403,26 +609,42 @@ class Report:
     machine: dict[str, Any]
     preload: Preload
     outcomes: list[Outcome]
+    litellm_version: str | None = None
 
 
-async def benchmark(stack: LocalStack, settings: Settings) -> Report:
+async def benchmark(stack: LocalStack, settings: Settings, pool: Sequence[str] = (),
+                    litellm_version: str | None = None) -> Report:
+    """Preload through the proxy, then measure every scenario; ``pool`` holds the
+    memory-on questions of ``--preload-locomo`` (empty: synthetic)."""
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     auth = {"Authorization": "Bearer sk-bench"}
-    async with (
-        aiohttp.ClientSession(stack.upstream_url, headers=auth, timeout=timeout) as direct,
-        aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout) as proxied,
-    ):
-        loaded = await preload(proxied, settings)
+    async with contextlib.AsyncExitStack() as sessions:
+        targets = {
+            "direct": aiohttp.ClientSession(stack.upstream_url, headers=auth, timeout=timeout),
+            "proxy": aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout),
+        }
+        if stack.litellm:
+            key = {"Authorization": f"Bearer {stack.litellm_key}"}
+            targets["litellm"] = aiohttp.ClientSession(stack.litellm_url, headers=key,
+                                                       timeout=timeout)
+        for session in targets.values():
+            await sessions.enter_async_context(session)
+        loaded = await preload(targets["proxy"], settings, pool)
         print_preload(loaded)
-        rng = random.Random(settings.seed + 1)
-        targets = {"direct": direct, "proxy": proxied}
-        outcomes = []
-        for scenario in SCENARIOS:
-            outcome = await run_scenario(targets, scenario, settings, rng)
-            if outcome.last_receipt is not None:
-                await inspect_receipt(proxied, outcome, outcome.last_receipt)
-            outcomes.append(outcome)
-    return Report(settings, machine(), loaded, outcomes)
+        outcomes = await measure(targets, settings, Questions(random.Random(settings.seed + 1),
+                                                              pool))
+    return Report(settings, machine(), loaded, outcomes, litellm_version)
+
+
+async def measure(targets: dict[str, aiohttp.ClientSession], settings: Settings,
+                  ask: Questions) -> list[Outcome]:
+    outcomes = []
+    for scenario in SCENARIOS:
+        outcome = await run_scenario(targets, scenario, settings, ask)
+        if outcome.last_receipt is not None:
+            await inspect_receipt(targets["proxy"], outcome, outcome.last_receipt)
+        outcomes.append(outcome)
+    return outcomes
 
 
 # --- report -------------------------------------------------------------------------------
@@ -440,12 +662,27 @@ def summary_stats(values: Sequence[float]) -> dict[str, float]:
             "min": min(values, default=math.nan), "max": max(values, default=math.nan)}
 
 
-def added(outcome: Outcome, q: float, ttfb: bool = False) -> float:
-    """Proxy percentile minus direct percentile (ms)."""
-    proxy, direct = outcome.proxy, outcome.direct
+def added(outcome: Outcome, q: float, ttfb: bool = False, target: str = "proxy") -> float:
+    """A target's percentile minus the direct percentile (ms); ``target`` is ``proxy``
+    (areamem) or ``litellm``."""
+    through: Samples = getattr(outcome, target)
+    direct = outcome.direct
     if ttfb:
-        return percentile(proxy.ttfb_ms, q) - percentile(direct.ttfb_ms, q)
-    return percentile(proxy.total_ms, q) - percentile(direct.total_ms, q)
+        return percentile(through.ttfb_ms, q) - percentile(direct.ttfb_ms, q)
+    return percentile(through.total_ms, q) - percentile(direct.total_ms, q)
+
+
+def ratio(outcome: Outcome, q: float) -> float | None:
+    """areamem's added latency over LiteLLM's at percentile ``q``; None when LiteLLM was
+    not measured or added nothing measurable."""
+    theirs = added(outcome, q, target="litellm")
+    if not outcome.compared or not theirs > 0:
+        return None
+    return added(outcome, q) / theirs
+
+
+def format_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def target_ms(scenario: Scenario) -> float:
@@ -453,6 +690,8 @@ def target_ms(scenario: Scenario) -> float:
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
+    if any(o.compared for o in outcomes):
+        return comparison_table(outcomes)
     headers = ("scenario (ms)", "direct p50", "direct p99", "proxy p50", "proxy p99",
                "added p50", "added p99", "TTFB added p50")
     rows = []
@@ -463,6 +702,23 @@ def table(outcomes: Sequence[Outcome]) -> str:
             format_ms(percentile(p, 50)), format_ms(percentile(p, 99)),
             format_ms(added(o, 50), signed=True), format_ms(added(o, 99), signed=True),
             format_ms(added(o, 50, ttfb=True), signed=True) if o.scenario.stream else "-",
+        ))
+    return render_table(headers, rows)
+
+
+def comparison_table(outcomes: Sequence[Outcome]) -> str:
+    """Direct, areamem added and LiteLLM added (p50, p99), and areamem/LiteLLM."""
+    headers = ("scenario (ms)", "direct p50", "direct p99", "areamem added p50", "p99",
+               "LiteLLM added p50", "p99", "areamem/LiteLLM p50", "p99")
+    rows = []
+    for o in outcomes:
+        d = o.direct.total_ms
+        rows.append((
+            o.scenario.name, format_ms(percentile(d, 50)), format_ms(percentile(d, 99)),
+            format_ms(added(o, 50), signed=True), format_ms(added(o, 99), signed=True),
+            format_ms(added(o, 50, target="litellm"), signed=True),
+            format_ms(added(o, 99, target="litellm"), signed=True),
+            format_ratio(ratio(o, 50)), format_ratio(ratio(o, 99)),
         ))
     return render_table(headers, rows)
 
@@ -489,8 +745,8 @@ def memory_lines(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def print_preload(loaded: Preload) -> None:
-    print(f"preload: {loaded.turns:,} turns in {loaded.conversations} conversations via "
-          f"/memory/ingest in {loaded.seconds:.1f} s "
+    print(f"preload ({loaded.source}): {loaded.turns:,} turns in {loaded.conversations} "
+          f"conversations via /memory/ingest in {loaded.seconds:.1f} s "
           f"({loaded.turns / max(loaded.seconds, 1e-9):,.0f} turns/s); "
           f"fragments formed: {loaded.fragments_formed:,}")
     print(f"probe search {loaded.probe!r}: {loaded.probe_hits} hits in "
@@ -499,8 +755,13 @@ def print_preload(loaded: Preload) -> None:
 
 def print_report(report: Report) -> None:
     s = report.settings
+    targets = "direct/areamem/LiteLLM" if report.litellm_version else "direct/proxy"
     print(f"\n{s.requests} requests per target and scenario after {s.warmup} warm-up rounds, "
-          f"sequential, alternating direct/proxy; medians are the figures to quote\n")
+          f"sequential, alternating {targets}; retrieval {s.retrieval}; "
+          f"medians are the figures to quote\n")
+    if report.litellm_version:
+        print(f"LiteLLM {report.litellm_version}: its proxy, one uvicorn worker, master key, "
+              "offline, no database; it has no memory (X-Memory means nothing to it)\n")
     print(table(report.outcomes))
     print()
     for line in [*memory_lines(report.outcomes), *target_lines(report.outcomes)]:
@@ -508,25 +769,37 @@ def print_report(report: Report) -> None:
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    scenarios = []
-    for o in report.outcomes:
-        scenarios.append({
-            **dataclasses.asdict(o.scenario),
-            "direct": {"total_ms": summary_stats(o.direct.total_ms),
-                       "ttfb_ms": summary_stats(o.direct.ttfb_ms)},
-            "proxy": {"total_ms": summary_stats(o.proxy.total_ms),
-                      "ttfb_ms": summary_stats(o.proxy.ttfb_ms)},
-            "added_p50_ms": added(o, 50), "added_p99_ms": added(o, 99),
-            "ttfb_added_p50_ms": added(o, 50, ttfb=True),
-            "target_added_p50_ms": target_ms(o.scenario),
-            "target_met": added(o, 50) <= target_ms(o.scenario),
-            "receipts": o.receipts, "injected_fragments": o.injected_fragments,
-            "injected_tokens": o.injected_tokens,
-            "samples_ms": {"direct": [round(v, 4) for v in o.direct.total_ms],
-                           "proxy": [round(v, 4) for v in o.proxy.total_ms]},
-        })
     return {"settings": dataclasses.asdict(report.settings), "machine": report.machine,
-            "preload": dataclasses.asdict(report.preload), "scenarios": scenarios}
+            "litellm_version": report.litellm_version,
+            "preload": dataclasses.asdict(report.preload),
+            "scenarios": [scenario_json(o) for o in report.outcomes]}
+
+
+def scenario_json(o: Outcome) -> dict[str, Any]:
+    """One row: every figure of the table and the raw samples."""
+    targets = ("direct", "proxy", "litellm") if o.compared else ("direct", "proxy")
+    row: dict[str, Any] = {**dataclasses.asdict(o.scenario)}
+    for target in targets:
+        samples: Samples = getattr(o, target)
+        row[target] = {"total_ms": summary_stats(samples.total_ms),
+                       "ttfb_ms": summary_stats(samples.ttfb_ms)}
+    row.update({
+        "added_p50_ms": added(o, 50), "added_p99_ms": added(o, 99),
+        "ttfb_added_p50_ms": added(o, 50, ttfb=True),
+        "target_added_p50_ms": target_ms(o.scenario),
+        "target_met": added(o, 50) <= target_ms(o.scenario),
+        "receipts": o.receipts, "injected_fragments": o.injected_fragments,
+        "injected_tokens": o.injected_tokens,
+    })
+    if o.compared:
+        row.update({
+            "litellm_added_p50_ms": added(o, 50, target="litellm"),
+            "litellm_added_p99_ms": added(o, 99, target="litellm"),
+            "litellm_ttfb_added_p50_ms": added(o, 50, ttfb=True, target="litellm"),
+            "ratio_added_p50": ratio(o, 50), "ratio_added_p99": ratio(o, 99),
+        })
+    row["samples_ms"] = {t: [round(v, 4) for v in getattr(o, t).total_ms] for t in targets}
+    return row
 
 
 # --- command line -------------------------------------------------------------------------
@@ -545,6 +818,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
     parser.add_argument("--retrieval", choices=("bm25", "area"), default="bm25",
                         help="the proxy's memory.retrieval (default: bm25)")
+    parser.add_argument("--preload-locomo", type=Path, metavar="FILE",
+                        help="preload a LoCoMo file's conversations and ask its questions "
+                        "with memory on (instead of synthetic turns)")
+    parser.add_argument("--compare-litellm", action="store_true",
+                        help=f"also time LiteLLM's proxy in front of the same upstream "
+                        f"(needs litellm[proxy]: {BENCH_EXTRA})")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write all figures here")
     return parser.parse_args(argv)
 
@@ -558,6 +837,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         warmup=args.warmup if args.warmup is not None else (10 if quick else 30),
         seed=args.seed,
         retrieval=args.retrieval,
+        compare_litellm=args.compare_litellm,
+        preload_locomo=str(args.preload_locomo) if args.preload_locomo else None,
     )
     if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
         raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
@@ -566,17 +847,29 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
+def memory_questions(settings: Settings) -> list[str]:
+    """The LoCoMo file's questions with ``--preload-locomo``, read before anything starts."""
+    if settings.preload_locomo is None:
+        return []
+    pool = locomo_questions(Path(settings.preload_locomo))
+    if not pool:
+        raise BenchError(f"{settings.preload_locomo} holds no questions")
+    return pool
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     sigterm_as_interrupt()
     args = parse_args(argv)
     try:
         settings = settings_from(args)
+        version = require_litellm_proxy() if settings.compare_litellm else None
+        pool = memory_questions(settings)
         info = machine()
         print(f"machine: {info['cores']} cores ({info['usable_cores']} usable), "
               f"{info['platform']}, Python {info['python']}, aiohttp {info['aiohttp']}")
         with (tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp,
-              LocalStack(Path(tmp), settings.retrieval) as stack):
-            report = asyncio.run(benchmark(stack, settings))
+              LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm) as stack):
+            report = asyncio.run(benchmark(stack, settings, pool, version))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)
         return 1

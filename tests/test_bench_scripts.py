@@ -1,0 +1,157 @@
+"""``scripts/bench_overhead.py`` end to end at smoke size, and its LiteLLM set-up.
+
+The script runs as a subprocess (it starts the fake upstream and the proxy as its own
+children on loopback); the LiteLLM helpers are pure and are tested in-process, so these
+tests need no ``litellm[proxy]`` and no network.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT_S = 90
+SMOKE = ["--quick", "--fragments", "100", "--requests", "8", "--warmup", "2"]
+SCENARIO_KEYS = {
+    "name", "stream", "memory", "direct", "proxy", "added_p50_ms", "added_p99_ms",
+    "ttfb_added_p50_ms", "target_added_p50_ms", "target_met", "receipts",
+    "injected_fragments", "injected_tokens", "samples_ms",
+}
+
+
+def _bench(*args: str) -> tuple[int, str]:
+    """Run the script; on overrun, SIGTERM it so that it stops its own children first."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "scripts/bench_overhead.py", *args]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as process:
+        try:
+            output, _ = process.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+            raise AssertionError(f"bench_overhead ran past {LIMIT_S} s:\n{output}") from None
+    return process.returncode, output
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The script as a module (it imports its siblings as top-level modules)."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    return importlib.import_module("bench_overhead")
+
+
+def _locomo_file(path: Path) -> Path:
+    """A two-session LoCoMo conversation with two questions."""
+    sessions = {
+        "session_1": ["I adopted a beagle named Pepper last week.", "Lovely! How is Pepper?",
+                      "Pepper chews every shoe in the flat.", "Try giving Pepper a chew toy."],
+        "session_2": ["I started pottery classes on Thursdays.", "What do you make there?",
+                      "Mostly bowls, glazed in blue.", "Blue bowls sound beautiful."],
+    }
+    conversation: dict[str, Any] = {"speaker_a": "Ana", "speaker_b": "Ben"}
+    for number, (key, texts) in enumerate(sessions.items(), start=1):
+        conversation[f"{key}_date_time"] = f"1:56 pm on {number} May, 2023"
+        conversation[key] = [{"speaker": "Ana" if i % 2 == 0 else "Ben",
+                              "dia_id": f"D{number}:{i + 1}", "text": text}
+                             for i, text in enumerate(texts)]
+    qa = [{"question": "What is the name of Ana's beagle?", "answer": "Pepper",
+           "evidence": ["D1:1"], "category": 1},
+          {"question": "What does Ana make in her pottery classes?", "answer": "bowls",
+           "evidence": ["D2:3"], "category": 1}]
+    path.write_text(json.dumps([{"sample_id": "tiny", "conversation": conversation, "qa": qa}]))
+    return path
+
+
+def test_quick_run_prints_the_table_and_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "overhead.json"
+    code, output = _bench(*SMOKE, "--json", str(out))
+    assert code == 0, output
+    assert "scenario (ms)" in output and "added p50" in output
+    for name in ("non-stream, memory off", "stream, memory off", "non-stream, memory on",
+                 "stream, memory on"):
+        assert f"\n{name} " in output, output
+    report = json.loads(out.read_text())
+    assert set(report) >= {"settings", "machine", "preload", "scenarios", "litellm_version"}
+    assert report["litellm_version"] is None
+    assert report["preload"]["source"] == "synthetic"
+    assert report["preload"]["fragments_formed"] == 100
+    for row in report["scenarios"]:
+        assert set(row) >= SCENARIO_KEYS
+        assert "litellm" not in row
+        assert len(row["samples_ms"]["direct"]) == len(row["samples_ms"]["proxy"]) == 8
+        assert row["direct"]["total_ms"]["p50"] > 0
+    assert all(row["receipts"] == 8 for row in report["scenarios"] if row["memory"])
+
+
+def test_locomo_preload_replays_the_file_and_asks_its_questions(tmp_path: Path) -> None:
+    data, out = _locomo_file(tmp_path / "tiny.json"), tmp_path / "overhead.json"
+    code, output = _bench(*SMOKE, "--preload-locomo", str(data), "--json", str(out))
+    assert code == 0, output
+    report = json.loads(out.read_text())
+    preload = report["preload"]
+    assert preload["source"] == str(data)
+    assert (preload["conversations"], preload["turns"]) == (1, 8)
+    assert preload["fragments_formed"] > 0
+    assert preload["probe"] == "What is the name of Ana's beagle?"
+    assert preload["probe_hits"] > 0
+    assert report["settings"]["preload_locomo"] == str(data)
+    memory_on = [row for row in report["scenarios"] if row["memory"]]
+    assert all(row["receipts"] == 8 and row["injected_fragments"] for row in memory_on)
+
+
+def test_a_missing_locomo_file_fails_before_anything_starts(tmp_path: Path) -> None:
+    code, output = _bench(*SMOKE, "--preload-locomo", str(tmp_path / "absent.json"))
+    assert code == 1
+    assert "absent.json" in output and "machine:" not in output
+
+
+def test_compare_litellm_without_its_proxy_names_the_bench_extra(bench: ModuleType) -> None:
+    with pytest.raises(bench.BenchError, match=r"pip install -e '\.\[bench\]'") as caught:
+        bench.require_litellm_proxy(find_spec=lambda name: None if name == "fastapi" else name)
+    assert "fastapi" in str(caught.value)
+
+
+def test_litellm_config_routes_to_the_upstream_and_nowhere_else(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    path = bench.write_litellm_config(tmp_path / "litellm.yaml", "http://127.0.0.1:9/v1", "sk-x")
+    config = yaml.safe_load(path.read_text())
+    assert config["model_list"] == [{
+        "model_name": bench.MODEL,
+        "litellm_params": {"model": f"openai/{bench.MODEL}", "api_base": "http://127.0.0.1:9/v1",
+                           "api_key": "sk-bench"},
+    }]
+    settings, general = config["litellm_settings"], config["general_settings"]
+    assert settings["turn_off_message_logging"] is True
+    assert settings["callbacks"] == settings["success_callback"] == []
+    assert general["master_key"] == "sk-x" and general["disable_spend_logs"] is True
+    assert general["store_model_in_db"] is False
+    assert "database_url" not in general and "cache" not in settings
+
+
+def test_litellm_runs_with_a_reduced_offline_environment(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    base = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "DATABASE_URL": "postgresql://db",
+            "REDIS_HOST": "cache", "HTTPS_PROXY": "http://proxy:3128", "OPENAI_API_KEY": "sk",
+            "LITELLM_MASTER_KEY": "sk-master", "HOME": "/root"}
+    env = bench.litellm_env(base, tmp_path)
+    assert env["PATH"] == "/usr/bin" and env["LANG"] == "C.UTF-8"
+    assert not {"DATABASE_URL", "REDIS_HOST", "HTTPS_PROXY", "OPENAI_API_KEY",
+                "LITELLM_MASTER_KEY"} & set(env)
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
+    assert env["LITELLM_OFFLINE_MODE"] == "true"
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert env["LITELLM_MODE"] == "PRODUCTION"
