@@ -110,6 +110,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--questions", type=int, default=10_000, help="at most this many")
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured requests first (5)")
     parser.add_argument("--retrieval", default="area,bm25", help="methods, comma-separated")
+    parser.add_argument("--formation-workers", type=int, default=1,
+                        help="memory.formation_workers of the proxy (default 1, as shipped)")
     parser.add_argument("--pause-ms", type=float, default=0.0,
                         help="pause between questions, as a user reading the answer (0)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the figures here")
@@ -123,7 +125,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _measure(method: str, args: argparse.Namespace, questions: list[str]) -> Run:
     run = Run(method)
     with tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp, LocalStack(
-        Path(tmp), retrieval=method
+        Path(tmp), retrieval=method, formation_workers=args.formation_workers
     ) as stack:
         began = time.perf_counter()
         _replay(stack, args)

@@ -130,6 +130,7 @@ class Settings:
     retrieval: str = "bm25"
     compare_litellm: bool = False
     preload_locomo: str | None = None
+    formation_workers: int = 1
 
 
 # --- synthetic chat text ------------------------------------------------------------------
@@ -213,9 +214,11 @@ class LocalStack:
     """The fake upstream, the proxy and optionally LiteLLM's proxy as child processes on
     free loopback ports."""
 
-    def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False) -> None:
+    def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False,
+                 formation_workers: int = 1) -> None:
         self.workdir = workdir
         self.retrieval = retrieval
+        self.formation_workers = formation_workers
         self.litellm = litellm
         self.upstream_port = free_port()
         self.proxy_port = free_port()
@@ -271,7 +274,8 @@ class LocalStack:
             "upstreams": [{"model": "*", "provider": "openai",
                            "api_base": f"{self.upstream_url}/v1"}],
             "logging": {"stdout": False, "file": True},
-            "memory": {"retrieval": self.retrieval},
+            "memory": {"retrieval": self.retrieval,
+                       "formation_workers": self.formation_workers},
             "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}]},
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -418,7 +422,19 @@ async def preload_synthetic(session: aiohttp.ClientSession, settings: Settings) 
     seconds = time.perf_counter() - began
     probe = question(rng, True, "probe")
     hits, search_ms = await search(session, probe)
-    return Preload(len(sizes), sum(sizes), sum(formed), seconds, probe, hits, search_ms)
+    return Preload(len(sizes), sum(sizes), await fragments_stored(session), seconds, probe,
+                   hits, search_ms)
+
+
+async def fragments_stored(session: aiohttp.ClientSession) -> int:
+    """Fragments in memory (``/memory/stats``): what the preload formed. The ingest
+    answers' ``fragments_formed`` are not summed: concurrent calls that wait for one
+    shared formation pass (a worker forms the tenant's whole queue) each report it."""
+    async with session.get("/memory/stats") as resp:
+        body = await resp.read()
+    if resp.status != 200:
+        raise BenchError(f"/memory/stats failed: {api_error_message(resp.status, body)}")
+    return int(json.loads(body)["fragments"])
 
 
 async def ingest_worker(session: aiohttp.ClientSession,
@@ -454,8 +470,8 @@ async def preload_locomo(session: aiohttp.ClientSession, path: Path, probe: str)
     if totals.errors:
         raise BenchError(f"{totals.errors} of {totals.requests} ingest calls of {path} failed")
     hits, search_ms = await search(session, probe)
-    return Preload(len(conversations), turns, totals.fragments_formed, seconds, probe, hits,
-                   search_ms, source=str(path))
+    return Preload(len(conversations), turns, await fragments_stored(session), seconds, probe,
+                   hits, search_ms, source=str(path))
 
 
 async def replay_worker(client: ProxyClient, pending: Iterator[ReplayConversation],
@@ -816,6 +832,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: 300)")
     parser.add_argument("--warmup", type=int, help="warm-up rounds per scenario (default: 30)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
+    parser.add_argument("--formation-workers", type=int, default=1,
+                        help="memory.formation_workers of the proxy (default 1, as shipped)")
     parser.add_argument("--retrieval", choices=("bm25", "area"), default="bm25",
                         help="the proxy's memory.retrieval (default: bm25)")
     parser.add_argument("--preload-locomo", type=Path, metavar="FILE",
@@ -839,6 +857,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         retrieval=args.retrieval,
         compare_litellm=args.compare_litellm,
         preload_locomo=str(args.preload_locomo) if args.preload_locomo else None,
+        formation_workers=args.formation_workers,
     )
     if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
         raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
@@ -868,7 +887,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"machine: {info['cores']} cores ({info['usable_cores']} usable), "
               f"{info['platform']}, Python {info['python']}, aiohttp {info['aiohttp']}")
         with (tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp,
-              LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm) as stack):
+              LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm,
+                         settings.formation_workers) as stack):
             report = asyncio.run(benchmark(stack, settings, pool, version))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)

@@ -299,6 +299,7 @@ class LoadOptions:
     preload: int
     turns: int
     seed: int
+    formation_workers: int = 1
 
 
 async def client(
@@ -691,6 +692,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--tokens-per-s", type=float, default=30.0, help="upstream pace (30)")
     parser.add_argument("--retrieval", choices=("area", "bm25"), default="area")
+    parser.add_argument("--formation-workers", type=int, default=1,
+                        help="memory.formation_workers of the proxy (default 1, as shipped)")
     parser.add_argument(
         "--preload", type=int, default=1000, help="turns ingested before the run (1000)"
     )
@@ -718,6 +721,7 @@ def options_from(args: argparse.Namespace) -> LoadOptions:
         preload=args.preload,
         turns=args.turns,
         seed=args.seed,
+        formation_workers=args.formation_workers,
     )
 
 
@@ -733,6 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 retrieval=options.retrieval,
                 first_token_ms=options.first_token_ms,
                 tokens_per_s=options.tokens_per_s,
+                memory={"formation_workers": options.formation_workers},
             ) as stack,
         ):
             print(header(options, stack), flush=True)
