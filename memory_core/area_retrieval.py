@@ -59,7 +59,7 @@ from .graph import (
     select_area,
 )
 from .memory_graph import MemoryGraph
-from .retrieval import Hit, search
+from .retrieval import search_scores
 from .scoring import Candidates, ScoringConfig, rank
 from .storage import Connection, contexts, entities, fragments
 from .text import normalise_name, query_terms, stem
@@ -132,8 +132,8 @@ def retrieve_area(
     area_config = area_config or _AREA
     scoring = scoring or _SCORING
     clock = _Clock()
-    hits = search(conn, question, limit=max(scoring.seeds, scoring.candidates))
-    found = [h.fragment_id for h in hits]
+    hits = search_scores(conn, question, limit=max(scoring.seeds, scoring.candidates))
+    found = [fid for fid, _ in hits]
     lexical = [
         n
         for n in map(memory.fragment_nodes.get, found[: scoring.seeds])
@@ -233,22 +233,22 @@ class _NodeTerms:
             self.area[nodes] = ranks / float(ranks.max())
             self.candidate[nodes] = True
 
-    def candidates(self, memory: MemoryGraph, hits: list[Hit]) -> Candidates:
+    def candidates(self, memory: MemoryGraph, hits: list[tuple[int, float]]) -> Candidates:
         """Every candidate fragment with its terms: the graph's candidates and the BM25
         hits (their BM25 share over the best hit; a hit the pinned version does not hold
         yet is an imputed row, see :mod:`.scoring`)."""
         bm25 = np.zeros(self.candidate.shape[0])
-        best = max((h.score for h in hits), default=0.0)
+        best = max((score for _, score in hits), default=0.0)
         newer_ids: list[int] = []
         newer_share: list[float] = []
-        for hit in hits if best > 0 else ():
-            share = hit.score / best
-            node = memory.fragment_nodes.get(hit.fragment_id)
+        for fragment_id, score in hits if best > 0 else ():
+            share = score / best
+            node = memory.fragment_nodes.get(fragment_id)
             if node is not None and memory.has(node):
                 bm25[node] = share
                 self.candidate[node] = True
             else:
-                newer_ids.append(hit.fragment_id)
+                newer_ids.append(fragment_id)
                 newer_share.append(share)
         nodes = np.flatnonzero(self.candidate & (memory.fragment_of[: bm25.shape[0]] >= 0))
         zeros = np.zeros(len(newer_ids))

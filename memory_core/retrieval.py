@@ -20,10 +20,17 @@ from .storage import fragments as _fragments
 from .storage.fragments import Hit, fetch_hits
 from .text import query_terms
 
-__all__ = ["Hit", "fetch_hits", "query_terms", "question_excerpt", "search"]
+__all__ = ["Hit", "fetch_hits", "query_terms", "question_excerpt", "search", "search_scores"]
 
 QUESTION_CHARS = 2_000
 """The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
+
+
+def search_scores(conn: Connection, question: str, *, limit: int) -> list[tuple[int, float]]:
+    """``(fragment id, BM25 score)`` of the ``limit`` best live fragments for ``question``
+    (an OR of its :func:`query_terms`), without their text."""
+    return _fragments.search_scores(conn, query_terms(question), limit=limit)
+
 
 def search(
     conn: Connection,

@@ -293,14 +293,14 @@ def _pulse_whole(
         settled += moved
         pending -= moved
         pending += config.gamma * (whole.receive @ moved)
-        pushed = np.zeros(n)
-        pushed[rows] = 1.0
-        touched |= (whole.receive @ pushed) > 0
         read += int(whole.entries[rows].sum())
         pushes += int(rows.shape[0])
         rounds += 1
         trace.append(pending.sum(axis=0))
     converged = not bool(np.any(pending > threshold))
+    # a node an arc reached holds what arrived (every push moves a positive amount along
+    # positive shares), so "touched" is "holds activation", found once, not per round
+    touched |= (pending > 0).any(axis=1) | (settled > 0).any(axis=1)
     nodes = np.flatnonzero(touched).astype(np.int64)
     work = (pushes, rounds, read, converged)
     return _activation(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from .db import JSON_IN, Connection, json_array, reading
 from .values import stored_text, stored_timestamp
@@ -105,6 +106,29 @@ def search(
         hits = [r.hit for r in rows if not r.superseded and r.hit.log_hash not in excluded]
         if len(hits) >= limit or len(rows) < fetch:
             return hits[:limit]
+        fetch *= 4
+
+
+def search_scores(conn: Connection, terms: Sequence[str], *, limit: int) -> list[tuple[int, float]]:
+    """``(fragment id, BM25 score)`` of the ``limit`` best live fragments matching any of
+    ``terms``, best first: :func:`search` without reading the fragments' text, for
+    rankers that fetch the text of the few they keep (:func:`fetch_hits`)."""
+    if not terms or limit <= 0:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    fetch = 2 * limit + 8
+    while True:
+        with reading("search failed"):
+            rows = conn.execute(
+                "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
+                " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
+                " SELECT top.id, -top.rank, f.superseded FROM top JOIN fragments f"
+                " ON f.id = top.id ORDER BY top.rank",
+                (match, fetch),
+            ).fetchall()
+        live = [(cast(int, row[0]), cast(float, row[1])) for row in rows if not row[2]]
+        if len(live) >= limit or len(rows) < fetch:
+            return live[:limit]
         fetch *= 4
 
 
