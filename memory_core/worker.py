@@ -27,6 +27,7 @@ process group: the supervisor decides when the worker stops).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 _PARENT_CHECK_S = 1.0
+NICENESS = 10
+"""How much lower the worker's CPU priority is than the proxy's (``nice``): on a small
+machine formation and retrieval compete for the same cores, and a question must not wait
+for the formation of the previous answer; formation still gets every idle cycle."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,8 @@ class Idle:
 def run(settings: WorkerSettings, conn: Connection) -> None:
     """The worker process's body: load the backends once, then form what is asked."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):  # a platform without nice: same priority
+        os.nice(NICENESS)
     backends = build_backends(settings.formation)
     backends.encoder.encode(["areamem formation worker warm-up"])
     worker = _Worker(settings, backends, conn)

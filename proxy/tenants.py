@@ -34,6 +34,9 @@ from .errors import ApiError, RetrievalSkipped
 
 __all__ = ["RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
 
+REFRESH_INTERVAL_S = 0.25
+"""Least time between two graph refreshes of a tenant (see ``TenantMemory.refresh_graph``)."""
+
 T = TypeVar("T")
 Events = Callable[[dict[str, Any]], None]
 _HURRY_CHECK_S = 0.05
@@ -119,6 +122,7 @@ class TenantMemory:
         self._remote = remote
         self._learned: list[str] = []
         self._refresh_due = False
+        self._last_refresh = -math.inf
         self._last_request = -math.inf
         self._pending: asyncio.Future[int] | None = None
         self._hurry = False
@@ -202,16 +206,26 @@ class TenantMemory:
 
     async def refresh_graph(self, names: Sequence[str]) -> None:
         """Another process committed a pass: learn its ``names`` and append its rows to
-        the graph, on the formation thread. Calls arriving while one waits for the thread
-        join it (it reads every row past the graph's cursors)."""
+        the graph, on the formation thread. Calls arriving while one waits join it (it
+        reads every row past the graph's cursors).
+
+        At most one refresh per :data:`REFRESH_INTERVAL_S`: under back-to-back traffic
+        every answer ends a pass, and a refresh (a few ms holding the GIL) per answer
+        slowed the next questions; a new version every quarter second keeps what was
+        said retrievable well within a second.
+        """
         self._learned.extend(names)
         if self._refresh_due:
             return
         self._refresh_due = True
+        wait = self._last_refresh + REFRESH_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         await asyncio.get_running_loop().run_in_executor(self._former, self._refresh)
 
     def _refresh(self) -> None:
         self._refresh_due = False
+        self._last_refresh = time.monotonic()
         names, self._learned = self._learned, []
         self.store.refresh_graph(names)
 
