@@ -231,14 +231,23 @@ def prepare(
         _whole_graph(graph, traversal, closed)
 
 
+_SLICE_EDGES = 20_000
+"""From this many stored edges on, a round that pushes few rows (under a quarter of the
+nodes) multiplies only those rows of the propagation matrix instead of all of it (51k
+edges, five LoCoMo conversations: the pulse 5.5 -> 2.9 ms); on smaller graphs the full
+product is cheaper than slicing (7.8k edges: 1.3 vs 1.8 ms)."""
+
+
 @dataclass(frozen=True, eq=False)
 class _Whole:
     """The normalised propagation matrix of one graph version (transposed: row v holds
     what v receives), with each node's degree and stored edge entries."""
 
     receive: Any  # scipy.sparse.csr_matrix, n x n
+    send: Any  # the same shares by sender (row u: what u sends), to push only some rows
     degree: Floats
     entries: Int64s
+    sliced: bool  # rounds with few pushed rows multiply only those rows of ``send``
 
 
 def _whole_graph(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
@@ -256,8 +265,10 @@ def _build_whole(graph: GraphVersion, traversal: Traversal, closed: Int64s | Non
     nodes = np.arange(n, dtype=np.int64)
     owner, target, share = _normalised(graph.arcs(nodes, traversal), n, closed)
     receive = sparse.csr_matrix((share, (target, owner)), shape=(n, n))
+    sliced = graph.n_edges >= _SLICE_EDGES
+    send = receive.T.tocsr() if sliced else None
     entries = graph.degree(nodes)
-    return _Whole(receive, np.maximum(entries, 1).astype(np.float64), entries)
+    return _Whole(receive, send, np.maximum(entries, 1).astype(np.float64), entries, sliced)
 
 
 def _pulse_whole(
@@ -288,11 +299,15 @@ def _pulse_whole(
             load = pending[rows].max(axis=1) / whole.degree[rows]
             best = np.argsort(-load, kind="stable")[: config.max_pushes - pushes]
             rows = np.sort(rows[best])
-        moved = np.zeros((n, f))
-        moved[rows] = np.where(mask[rows], pending[rows], 0.0)
-        settled += moved
-        pending -= moved
-        pending += config.gamma * (whole.receive @ moved)
+        moved = np.where(mask[rows], pending[rows], 0.0)
+        settled[rows] += moved
+        pending[rows] -= moved
+        if whole.sliced and rows.shape[0] * 4 < n:  # multiply only the pushed rows
+            pending += config.gamma * (whole.send[rows].T @ moved)
+        else:
+            spread = np.zeros((n, f))
+            spread[rows] = moved
+            pending += config.gamma * (whole.receive @ spread)
         read += int(whole.entries[rows].sum())
         pushes += int(rows.shape[0])
         rounds += 1
