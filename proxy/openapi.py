@@ -380,30 +380,19 @@ def _stats() -> Json:
 
 def _entities() -> Json:
     name = _query("name", "Only the entity with this name or alias.", {"type": "string"})
-    responses = {
-        "200": _json("Entities, most mentioned first.", _ref("EntitiesResponse")),
-        "400": _error("``limit`` out of range."),
-    }
-    return _operation(
+    return _inspection(
         "entities",
         "Entities with aliases and contexts.",
-        "memory",
-        responses,
-        parameters=[_limit(), name],
+        _json("Entities, most mentioned first.", _ref("EntitiesResponse")),
+        name,
     )
 
 
 def _contexts() -> Json:
-    responses = {
-        "200": _json("Contexts, largest first.", _ref("ContextsResponse")),
-        "400": _error("``limit`` out of range."),
-    }
-    return _operation(
+    return _inspection(
         "contexts",
         "Contexts with conversations and samples.",
-        "memory",
-        responses,
-        parameters=[_limit()],
+        _json("Contexts, largest first.", _ref("ContextsResponse")),
     )
 
 
@@ -411,17 +400,18 @@ def _relations() -> Json:
     entity = _query(
         "entity", "Only relations of this entity (subject or object).", {"type": "string"}
     )
-    responses = {
-        "200": _json("Relations by id.", _ref("RelationsResponse")),
-        "400": _error("``limit`` out of range."),
-    }
-    return _operation(
+    return _inspection(
         "relations",
         "Relations with sources and mutation records.",
-        "memory",
-        responses,
-        parameters=[_limit(), entity],
+        _json("Relations by id.", _ref("RelationsResponse")),
+        entity,
     )
+
+
+def _inspection(operation_id: str, summary: str, ok: Json, *filters: Json) -> Json:
+    """An inspection view: ``limit`` and its own filters; 400 for a ``limit`` out of range."""
+    responses = {"200": ok, "400": _error("``limit`` out of range.")}
+    return _operation(operation_id, summary, "memory", responses, parameters=[_limit(), *filters])
 
 
 def _area() -> Json:
