@@ -552,6 +552,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--first-token-ms", type=float, default=50.0, help="upstream (50)")
     parser.add_argument("--tokens-per-s", type=float, default=100.0, help="upstream pace (100)")
     parser.add_argument("--retrieval", choices=("area", "bm25"), default="area")
+    parser.add_argument("--formation-workers", type=int, default=1,
+                        help="memory.formation_workers of the proxy (default 1, as shipped)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the report here")
     parser.add_argument(
@@ -588,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 retrieval=options.retrieval,
                 first_token_ms=options.first_token_ms,
                 tokens_per_s=options.tokens_per_s,
+                memory={"formation_workers": args.formation_workers},
             ) as stack,
         ):
             report = asyncio.run(crash_loop(stack, options))
