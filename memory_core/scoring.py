@@ -68,8 +68,12 @@ class ScoringConfig(ConfigModel):
     convergence_share: float = Field(
         0.05, gt=0, le=1, description="a focus reaches a fragment with >= this share of its peak"
     )
-    seeds: int = Field(20, ge=1, description="fragments seeding the BM25 and the dense focus")
-    candidates: int = Field(50, ge=1, description="BM25 and nearest-by-embedding fragments scored")
+    seeds: int = Field(
+        20, ge=1, le=1000, description="fragments seeding the BM25 and the dense focus"
+    )
+    candidates: int = Field(
+        50, ge=1, le=10_000, description="BM25 and nearest-by-embedding fragments scored"
+    )
 
     @model_validator(mode="after")
     def _some_weight(self) -> ScoringConfig:

@@ -109,7 +109,7 @@ class ServerConfig(ConfigModel):
     """Where the proxy listens and keeps its data."""
 
     host: Name = "127.0.0.1"
-    port: int = Field(DEFAULT_PORT, ge=0)
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     data_dir: Annotated[Path, BeforeValidator(_path)] = Path("data")
     max_body_bytes: int = Field(DEFAULT_MAX_BODY, ge=1024)
     header_timeout_s: Seconds = 15.0
@@ -186,7 +186,7 @@ class MemoryConfig(ConfigModel):
     max_concurrent_retrievals: int = Field(4, ge=1)
     """Memory lookups queued or running at once (also the reader threads); a request
     past it goes on without memory at once instead of queueing past its budget."""
-    formation_workers: int = Field(0, ge=0)
+    formation_workers: int = Field(0, ge=0, le=64)
     """Formation worker processes (see :mod:`proxy.formation_workers`); 0 forms in this
     process, on each tenant's formation thread, after a quiet moment (the grace keys)."""
     ingest_wait_ms: float = Field(2000.0, ge=0)

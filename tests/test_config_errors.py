@@ -30,6 +30,7 @@ CASES = [
     ("server", "server:\n  port: '80'\n", 5, "server.port", "must be an integer, got string '80'"),
     ("server", "server:\n  prot: 80\n", 5, "server.prot", "did you mean 'port'?"),
     ("server", "server:\n  max_body_bytes: 10\n", 5, "server.max_body_bytes", "must be >= 1024"),
+    ("server", "server:\n  port: 99999\n", 5, "server.port", "must be <= 65535"),
     # auth
     ("auth", "auth:\n  keys: [alice]\n", 5, "auth.keys", "must be a mapping of proxy key"),
     ("auth", "auth:\n  metric: keys\n", 5, "auth.metric", "did you mean 'metrics'?"),
@@ -82,6 +83,13 @@ CASES = [
         "unknown retrieval strategy 'bm26'; did you mean 'bm25'? (one of: area, bm25)",
     ),
     ("memory", "memory:\n  role: assistant\n", 5, "memory.role", "must be 'system' or 'user'"),
+    (
+        "memory",
+        "memory:\n  formation_workers: 100000\n",
+        5,
+        "memory.formation_workers",
+        "must be <= 64",
+    ),
     # logging
     ("logging", "logging: [stdout]\n", 4, "logging", "must be a mapping, got a list"),
     ("logging", "logging:\n  files: false\n", 5, "logging.files", "did you mean 'file'?"),
@@ -171,6 +179,13 @@ CASES = [
         5,
         "retrieval.scoring",
         "at least one term weight must be positive",
+    ),
+    (
+        "retrieval",
+        "retrieval:\n  scoring:\n    candidates: 1000000000000\n",
+        6,
+        "retrieval.scoring.candidates",
+        "must be <= 10000",
     ),
     (
         "retrieval",
