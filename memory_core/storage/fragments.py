@@ -12,12 +12,14 @@ one is not a sane timestamp, its text columns read as text whatever they hold.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from .db import JSON_IN, Connection, json_array, reading
 from .values import stored_text, stored_timestamp
+
+T = TypeVar("T")
 
 __all__ = [
     "FragmentLabel",
@@ -98,15 +100,15 @@ def search(
     read as FTS5 query syntax; a request may exclude any number of rows."""
     if not terms or limit <= 0:
         return []
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    excluded = set(exclude_hashes)
-    fetch = 2 * (limit + len(excluded)) + 8
-    while True:
+    match, excluded = _match(terms), set(exclude_hashes)
+
+    def kept(fetch: int) -> tuple[int, list[Hit]]:
         rows = _ranked(conn, match, fetch)
-        hits = [r.hit for r in rows if not r.superseded and r.hit.log_hash not in excluded]
-        if len(hits) >= limit or len(rows) < fetch:
-            return hits[:limit]
-        fetch *= 4
+        return len(rows), [
+            r.hit for r in rows if not r.superseded and r.hit.log_hash not in excluded
+        ]
+
+    return _widening(kept, limit, 2 * (limit + len(excluded)) + 8)
 
 
 def search_scores(conn: Connection, terms: Sequence[str], *, limit: int) -> list[tuple[int, float]]:
@@ -115,9 +117,9 @@ def search_scores(conn: Connection, terms: Sequence[str], *, limit: int) -> list
     rankers that fetch the text of the few they keep (:func:`fetch_hits`)."""
     if not terms or limit <= 0:
         return []
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    fetch = 2 * limit + 8
-    while True:
+    match = _match(terms)
+
+    def kept(fetch: int) -> tuple[int, list[tuple[int, float]]]:
         with reading("search failed"):
             rows = conn.execute(
                 "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
@@ -126,9 +128,23 @@ def search_scores(conn: Connection, terms: Sequence[str], *, limit: int) -> list
                 " ON f.id = top.id ORDER BY top.rank",
                 (match, fetch),
             ).fetchall()
-        live = [(cast(int, row[0]), cast(float, row[1])) for row in rows if not row[2]]
-        if len(live) >= limit or len(rows) < fetch:
-            return live[:limit]
+        return len(rows), [(cast(int, r[0]), cast(float, r[1])) for r in rows if not r[2]]
+
+    return _widening(kept, limit, 2 * limit + 8)
+
+
+def _match(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``terms``, each quoted (never read as query syntax)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _widening(kept: Callable[[int], tuple[int, list[T]]], limit: int, fetch: int) -> list[T]:
+    """The first ``limit`` rows ``kept(fetch)`` keeps of the ``fetch`` best matches,
+    fetching four times more while too few are kept and more matches remain."""
+    while True:
+        fetched, rows = kept(fetch)
+        if len(rows) >= limit or fetched < fetch:
+            return rows[:limit]
         fetch *= 4
 
 
