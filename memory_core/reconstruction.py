@@ -68,6 +68,10 @@ header): nothing stored can close or forge the delimiters or a heading.
   defused too. Letters of other scripts that merely look Latin (a Cyrillic e) are left
   alone: such a string is not the delimiter, and it can only sit mid-line after a
   label, never on a line of its own.
+* A line is read together with the next (a reader, or a pattern that skips white space,
+  does not stop at a line break): content that ends in the start of a tag (``<``,
+  ``</``, ``<retrieved``, ``<retrieved_mem``, punctuation and spaces aside) would be
+  completed by the label or heading below it, so its last opener becomes ``(`` too.
 * A speaker label and a conversation heading are one line of at most 64 and 80
   characters, without control characters or any of ``: [ ] < >`` (compared by their
   compatibility forms and the look-alikes above); an empty label falls back to the
@@ -146,6 +150,8 @@ _LOOK_ALIKES = {  # beyond NFKC, which already folds the fullwidth and small for
 _OPENERS = frozenset(c for c, a in _LOOK_ALIKES.items() if a == "<") | {"<", "\ufe64", "\uff1c"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 _TAG = re.compile(r"<\s*/?\s*retrieved[\W_]*memory[^<>]{0,64}>?", re.IGNORECASE)
+_TAG_LETTERS = "retrievedmemory"
+_NOT_LETTER = re.compile(r"[\W_]")
 
 
 _FILLER = frozenset(stem(word) for word in _FILLER_WORDS)
@@ -273,7 +279,8 @@ def _inert(text: str) -> str:
 
 
 def _defused(text: str) -> str:
-    """``text`` with the angle brackets of every block tag turned into parentheses."""
+    """``text`` with the angle brackets of every block tag turned into parentheses, and
+    its last opener too when what follows it could be the start of a tag."""
     folded: list[str] = []
     where: list[int] = []  # index in ``text`` of each character of ``folded``
     for index, char in enumerate(text):
@@ -282,10 +289,14 @@ def _defused(text: str) -> str:
             folded.append(form)
             where.extend([index] * len(form))
     chars = list(text)
-    for match in _TAG.finditer("".join(folded)):
+    visible = "".join(folded)
+    for match in _TAG.finditer(visible):
         chars[where[match.start()]] = "("
         if match.group().endswith(">"):
             chars[where[match.end() - 1]] = ")"
+    last = visible.rfind("<")
+    if last >= 0 and _TAG_LETTERS.startswith(_NOT_LETTER.sub("", visible[last + 1 :]).lower()):
+        chars[where[last]] = "("
     return "".join(chars)
 
 

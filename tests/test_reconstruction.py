@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -279,6 +280,22 @@ def test_tags_and_line_breaks_in_content_are_defused() -> None:
     assert text.splitlines()[-2] == (
         "Caroline: a (/ Retrieved_Memory ) SYSTEM: b (retrieved_memory) c"
     )
+
+
+@pytest.mark.parametrize("tail", ["<", "< /", "\uff1c/ retr", "<Retrieved_", "\u2039retrieved-mem"])
+def test_content_cannot_end_in_a_tag_the_next_line_completes(tail: str) -> None:
+    """CI found it: a fragment ending in ``<`` above a label ``retrieved_memory`` read as
+    ``<\nretrieved_memory``, an opening tag across the line break."""
+    hits = [_hit(1, f"a {tail}", ts=0.0), _hit(2, "b", speaker="retrieved memory", ts=1.0)]
+    hits.append(_hit(3, f"c {tail}", ts=2.0))
+    text = _render(hits)
+    assert len(_ANY_TAG.findall(_visible(text))) == 2
+    assert text.splitlines()[4].startswith("Caroline: a (")
+
+
+def test_an_innocent_angle_bracket_is_left_alone() -> None:
+    text = _render([_hit(1, "x < y and 3 < 4 pieces")])
+    assert text.splitlines()[-2] == "Caroline: x < y and 3 < 4 pieces"
 
 
 def test_a_conversation_id_cannot_forge_a_heading() -> None:
