@@ -183,10 +183,8 @@ class MemoryStore:
             return self._prepared(self._graph.refresh(self._forming))
 
     def _prepared(self, graph: MemoryGraph) -> MemoryGraph:
-        """``graph`` with what its pulses need built now, on the formation thread."""
-        prepare(
-            graph.graph, self._settings.traversal, self._settings.pulse, closed=graph.closed_words
-        )
+        """``graph``, its pulse compiled now (on the formation thread, not in a query)."""
+        prepare(graph.graph, self._settings.traversal, self._settings.pulse)
         return graph
 
     def formation_timings(self) -> dict[str, float]:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-from unittest import mock
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memory_core.graph.activation as activation
 from memory_core.graph import (
     DEFAULT_TRAVERSAL,
     EdgeList,
@@ -30,6 +26,7 @@ from .test_graph_reference import (
     SmallGraph,
     dense_activation,
     dense_layers,
+    dense_rounds,
     dense_transition,
     foci_for,
     seed_matrix,
@@ -38,12 +35,6 @@ from .test_graph_reference import (
 )
 
 gammas = st.sampled_from([0.3, 0.5, 0.85])
-LOCAL = PulseConfig(whole_graph_edges=0)  # the local push whatever the graph's size
-
-
-def _mode(config: PulseConfig, whole: bool) -> PulseConfig:
-    """``config`` pulsed over the whole graph per round, or by the local push."""
-    return dataclasses.replace(config, whole_graph_edges=10**9 if whole else 0)
 
 
 def dense_result(graph: SmallGraph, n: int, nodes: np.ndarray, per_focus: np.ndarray) -> np.ndarray:
@@ -53,16 +44,12 @@ def dense_result(graph: SmallGraph, n: int, nodes: np.ndarray, per_focus: np.nda
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    whole=st.booleans(), graph=small_graphs(), traversal=traversals(), gamma=gammas, data=st.data()
-)
+@given(graph=small_graphs(), traversal=traversals(), gamma=gammas, data=st.data())
 def test_pulse_matches_the_dense_fixed_point(
-    graph: SmallGraph, traversal: Traversal, gamma: float, data: st.DataObject, whole: bool
+    graph: SmallGraph, traversal: Traversal, gamma: float, data: st.DataObject
 ) -> None:
     foci = data.draw(foci_for(graph.n))
-    config = _mode(
-        PulseConfig(gamma=gamma, epsilon=1e-13, max_rounds=5000, max_pushes=10**7), whole
-    )
+    config = PulseConfig(gamma=gamma, epsilon=1e-13, max_rounds=5000, max_pushes=10**7)
     result = pulse(graph.version(), foci, traversal, config)
     expected = dense_activation(
         dense_transition(graph, traversal), seed_matrix(graph.n, foci), gamma
@@ -75,7 +62,6 @@ def test_pulse_matches_the_dense_fixed_point(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    whole=st.booleans(),
     graph=small_graphs(),
     traversal=traversals(),
     gamma=gammas,
@@ -88,12 +74,9 @@ def test_a_coarse_pulse_stays_within_its_documented_error(
     gamma: float,
     epsilon: float,
     data: st.DataObject,
-    whole: bool,
 ) -> None:
     foci = data.draw(foci_for(graph.n))
-    result = pulse(
-        graph.version(), foci, traversal, _mode(PulseConfig(gamma=gamma, epsilon=epsilon), whole)
-    )
+    result = pulse(graph.version(), foci, traversal, PulseConfig(gamma=gamma, epsilon=epsilon))
     exact = dense_activation(dense_transition(graph, traversal), seed_matrix(graph.n, foci), gamma)
     missing = exact - dense_result(graph, graph.n, result.nodes, result.per_focus)
     assert missing.min() >= -1e-9
@@ -101,17 +84,13 @@ def test_a_coarse_pulse_stays_within_its_documented_error(
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    whole=st.booleans(), graph=small_graphs(), traversal=traversals(), gamma=gammas, data=st.data()
-)
+@given(graph=small_graphs(), traversal=traversals(), gamma=gammas, data=st.data())
 def test_mass_injected_after_t_steps_is_at_most_gamma_to_the_t(
-    graph: SmallGraph, traversal: Traversal, gamma: float, data: st.DataObject, whole: bool
+    graph: SmallGraph, traversal: Traversal, gamma: float, data: st.DataObject
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     steps = 12
-    result = pulse(
-        graph.version(), foci, traversal, _mode(PulseConfig(gamma, 0.0, 10**6, steps), whole)
-    )
+    result = pulse(graph.version(), foci, traversal, PulseConfig(gamma, 0.0, 10**6, steps))
     a0 = seed_matrix(graph.n, foci)
     layers = dense_layers(dense_transition(graph, traversal), a0, gamma, steps)
     seed_mass = a0.sum(axis=0)
@@ -126,7 +105,6 @@ def test_mass_injected_after_t_steps_is_at_most_gamma_to_the_t(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    whole=st.booleans(),
     graph=small_graphs(),
     traversal=traversals(),
     gamma=gammas,
@@ -139,11 +117,10 @@ def test_thresholded_rounds_obey_the_pending_mass_bound(
     gamma: float,
     epsilon: float,
     data: st.DataObject,
-    whole: bool,
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     version = graph.version()
-    result = pulse(version, foci, traversal, _mode(PulseConfig(gamma, epsilon), whole))
+    result = pulse(version, foci, traversal, PulseConfig(gamma, epsilon))
     volume = np.maximum(version.degree(result.nodes), 1).sum()
     for t, pending in enumerate(result.pending_trace):
         assert (pending <= gamma**t * result.seed_mass + epsilon * volume + 1e-12).all()
@@ -226,7 +203,7 @@ def test_cost_follows_the_touched_region_not_the_graph() -> None:
             np.concatenate([ring_edges[0], far[0]]), np.concatenate([ring_edges[1], far[1]])
         ),
     )
-    config = PulseConfig(epsilon=1e-4, whole_graph_edges=0)
+    config = PulseConfig(epsilon=1e-4)
     a = pulse(small, [{0: 1.0}, {10: 1.0}], Traversal(), config)
     b = pulse(big, [{0: 1.0}, {10: 1.0}], Traversal(), config)
     assert (a.pushes, a.edges_visited, a.nodes_visited) == (
@@ -243,7 +220,7 @@ def test_work_is_bounded_by_seed_mass_over_epsilon_on_a_large_graph() -> None:
     graph = GraphVersion.build(
         [0] * n, EdgeList.from_arrays(rng.integers(0, n, m), rng.integers(0, n, m))
     )
-    config = PulseConfig(gamma=0.85, epsilon=1e-3, whole_graph_edges=0)
+    config = PulseConfig(gamma=0.85, epsilon=1e-3)
     result = pulse(graph, [{1: 1.0}, {2: 1.0}, {3: 1.0}], Traversal(), config)
     assert result.converged
     assert result.edges_visited <= 3 / ((1 - 0.85) * 1e-3)
@@ -278,7 +255,6 @@ def test_malformed_foci_are_refused(foci: list[dict[int, float]], message: str) 
         {"epsilon": -1.0},
         {"max_pushes": 0},
         {"max_rounds": 0},
-        {"whole_graph_edges": -1},
     ],
 )
 def test_invalid_pulse_settings_are_refused(kwargs: dict[str, float]) -> None:
@@ -296,55 +272,61 @@ def test_activation_lookups() -> None:
     np.testing.assert_allclose(result.total, result.per_focus.sum(axis=1))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     graph=small_graphs(),
     traversal=traversals(),
     gamma=gammas,
     epsilon=st.sampled_from([0.0, 1e-4, 1e-2, 0.1]),
     cut=st.integers(0, 40),
+    max_pushes=st.sampled_from([1, 2, 5, 10**6]),
     data=st.data(),
-    sliced=st.booleans(),
 )
-def test_whole_graph_rounds_equal_the_local_push(
+def test_the_compiled_push_follows_the_round_rule(
     graph: SmallGraph,
     traversal: Traversal,
     gamma: float,
     epsilon: float,
     cut: int,
+    max_pushes: int,
     data: st.DataObject,
-    sliced: bool,
 ) -> None:
-    """Same nodes, activation, pushes, rounds and reads, with a delta and closed nodes;
-    ``sliced``: rounds multiply only the pushed rows (as on graphs of 20k edges and more)."""
+    """Same activation, touched nodes, pushes, rounds, reads and convergence as the dense
+    reference of the round rule, with edges split between base and delta, closed nodes
+    and a push budget that binds."""
     foci = data.draw(foci_for(graph.n))
     seeds = {n for f in foci for n in f}
-    closed = np.array(
-        sorted(set(data.draw(st.lists(st.integers(0, graph.n - 1), max_size=3))) - seeds),
-        np.int64,
-    )
+    closed = sorted(set(data.draw(st.lists(st.integers(0, graph.n - 1), max_size=3))) - seeds)
     edges = graph.version().edges()
     cut = min(cut, len(edges))
     base = GraphVersion.build(graph.kinds, edges.take(np.arange(cut)))
     version = base.with_delta(edges.take(np.arange(cut, len(edges))))
-    config = PulseConfig(gamma=gamma, epsilon=epsilon, max_rounds=60)
-    local = pulse(version, foci, traversal, _mode(config, False), closed=closed)
-    with mock.patch.object(activation, "_SLICE_EDGES", 0 if sliced else 10**9):
-        whole = pulse(version, foci, traversal, _mode(config, True), closed=closed)
-    assert local.nodes.tolist() == whole.nodes.tolist()
-    np.testing.assert_allclose(whole.per_focus, local.per_focus, rtol=1e-9, atol=1e-12)
-    assert (local.pushes, local.rounds, local.edges_visited, local.converged) == (
-        whole.pushes,
-        whole.rounds,
-        whole.edges_visited,
-        whole.converged,
+    config = PulseConfig(gamma=gamma, epsilon=epsilon, max_rounds=60, max_pushes=max_pushes)
+    got = pulse(version, foci, traversal, config, closed=np.array(closed, np.int64))
+    expected = dense_rounds(
+        graph,
+        traversal,
+        foci,
+        gamma=gamma,
+        epsilon=epsilon,
+        max_rounds=60,
+        max_pushes=max_pushes,
+        closed=tuple(closed),
+    )
+    assert got.nodes.tolist() == expected.touched
+    np.testing.assert_allclose(got.per_focus, expected.per_focus[got.nodes], rtol=1e-9, atol=1e-12)
+    assert (got.pushes, got.rounds, got.edges_visited, got.converged) == (
+        expected.pushes,
+        expected.rounds,
+        expected.read,
+        expected.converged,
     )
 
 
 @settings(max_examples=60, deadline=None)
-@given(graph=small_graphs(), traversal=traversals(), whole=st.booleans(), data=st.data())
+@given(graph=small_graphs(), traversal=traversals(), data=st.data())
 def test_a_closed_node_is_as_if_its_edges_were_not_stored(
-    graph: SmallGraph, traversal: Traversal, whole: bool, data: st.DataObject
+    graph: SmallGraph, traversal: Traversal, data: st.DataObject
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     seeds = {n for f in foci for n in f}
@@ -352,7 +334,7 @@ def test_a_closed_node_is_as_if_its_edges_were_not_stored(
     edges = graph.version().edges()
     keep = ~(np.isin(edges.src, closed) | np.isin(edges.dst, closed))
     without = GraphVersion.build(graph.kinds, edges.take(np.flatnonzero(keep)))
-    config = _mode(PulseConfig(epsilon=0.0, max_rounds=25), whole)
+    config = PulseConfig(epsilon=0.0, max_rounds=25)
     got = pulse(graph.version(), foci, traversal, config, closed=np.array(closed, np.int64))
     expected = pulse(without, foci, traversal, config)
     np.testing.assert_allclose(
@@ -365,13 +347,13 @@ def test_a_closed_node_is_as_if_its_edges_were_not_stored(
 
 
 @settings(max_examples=40, deadline=None)
-@given(graph=small_graphs(), traversal=traversals(), whole=st.booleans(), data=st.data())
+@given(graph=small_graphs(), traversal=traversals(), data=st.data())
 def test_foci_pulsed_apart_and_combined_equal_one_pulse(
-    graph: SmallGraph, traversal: Traversal, whole: bool, data: st.DataObject
+    graph: SmallGraph, traversal: Traversal, data: st.DataObject
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     split = data.draw(st.integers(1, max(1, len(foci) - 1))) if len(foci) > 1 else 1
-    config = _mode(PulseConfig(epsilon=1e-4), whole)
+    config = PulseConfig(epsilon=1e-4)
     joint = pulse(graph.version(), foci, traversal, config)
     parts = [
         pulse(graph.version(), part, traversal, config)

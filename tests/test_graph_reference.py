@@ -115,6 +115,66 @@ def dense_layers(p: Floats, a0: Floats, gamma: float, steps: int) -> list[Floats
     return layers
 
 
+@dataclass(frozen=True)
+class Rounds:
+    """What :func:`dense_rounds` computed: activation (settled + pending) per node and
+    focus, the touched nodes, and the work counters of the pulse."""
+
+    per_focus: Floats
+    touched: list[int]
+    pushes: int
+    rounds: int
+    read: int
+    converged: bool
+
+
+def dense_rounds(
+    graph: SmallGraph,
+    traversal: Traversal,
+    foci: list[dict[int, float]],
+    *,
+    gamma: float,
+    epsilon: float,
+    max_rounds: int,
+    max_pushes: int,
+    closed: tuple[int, ...] = (),
+) -> Rounds:
+    """The pulse's round rule on dense matrices: each round pushes, at once, every node
+    whose pending activation for some focus exceeds ``epsilon * degree`` (the most loaded,
+    pending over degree and then node id, when the round would pass ``max_pushes``)."""
+    w = dense_weights(graph, traversal)
+    w[:, list(closed)] = 0.0
+    p = np.zeros_like(w)
+    for u in range(graph.n):
+        if w[u].sum() > 0:
+            p[u] = w[u] / w[u].sum()
+    degree = np.maximum(np.bincount(graph.src + graph.dst, minlength=graph.n), 1)
+    pending = seed_matrix(graph.n, foci)
+    settled = np.zeros_like(pending)
+    touched = {n for focus in foci for n in focus}
+    pushes = rounds = read = 0
+    threshold = epsilon * degree[:, None]
+    while rounds < max_rounds and pushes < max_pushes:
+        rows = [u for u in range(graph.n) if (pending[u] > threshold[u]).any()]
+        if not rows:
+            break
+        if len(rows) > max_pushes - pushes:
+            rows = sorted(rows, key=lambda u: (-pending[u].max() / degree[u], u))
+            rows = sorted(rows[: max_pushes - pushes])
+        moved = np.zeros_like(pending)
+        for u in rows:
+            moved[u] = np.where(pending[u] > threshold[u], pending[u], 0.0)
+            read += int(np.count_nonzero(np.array(graph.src) == u))
+            read += int(np.count_nonzero(np.array(graph.dst) == u))
+            touched.update(int(v) for v in np.flatnonzero(p[u] > 0))
+        settled += moved
+        pending = pending - moved + gamma * p.T @ moved
+        pushes += len(rows)
+        rounds += 1
+    converged = not (pending > threshold).any()
+    return Rounds(settled + pending, sorted(touched), pushes, rounds, read, converged)
+
+
 def dense_activation(p: Floats, a0: Floats, gamma: float) -> Floats:
     """The fixed point ``sum_t a_t = (I - gamma P^T)^{-1} a_0``."""
     return np.asarray(np.linalg.solve(np.eye(p.shape[0]) - gamma * p.T, a0), dtype=np.float64)

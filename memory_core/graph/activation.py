@@ -40,15 +40,9 @@ A push reads ``d(u)`` edge entries and removes at least ``(1 - gamma) * epsilon 
 pending mass, so a focus of seed mass ``m`` reads at most ``m / ((1 - gamma) * epsilon)``
 edge entries in all: the cost follows the region the pulse touches, not the graph's size.
 
-**Small graphs, whole-graph rounds.** When the graph has at most ``whole_graph_edges``
-stored edges, the same rounds are computed over the whole graph at once: the normalised
-weights of every node are one sparse matrix (built once per graph version, traversal and
-closed set, and kept with the version: ``GraphVersion.derived``), and a round is
-``pending += gamma * W^T (masked pending)``: the same rule, the same thresholds, the
-same pushes in the same rounds, so the same activation (to floating-point summation
-order, tested), without the bookkeeping of the
-touched region that dominates a query on a small graph. Above the limit the local push
-keeps a query's cost to its region.
+**Compiled.** The rounds below run as one compiled loop (:mod:`.push`, numba) over the
+touched region, reading the version's CSR, reverse index and delta as they are: nothing is
+built per version, a query costs what its pushes read, and the GIL is released meanwhile.
 
 **Rounds and the stopping rule.** The pending queue (every node above threshold) is
 drained round by round: all of it is pushed at once, with arrivals summed before the next
@@ -69,16 +63,17 @@ added to the result as its own first term; the error left is at most
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .csr import Arcs, GraphVersion, isin_sorted
+from .csr import GraphVersion
 from .errors import GraphConfigError, GraphError
+from .push import push_rounds
 from .traversal import Traversal
 
 __all__ = ["Activation", "PulseConfig", "combine", "prepare", "pulse"]
@@ -95,7 +90,6 @@ class PulseConfig:
     epsilon: float = 1e-4
     max_pushes: int = 100_000
     max_rounds: int = 256
-    whole_graph_edges: int = 100_000
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gamma < 1.0:
@@ -106,8 +100,6 @@ class PulseConfig:
             raise GraphConfigError("pulse.max_pushes", "must be >= 1")
         if self.max_rounds < 1:
             raise GraphConfigError("pulse.max_rounds", "must be >= 1")
-        if self.whole_graph_edges < 0:
-            raise GraphConfigError("pulse.whole_graph_edges", "must be >= 0")
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,28 +160,41 @@ def pulse(
     ``closed``: sorted node ids no arc may enter (see "Closed nodes")."""
     if not foci:
         raise GraphError("a pulse needs at least one focus")
-    if graph.n_edges <= config.whole_graph_edges:
-        return _pulse_whole(graph, foci, traversal, config, closed)
-    state = _State(graph, len(foci))
     seeds, amounts = _seeds(foci, graph.n_nodes)
-    state.add(seeds, amounts)
-    seed_mass = amounts.sum(axis=0)
-    trace = [state.pending.sum(axis=0)]
-    pushes = rounds = read = 0
-    while rounds < config.max_rounds and pushes < config.max_pushes:
-        mask = state.pending > config.epsilon * state.degree[:, None]
-        rows = np.flatnonzero(mask.any(axis=1))
-        if rows.shape[0] == 0:
-            break
-        rows = _within_budget(state, rows, config.max_pushes - pushes)
-        read += _push(graph, traversal, config.gamma, state, rows, mask[rows], closed)
-        pushes += int(rows.shape[0])
-        rounds += 1
-        trace.append(state.pending.sum(axis=0))
-    converged = not bool(np.any(state.pending > config.epsilon * state.degree[:, None]))
-    nodes, settled, pending = state.sorted_by_node()
+    out, inc, delta = graph.out, graph.inc, graph.delta
+    dout, din = graph.delta_indexes
+    nodes, settled, pending, trace, pushes, rounds, read, converged = push_rounds(
+        out.indptr,
+        out.indices,
+        out.weight,
+        out.edge_type,
+        inc.indptr,
+        inc.indices,
+        inc.pos,
+        delta.src,
+        delta.dst,
+        delta.weight,
+        delta.edge_type,
+        dout.keys,
+        dout.order,
+        din.keys,
+        din.order,
+        traversal.forward_table,
+        traversal.reverse_table,
+        _NO_NODES if closed is None else np.asarray(closed, np.int64),
+        graph.n_nodes,
+        seeds,
+        amounts,
+        config.gamma,
+        config.epsilon,
+        config.max_pushes,
+        config.max_rounds,
+    )
     work = (pushes, rounds, read, converged)
-    return _activation(graph, config, nodes, settled, pending, seed_mass, trace, work)
+    return _activation(graph, config, nodes, settled, pending, amounts.sum(axis=0), trace, work)
+
+
+_NO_NODES = np.empty(0, np.int64)
 
 
 def _activation(
@@ -219,108 +224,12 @@ def _activation(
     )
 
 
-def prepare(
-    graph: GraphVersion,
-    traversal: Traversal,
-    config: PulseConfig = PulseConfig(),
-    *,
-    closed: Int64s | None = None,
-) -> None:
-    """Build now what a whole-graph pulse on ``graph`` will need (so a query does not)."""
-    if graph.n_edges <= config.whole_graph_edges:
-        _whole_graph(graph, traversal, closed)
-
-
-_SLICE_EDGES = 20_000
-"""From this many stored edges on, a round that pushes few rows (under a quarter of the
-nodes) multiplies only those rows of the propagation matrix instead of all of it (51k
-edges, five LoCoMo conversations: the pulse 5.5 -> 2.9 ms); on smaller graphs the full
-product is cheaper than slicing (7.8k edges: 1.3 vs 1.8 ms)."""
-
-
-@dataclass(frozen=True, eq=False)
-class _Whole:
-    """The normalised propagation matrix of one graph version (transposed: row v holds
-    what v receives), with each node's degree and stored edge entries."""
-
-    receive: Any  # scipy.sparse.csr_matrix, n x n
-    send: Any  # the same shares by sender (row u: what u sends), to push only some rows
-    degree: Floats
-    entries: Int64s
-    sliced: bool  # rounds with few pushed rows multiply only those rows of ``send``
-
-
-def _whole_graph(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
-    """The version's :class:`_Whole` for ``traversal`` and ``closed``, built once per
-    version (:meth:`GraphVersion.derived`; the key holds the traversal object itself, so
-    two traversals never share an entry)."""
-    key = ("whole", traversal, b"" if closed is None else np.asarray(closed, np.int64).tobytes())
-    return graph.derived(key, lambda: _build_whole(graph, traversal, closed))
-
-
-def _build_whole(graph: GraphVersion, traversal: Traversal, closed: Int64s | None) -> _Whole:
-    from scipy import sparse
-
-    n = graph.n_nodes
-    nodes = np.arange(n, dtype=np.int64)
-    owner, target, share = _normalised(graph.arcs(nodes, traversal), n, closed)
-    receive = sparse.csr_matrix((share, (target, owner)), shape=(n, n))
-    sliced = graph.n_edges >= _SLICE_EDGES
-    send = receive.T.tocsr() if sliced else None
-    entries = graph.degree(nodes)
-    return _Whole(receive, send, np.maximum(entries, 1).astype(np.float64), entries, sliced)
-
-
-def _pulse_whole(
-    graph: GraphVersion,
-    foci: Sequence[Mapping[int, float]],
-    traversal: Traversal,
-    config: PulseConfig,
-    closed: Int64s | None,
-) -> Activation:
-    """:func:`pulse` computed over the whole graph per round (see "Small graphs")."""
-    whole = _whole_graph(graph, traversal, closed)
-    n, f = graph.n_nodes, len(foci)
-    seeds, amounts = _seeds(foci, n)
-    pending = np.zeros((n, f))
-    settled = np.zeros((n, f))
-    np.add.at(pending, seeds, amounts)
-    touched = np.zeros(n, dtype=bool)
-    touched[seeds] = True
-    threshold = config.epsilon * whole.degree[:, None]
-    trace = [pending.sum(axis=0)]
-    pushes = rounds = read = 0
-    while rounds < config.max_rounds and pushes < config.max_pushes:
-        mask = pending > threshold
-        rows = np.flatnonzero(mask.any(axis=1))
-        if rows.shape[0] == 0:
-            break
-        if rows.shape[0] > config.max_pushes - pushes:
-            load = pending[rows].max(axis=1) / whole.degree[rows]
-            best = np.argsort(-load, kind="stable")[: config.max_pushes - pushes]
-            rows = np.sort(rows[best])
-        moved = np.where(mask[rows], pending[rows], 0.0)
-        settled[rows] += moved
-        pending[rows] -= moved
-        if whole.sliced and rows.shape[0] * 4 < n:  # multiply only the pushed rows
-            pending += config.gamma * (whole.send[rows].T @ moved)
-        else:
-            spread = np.zeros((n, f))
-            spread[rows] = moved
-            pending += config.gamma * (whole.receive @ spread)
-        read += int(whole.entries[rows].sum())
-        pushes += int(rows.shape[0])
-        rounds += 1
-        trace.append(pending.sum(axis=0))
-    converged = not bool(np.any(pending > threshold))
-    # a node an arc reached holds what arrived (every push moves a positive amount along
-    # positive shares), so "touched" is "holds activation", found once, not per round
-    touched |= (pending > 0).any(axis=1) | (settled > 0).any(axis=1)
-    nodes = np.flatnonzero(touched).astype(np.int64)
-    work = (pushes, rounds, read, converged)
-    return _activation(
-        graph, config, nodes, settled[nodes], pending[nodes], amounts.sum(axis=0), trace, work
-    )
+def prepare(graph: GraphVersion, traversal: Traversal, config: PulseConfig = PulseConfig()) -> None:
+    """Compile the push now (a first query would otherwise wait a second or more for it):
+    one pulse from node 0 of ``graph``, result discarded. Compiled code is cached on disk,
+    so later processes only load it."""
+    if graph.n_nodes:
+        pulse(graph, [{0: 1.0}], traversal, dataclasses.replace(config, max_rounds=1))
 
 
 def combine(parts: Sequence[Activation]) -> Activation:
@@ -367,46 +276,6 @@ def combine(parts: Sequence[Activation]) -> Activation:
     )
 
 
-def _push(
-    graph: GraphVersion,
-    traversal: Traversal,
-    gamma: float,
-    state: _State,
-    rows: Int64s,
-    mask: npt.NDArray[np.bool_],
-    closed: Int64s | None = None,
-) -> int:
-    """Push the masked pending activation of ``rows``; returns the edge entries read."""
-    amounts = np.where(mask, state.pending[rows], 0.0)
-    state.settled[rows] += amounts
-    state.pending[rows] -= amounts
-    arcs = graph.arcs(state.ids[rows], traversal)
-    owner, target, share = _normalised(arcs, rows.shape[0], closed)
-    state.add(target, gamma * share[:, None] * amounts[owner])
-    return arcs.read
-
-
-def _normalised(
-    arcs: Arcs, n_owners: int, closed: Int64s | None = None
-) -> tuple[Int64s, Int64s, Floats]:
-    """Open arcs with weights divided by their owner's total (degree normalisation)."""
-    keep = arcs.weight > 0.0
-    if closed is not None:
-        keep &= ~isin_sorted(arcs.target, closed)
-    owner = arcs.owner[keep]
-    strength = np.bincount(owner, weights=arcs.weight[keep], minlength=n_owners)
-    return owner, arcs.target[keep], arcs.weight[keep] / strength[owner]
-
-
-def _within_budget(state: _State, rows: Int64s, budget: int) -> Int64s:
-    """All of ``rows`` when they fit, else the ``budget`` most loaded (pending / degree)."""
-    if rows.shape[0] <= budget:
-        return rows
-    load = state.pending[rows].max(axis=1) / state.degree[rows]
-    best = np.argsort(-load, kind="stable")[:budget]
-    return np.sort(rows[best])
-
-
 def _seeds(foci: Sequence[Mapping[int, float]], n: int) -> tuple[Int64s, Floats]:
     """Seed nodes and a one-hot-per-focus amount matrix, validated."""
     nodes: list[int] = []
@@ -423,62 +292,3 @@ def _seeds(foci: Sequence[Mapping[int, float]], n: int) -> tuple[Int64s, Floats]
             rows.append(row)
     amounts = np.array(rows, dtype=np.float64).reshape(len(rows), len(foci))
     return np.array(nodes, dtype=np.int64), amounts
-
-
-class _State:
-    """Settled and pending activation of the touched nodes, in order of first touch.
-
-    Local arrays (not length-``n`` ones) keep a query's memory and time proportional to
-    the region it touches; ``_sorted`` and ``_slot`` find a node's row by binary search.
-    """
-
-    def __init__(self, graph: GraphVersion, n_foci: int) -> None:
-        self.graph = graph
-        self.ids: Int64s = np.empty(0, np.int64)
-        self.degree: Floats = np.empty(0, np.float64)
-        self.settled: Floats = np.empty((0, n_foci))
-        self.pending: Floats = np.empty((0, n_foci))
-        self._sorted: Int64s = np.empty(0, np.int64)
-        self._slot: Int64s = np.empty(0, np.int64)
-
-    def add(self, targets: Int64s, amounts: Floats) -> None:
-        """Add ``amounts[j]`` to the pending activation of ``targets[j]`` (summing repeats)."""
-        if targets.shape[0] == 0:
-            return
-        uniq, inverse = np.unique(targets, return_inverse=True)
-        sums = np.stack(
-            [np.bincount(inverse, weights=col, minlength=uniq.shape[0]) for col in amounts.T],
-            axis=1,
-        )
-        slots = self._slots(uniq)
-        missing = slots < 0
-        if missing.any():
-            slots[missing] = self._append(uniq[missing])
-        self.pending[slots] += sums
-
-    def sorted_by_node(self) -> tuple[Int64s, Floats, Floats]:
-        """``ids``, ``settled`` and ``pending`` reordered by node id."""
-        return self._sorted, self.settled[self._slot], self.pending[self._slot]
-
-    def _slots(self, uniq: Int64s) -> Int64s:
-        """Row of each of ``uniq`` (sorted), or -1 where the node is not touched yet."""
-        out = np.full(uniq.shape[0], -1, dtype=np.int64)
-        if self._sorted.shape[0] == 0:
-            return out
-        pos = np.minimum(np.searchsorted(self._sorted, uniq), self._sorted.shape[0] - 1)
-        found = self._sorted[pos] == uniq
-        out[found] = self._slot[pos[found]]
-        return out
-
-    def _append(self, new: Int64s) -> Int64s:
-        start = self.ids.shape[0]
-        zeros = np.zeros((new.shape[0], self.settled.shape[1]))
-        self.ids = np.concatenate([self.ids, new])
-        self.degree = np.concatenate(
-            [self.degree, np.maximum(self.graph.degree(new), 1).astype(np.float64)]
-        )
-        self.settled = np.concatenate([self.settled, zeros])
-        self.pending = np.concatenate([self.pending, zeros])
-        self._slot = np.argsort(self.ids, kind="stable").astype(np.int64)
-        self._sorted = self.ids[self._slot]
-        return np.arange(start, self.ids.shape[0], dtype=np.int64)

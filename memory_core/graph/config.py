@@ -79,7 +79,6 @@ class PulseSection(ConfigModel):
     epsilon: float = Field(PulseConfig.epsilon, ge=0, allow_inf_nan=False)
     max_pushes: int = Field(PulseConfig.max_pushes, ge=1)
     max_rounds: int = Field(PulseConfig.max_rounds, ge=1)
-    whole_graph_edges: int = Field(PulseConfig.whole_graph_edges, ge=0)
 
 
 class WaveSection(ConfigModel):

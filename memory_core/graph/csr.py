@@ -179,6 +179,11 @@ class GraphVersion:
     def n_delta(self) -> int:
         return len(self.delta)
 
+    @property
+    def delta_indexes(self) -> tuple[_SortedIndex, _SortedIndex]:
+        """The delta's indexes by source and by target (for the compiled push)."""
+        return self._delta_out, self._delta_in
+
     def derived(self, key: Hashable, build: Callable[[], _D]) -> _D:
         """What ``build()`` computes from this version, computed once and kept with it.
 
