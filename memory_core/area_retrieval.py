@@ -59,8 +59,9 @@ from .graph import (
     select_area,
 )
 from .memory_graph import MemoryGraph
+from .nearest import nearest
 from .retrieval import search_scores
-from .scoring import Candidates, ScoringConfig, rank
+from .scoring import Candidates, ScoringConfig, rank_computing
 from .storage import Connection, contexts, entities, fragments
 from .text import normalise_name, query_terms, stem
 
@@ -99,7 +100,6 @@ class AreaResult:
     foci: list[str]
     area: Area | None
     graph_version: int
-    lists: tuple[list[int], list[int], list[int]] = ([], [], [])
     activation: Activation | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     scores: list[FragmentScore] = field(default_factory=list)
@@ -149,29 +149,34 @@ def retrieve_area(
     clock.lap("wait_vector")
     terms = _NodeTerms(memory.graph.n_nodes)
     dense: list[int] = []
-    rows = memory.vectors.shape[0]
-    if vector is not None and rows:
-        sims = memory.vectors @ vector
-        terms.similarity[memory.vector_nodes] = np.maximum(sims, 0.0)
-        nearest = min(scoring.candidates, rows)
-        terms.candidate[memory.vector_nodes[np.argpartition(-sims, nearest - 1)[:nearest]]] = True
-        k = min(scoring.seeds, rows)
-        top = np.argpartition(-sims, k - 1)[:k]
-        dense = [int(memory.vector_nodes[i]) for i in top[np.argsort(-sims[top])]]
+    if vector is not None and memory.vectors.shape[0]:
+        wanted = max(scoring.candidates, scoring.seeds)
+        rows, _ = nearest(memory.vectors, memory.vector_codes, vector, wanted)
+        near = memory.vector_nodes[rows]
+        terms.candidate[near[: scoring.candidates]] = True
+        dense = [int(n) for n in near[: scoring.seeds]]
         foci.append({n: 1.0 / len(dense) for n in dense})
         labels.append("dense")
         parts.append(_pulse(memory, foci[-1:], traversal, pulse_config))
     clock.lap("dense")
-    activated: list[int] = []
     area = activation = None
     if parts:
         activation = combine(parts)
         area = select_area(memory.graph, activation, traversal, area_config)
         clock.lap("area")
-        activated = terms.add_activation(memory, activation, len(foci), scoring)
+        terms.add_activation(memory, activation, len(foci), scoring)
         terms.add_area(memory, area)
-    candidates = terms.candidates(memory, hits[: scoring.candidates])
-    order, scores = rank(candidates, scoring, limit)
+    candidates, nodes = terms.candidates(memory, hits[: scoring.candidates])
+
+    def similarity(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The cosine to the question of candidate ``rows`` (graph rows come first)."""
+        cosine = np.zeros(rows.shape[0])
+        if vector is not None:
+            at = memory.vector_of[nodes[rows]]
+            cosine[at >= 0] = memory.vectors[at[at >= 0]] @ vector
+        return cosine
+
+    candidates, order, scores = rank_computing(candidates, scoring, limit, "similarity", similarity)
     clock.lap("rank")
     ranked = [
         FragmentScore(
@@ -187,7 +192,6 @@ def retrieve_area(
         labels,
         area,
         memory.version,
-        (lexical, dense, activated),
         activation,
         clock.laps,
         ranked,
@@ -199,7 +203,6 @@ class _NodeTerms:
     nodes are candidates; :meth:`candidates` turns them into :class:`.Candidates`."""
 
     def __init__(self, n_nodes: int) -> None:
-        self.similarity = np.zeros(n_nodes)
         self.activation = np.zeros(n_nodes)
         self.convergence = np.zeros(n_nodes)
         self.area = np.zeros(n_nodes)
@@ -207,20 +210,19 @@ class _NodeTerms:
 
     def add_activation(
         self, memory: MemoryGraph, activation: Activation, n_foci: int, scoring: ScoringConfig
-    ) -> list[int]:
+    ) -> None:
         """Activation and convergence shares of every fragment the pulse reached (all
-        candidates); returns those fragment nodes, most activated first."""
+        candidates)."""
         is_fragment = memory.fragment_of[activation.nodes] >= 0
         nodes, per_focus = activation.nodes[is_fragment], activation.per_focus[is_fragment]
         if not nodes.shape[0]:
-            return []
+            return
         totals = per_focus.sum(axis=1)
         peak = per_focus.max(axis=0, keepdims=True)
         reached = ((per_focus >= scoring.convergence_share * peak) & (peak > 0)).sum(axis=1)
         self.activation[nodes] = totals / max(float(totals.max()), 1e-300)
         self.convergence[nodes] = reached / n_foci
         self.candidate[nodes] = True
-        return [int(n) for n in nodes[np.argsort(-totals, kind="stable")]]
 
     def add_area(self, memory: MemoryGraph, area: Area) -> None:
         """The chosen area's own ranking of its fragments (pulse: activation x evenness
@@ -233,10 +235,13 @@ class _NodeTerms:
             self.area[nodes] = ranks / float(ranks.max())
             self.candidate[nodes] = True
 
-    def candidates(self, memory: MemoryGraph, hits: list[tuple[int, float]]) -> Candidates:
-        """Every candidate fragment with its terms: the graph's candidates and the BM25
-        hits (their BM25 share over the best hit; a hit the pinned version does not hold
-        yet is an imputed row, see :mod:`.scoring`)."""
+    def candidates(
+        self, memory: MemoryGraph, hits: list[tuple[int, float]]
+    ) -> tuple[Candidates, npt.NDArray[np.int64]]:
+        """Every candidate fragment with its terms but the cosine (left to
+        :func:`.rank_computing`): the graph's candidates and the BM25 hits (their BM25
+        share over the best hit; a hit the pinned version does not hold yet is an imputed
+        row, see :mod:`.scoring`); and the node of each graph row (they come first)."""
         bm25 = np.zeros(self.candidate.shape[0])
         best = max((score for _, score in hits), default=0.0)
         newer_ids: list[int] = []
@@ -252,15 +257,16 @@ class _NodeTerms:
                 newer_share.append(share)
         nodes = np.flatnonzero(self.candidate & (memory.fragment_of[: bm25.shape[0]] >= 0))
         zeros = np.zeros(len(newer_ids))
-        return Candidates.of(
+        candidates = Candidates.of(
             np.concatenate([memory.fragment_of[nodes], np.asarray(newer_ids, np.int64)]),
             bm25=np.concatenate([bm25[nodes], newer_share]),
             activation=np.concatenate([self.activation[nodes], zeros]),
             convergence=np.concatenate([self.convergence[nodes], zeros]),
-            similarity=np.concatenate([self.similarity[nodes], zeros]),
+            similarity=np.zeros(nodes.shape[0] + len(newer_ids)),
             area=np.concatenate([self.area[nodes], zeros]),
             imputed=np.concatenate([np.zeros(nodes.shape[0], bool), np.ones(len(newer_ids), bool)]),
         )
+        return candidates, nodes
 
 
 def _pulse(

@@ -48,6 +48,7 @@ from .graph.csr import isin_sorted
 from .graph_holder import GraphHolder
 from .log import stored_timestamp
 from .names import NameIndex
+from .nearest import WORDS, codes
 from .storage import Connection, contexts, entities, fragments, read_snapshot, relations
 from .text import content_stems, normalise_name
 
@@ -78,6 +79,8 @@ class MemoryGraph:
     fragment_of: npt.NDArray[np.int64]  # node -> fragment id, -1 for other kinds
     vectors: npt.NDArray[np.float32]  # one row per embedded fragment
     vector_nodes: npt.NDArray[np.int64]  # row of ``vectors`` -> fragment node
+    vector_codes: npt.NDArray[np.uint64]  # row of ``vectors`` -> its SimHash code (.nearest)
+    vector_of: npt.NDArray[np.int64]  # node -> row of ``vectors``, -1 without one
     node_keys: Sequence[NodeKey]  # node -> what it stands for (shared, append-only)
     fragment_nodes: Mapping[int, int]  # the dictionaries are shared and only gain keys
     entity_nodes: Mapping[int, int]
@@ -166,6 +169,8 @@ class MemoryGraphIndex:
         self._fragment_of = _Buffer(np.int64)
         self._vectors = _Buffer(np.float32, self._dim)
         self._vector_nodes = _Buffer(np.int64)
+        self._vector_codes = _Buffer(np.uint64, WORDS)
+        self._vector_of = _Buffer(np.int64)
         self._node_keys: list[NodeKey] = []
         self._fragment_nodes: dict[int, int] = {}
         self._entity_nodes: dict[int, int] = {}
@@ -322,9 +327,15 @@ class MemoryGraphIndex:
         for node, fid in batch.fragment_of:
             fragment_of[node - batch.first_node] = fid
         self._fragment_of.extend(fragment_of)
+        vector_of = np.full(new_kinds.shape[0], -1, np.int64)
         if batch.vectors:
-            self._vectors.extend(np.stack(batch.vectors))
+            added = np.stack(batch.vectors)
+            rows = self._vectors.size + np.arange(added.shape[0], dtype=np.int64)
+            vector_of[np.asarray(batch.vector_nodes, np.int64) - batch.first_node] = rows
+            self._vectors.extend(added)
             self._vector_nodes.extend(batch.vector_nodes)
+            self._vector_codes.extend(codes(added))
+        self._vector_of.extend(vector_of)
         self._names.add(batch.names)
         self._fragments += len(batch.fragment_of)
         if self._holder is None:
@@ -346,6 +357,8 @@ class MemoryGraphIndex:
             self._fragment_of.view(),
             self._vectors.view(),
             self._vector_nodes.view(),
+            self._vector_codes.view(),
+            self._vector_of.view(),
             self._node_keys,
             self._fragment_nodes,
             self._entity_nodes,

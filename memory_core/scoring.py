@@ -32,6 +32,7 @@ weights above 0.1 lowered it (0.692 at 0.2, 0.682 at 0.5).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ from pydantic import Field, model_validator
 
 from .configuration import ConfigModel
 
-__all__ = ["TERMS", "Candidates", "ScoringConfig", "rank", "score"]
+__all__ = ["TERMS", "Candidates", "ScoringConfig", "rank", "rank_computing", "score"]
 
 TERMS = ("bm25", "activation", "convergence", "similarity", "area")
 """The score terms, in the column order of :attr:`Candidates.terms`."""
@@ -151,3 +152,48 @@ def rank(candidates: Candidates, config: ScoringConfig, limit: int) -> tuple[Int
     positive = np.flatnonzero(scores > 0)
     order = np.lexsort((candidates.fragment_ids[positive], -scores[positive]))
     return positive[order[: max(limit, 0)]], scores
+
+
+def rank_computing(
+    candidates: Candidates,
+    config: ScoringConfig,
+    limit: int,
+    term: str,
+    compute: Callable[[Int64s], Floats],
+) -> tuple[Candidates, Int64s, Floats]:
+    """:func:`rank` when one term is costly (a cosine needs the fragment's vector): the
+    term is computed, by ``compute(rows)``, only for the rows that could still reach the
+    top ``limit``, and the candidates are returned with it filled in.
+
+    Exact: every term is at most 1 and every weight at least 0, so a row whose score
+    without the term plus the term's weight stays below the ``limit``-th best score of
+    rows already complete can never rank; it keeps 0 for the term and is never among
+    those returned. Imputed rows keep their imputed value (it is already complete). The
+    returned rows always have the term computed, also when its weight is 0 (a report
+    shows every term as it was).
+    """
+    j = TERMS.index(term)
+    weight = float(config.weights()[j])
+    terms = candidates.terms.copy()
+    done = candidates.imputed.copy()
+    if weight > 0.0 and limit > 0:
+        terms[~done, j] = 0.0
+        without = terms @ config.weights()
+        open_rows = np.flatnonzero(~done)
+        first = open_rows[np.argsort(-without[open_rows], kind="stable")[:limit]]
+        _fill(terms, done, first, j, compute)
+        complete = np.sort((terms @ config.weights())[done])[::-1]
+        bar = complete[limit - 1] if complete.shape[0] >= limit else -np.inf
+        _fill(terms, done, np.flatnonzero(~done & (without + weight >= bar)), j, compute)
+    filled = Candidates(candidates.fragment_ids, terms, candidates.imputed)
+    order, scores = rank(filled, config, limit)
+    _fill(terms, done, order[~done[order]], j, compute)  # reported as used, even at weight 0
+    return filled, order, scores
+
+
+def _fill(
+    terms: Floats, done: Bools, rows: Int64s, j: int, compute: Callable[[Int64s], Floats]
+) -> None:
+    if rows.shape[0]:
+        terms[rows, j] = np.clip(compute(rows), 0.0, 1.0)
+        done[rows] = True

@@ -13,6 +13,7 @@ from memory_core.area_retrieval import retrieve_area
 from memory_core.formation import Backends
 from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
 from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex
+from memory_core.nearest import codes
 from memory_core.text import stem
 
 TURNS = [
@@ -83,6 +84,23 @@ def test_graph_holds_every_formed_node_kind(tmp_path: Path, backends: Backends) 
     assert "dreamer" in memory.aliases  # the entity, by its alias
     assert stem("bicycles") in memory.term_nodes  # a word two fragments share
     assert memory.node_keys[memory.fragment_nodes[1]] == ("fragment", 1)
+
+
+def test_vectors_keep_their_codes_and_their_nodes_find_them(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Across refreshes (one formation pass each), not only in one read of the store."""
+    store = _store(tmp_path, backends)
+    store.warm_graph()
+    store.append(_messages(LATER, 1_700_100_000), conversation="c2")
+    store.form_all()
+    memory = store._current_graph()
+    rows = np.arange(memory.vectors.shape[0])
+    assert memory.vectors.shape[0] == len(TURNS) + len(LATER)
+    np.testing.assert_array_equal(memory.vector_of[memory.vector_nodes], rows)
+    np.testing.assert_array_equal(memory.vector_codes, codes(memory.vectors))
+    others = np.setdiff1d(np.arange(memory.graph.n_nodes), memory.vector_nodes)
+    assert (memory.vector_of[others] == -1).all()
 
 
 def test_a_question_reaches_the_fragment_and_its_correction(
@@ -187,7 +205,7 @@ def test_a_query_pinned_to_an_old_version_ignores_what_was_added_since(
         f for f, n in store._graph.current().fragment_nodes.items() if n >= old.graph.n_nodes
     }  # type: ignore[union-attr]
     assert later_ids  # ranked by BM25 only: the old version has no nodes for them
-    assert set(result.lists[2]).isdisjoint(range(old.graph.n_nodes, 10**9))
+    assert all(s.imputed for s in result.scores if s.fragment_id in later_ids)
 
 
 def test_a_failed_refresh_is_followed_by_a_full_read(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memory_core.scoring import TERMS, Candidates, ScoringConfig, rank, score
+from memory_core.scoring import TERMS, Candidates, ScoringConfig, rank, rank_computing, score
 
 
 def _candidates(**overrides: object) -> Candidates:
@@ -98,3 +100,45 @@ def test_an_empty_candidate_set_ranks_nothing() -> None:
     )
     order, scores = rank(empty, ScoringConfig(), limit=5)
     assert order.shape == (0,) and scores.shape == (0,)
+
+
+_SHARE = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])
+_WEIGHT = st.sampled_from([0.0, 0.1, 0.5, 1.0, 2.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(*[_SHARE] * 5, st.booleans()), min_size=1, max_size=30),
+    weights=st.tuples(*[_WEIGHT] * 5).filter(any),
+    limit=st.integers(0, 12),
+)
+def test_computing_a_costly_term_only_where_it_can_matter_ranks_as_computing_it_all(
+    rows: list[tuple[float, float, float, float, float, bool]],
+    weights: tuple[float, ...],
+    limit: int,
+) -> None:
+    """Same top rows, same scores for them, and the term computed for fewer rows."""
+    config = ScoringConfig(**dict(zip(TERMS, weights, strict=True)))
+    ids = list(range(100, 100 + len(rows)))
+    columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
+    imputed = [r[5] for r in rows]
+    full = Candidates.of(ids, **columns, imputed=imputed)  # type: ignore[arg-type]
+    truth = full.terms[:, TERMS.index("similarity")]
+    blank = Candidates.of(
+        ids,
+        **{**columns, "similarity": [0.0] * len(rows)},
+        imputed=imputed,  # type: ignore[arg-type]
+    )
+    asked: list[int] = []
+
+    def compute(which: np.ndarray) -> np.ndarray:
+        asked.extend(which.tolist())
+        assert not np.asarray(imputed)[which].any()
+        return np.asarray(truth[which])
+
+    filled, order, scores = rank_computing(blank, config, limit, "similarity", compute)
+    expected_order, expected_scores = rank(full, config, limit)
+    assert order.tolist() == expected_order.tolist()
+    np.testing.assert_allclose(scores[order], expected_scores[order])
+    np.testing.assert_allclose(filled.terms[order], full.terms[order])
+    assert len(asked) == len(set(asked))  # each row computed at most once

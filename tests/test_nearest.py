@@ -1,0 +1,101 @@
+"""Nearest vectors: exact on small stores, SimHash shortlist + exact cosines on large ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_core import nearest as nearest_module
+from memory_core.nearest import BITS, WORDS, codes, nearest
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), np.float32)
+
+
+def _clustered(n: int, dim: int = 48, seed: int = 0) -> np.ndarray:
+    """Unit vectors in a few tight clusters, as sentence embeddings are (a narrow cone)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((8, dim)) + 3.0
+    return _unit(centres[rng.integers(0, 8, n)] + 0.6 * rng.standard_normal((n, dim)))
+
+
+def _exact(vectors: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    sims = vectors @ query
+    return sorted(range(len(sims)), key=lambda i: (-sims[i], i))[:k]
+
+
+def test_codes_are_fixed_bits_of_the_direction() -> None:
+    vectors = _clustered(20)
+    first, again = codes(vectors), codes(vectors * 3.0)
+    assert first.shape == (20, WORDS) and first.dtype == np.uint64
+    np.testing.assert_array_equal(first, again)  # a function of the direction only
+    opposite = codes(-vectors[:1])
+    flipped = int(np.bitwise_count(first[0] ^ opposite[0]).sum())
+    assert flipped == BITS  # every hyperplane separates v from -v
+    assert codes(np.empty((0, 48), np.float32)).shape == (0, WORDS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 300), k=st.integers(0, 40), seed=st.integers(0, 10**6))
+def test_small_stores_are_searched_exactly(n: int, k: int, seed: int) -> None:
+    vectors = _clustered(n, seed=seed)
+    query = _clustered(1, seed=seed + 1)[0]
+    rows, sims = nearest(vectors, codes(vectors), query, k)
+    assert rows.tolist() == _exact(vectors, query, k)
+    np.testing.assert_allclose(sims, vectors[rows] @ query, rtol=1e-6)
+
+
+def test_a_large_store_returns_exact_cosines_of_a_shortlist_that_finds_the_nearest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(nearest_module, "EXACT_ROWS", 1_000)
+    monkeypatch.setattr(nearest_module, "SHORTLIST", 600)
+    vectors = _clustered(6_000, dim=64, seed=3)
+    stored = codes(vectors)
+    found = []
+    for q in range(20):
+        query = _clustered(1, dim=64, seed=100 + q)[0]
+        rows, sims = nearest(vectors, stored, query, 20)
+        assert len(set(rows.tolist())) == 20
+        np.testing.assert_allclose(sims, vectors[rows] @ query, rtol=1e-6)
+        assert (np.diff(sims) <= 0).all()
+        found.append(len(set(rows.tolist()) & set(_exact(vectors, query, 20))) / 20)
+    assert np.mean(found) >= 0.9
+
+
+def test_a_shortlist_as_large_as_the_store_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nearest_module, "EXACT_ROWS", 10)
+    monkeypatch.setattr(nearest_module, "SHORTLIST", 500)
+    vectors = _clustered(500, seed=5)
+    query = _clustered(1, seed=6)[0]
+    rows, _ = nearest(vectors, codes(vectors), query, 30)
+    assert rows.tolist() == _exact(vectors, query, 30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 400), keep=st.integers(1, 450), seed=st.integers(0, 10**6))
+def test_the_shortlist_keeps_the_closest_codes(n: int, keep: int, seed: int) -> None:
+    """``keep`` rows (all when fewer), none farther than any row left out, in row order."""
+    vectors = _clustered(n, seed=seed)
+    stored = codes(vectors)
+    query = codes(_clustered(1, seed=seed + 7))[0]
+    kept = nearest_module._shortlist(stored, query, keep)
+    distance = np.bitwise_count(stored ^ query).sum(axis=1)
+    assert kept.tolist() == sorted(set(kept.tolist()))
+    assert kept.shape[0] == min(keep, n)
+    left = np.setdiff1d(np.arange(n), kept)
+    if left.shape[0] and kept.shape[0]:
+        assert distance[kept].max() <= distance[left].min()
+
+
+def test_codes_missing_for_some_rows_fall_back_to_the_exact_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(nearest_module, "EXACT_ROWS", 10)
+    vectors = _clustered(200, seed=9)
+    query = _clustered(1, seed=10)[0]
+    rows, _ = nearest(vectors, codes(vectors[:50]), query, 15)
+    assert rows.tolist() == _exact(vectors, query, 15)
