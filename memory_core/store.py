@@ -284,7 +284,7 @@ class MemoryStore:
 
         def encode() -> tuple[Any, float]:
             start = time.perf_counter()
-            return encoder.encode([question])[0], (time.perf_counter() - start) * 1000
+            return encoder.encode_question(question)[0], (time.perf_counter() - start) * 1000
 
         try:
             encoding = self._encoding.submit(encode)

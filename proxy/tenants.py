@@ -388,12 +388,13 @@ class Tenants:
 
     def warm_up(self, tenants: Collection[str]) -> None:
         """Load what the first request would otherwise wait for: the encoder (one single
-        text and one batch through it), the token counter, and each tenant's store, graph
+        text, one batch and one question through it), the token counter, and each tenant's store, graph
         and lookup path. Runs on a worker thread at start-up, before the proxy reports
         ready."""
         encoder = self._backends.encoder
         encoder.encode(["areamem warm-up"])
         encoder.encode(["areamem warm-up", "a second text"])
+        encoder.encode_question("areamem warm-up?")
         self._counter.count("areamem warm-up")
         for tenant in tenants:  # on a reader thread, as a request's lookup would run
             memory = self.get(tenant, warm_graph=False)

@@ -167,6 +167,41 @@ def test_the_int8_runtime_stays_close_to_the_reference(
     assert np.min(np.sum(vectors * reference.encode(VARIED), axis=1)) >= INT8_MIN_COSINE
 
 
+INT8_QUESTION_MIN_COSINE = 0.97  # measured: 0.9727 for "ok", >= 0.9908 on the 999 LoCoMo questions
+
+
+def test_questions_take_the_int8_graph_and_stored_texts_never_do(
+    cache: Path, encoder: MiniLMEncoder
+) -> None:
+    """A question alone is its own activation scale: close to float32. What is stored
+    (``encode``, one text or many) stays the float32 vector."""
+    fast = MiniLMEncoder(cache_dir=cache, question_weights="int8")
+    for text in VARIED:
+        exact = encoder.encode([text])[0]
+        np.testing.assert_allclose(fast.encode([text])[0], exact, atol=FP32_ATOL)
+        question = fast.encode_question(text)
+        assert question.shape == (1, MiniLMEncoder.dimension)
+        assert float(question[0] @ exact) >= INT8_QUESTION_MIN_COSINE
+    assert (cache / _exported(cache).parent.name / "model.int8.onnx").exists()
+    plain = MiniLMEncoder(cache_dir=cache)  # float32 questions: the very vector stored
+    np.testing.assert_allclose(
+        plain.encode_question(TEXTS[0])[0], encoder.encode([TEXTS[0]])[0], atol=FP32_ATOL
+    )
+
+
+def test_question_weights_follow_the_runtime_unless_set() -> None:
+    assert FormationConfig().encoder.question_weights == "int8"
+    assert parse_formation({"encoder": {"runtime": "torch"}}).encoder.question_weights == (
+        "float32"
+    )
+    with pytest.raises(FormationConfigError) as caught:
+        parse_formation({"encoder": {"runtime": "torch", "question_weights": "int8"}})
+    assert "needs an onnx runtime" in caught.value.reason
+    with pytest.raises(FormationConfigError) as caught:
+        parse_formation({"encoder": {"question_weights": "int4"}})
+    assert caught.value.key == "formation.encoder.question_weights"
+
+
 def test_the_export_never_touches_the_network(tmp_path: Path) -> None:
     """A fresh cache, in a process whose every socket connection or name lookup is
     refused and recorded (an audit hook), with no offline variables set beforehand."""

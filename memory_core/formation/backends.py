@@ -55,7 +55,8 @@ _Generators = Callable[[str], TextGenerator]
 
 
 class SentenceEncoder:
-    """A sentence :class:`Encoder` seen as a formation :class:`MentionEncoder`."""
+    """A sentence :class:`Encoder` seen as a formation :class:`MentionEncoder`, which
+    also encodes questions (:meth:`encode_question`)."""
 
     def __init__(self, encoder: Encoder) -> None:
         self._encoder = encoder
@@ -65,6 +66,13 @@ class SentenceEncoder:
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         return self._encoder.encode(texts)
+
+    def encode_question(self, text: str) -> Vectors:
+        """A question's vector: the MiniLM's question path (its ``question_weights``),
+        else the encoder's own ``encode``."""
+        if isinstance(self._encoder, MiniLMEncoder):
+            return self._encoder.encode_question(text)
+        return self._encoder.encode([text])
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,12 @@ STAGE_BACKENDS: Mapping[str, NameTable] = {
 
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:
     """The backends of every stage, sharing one sentence encoder and one LLM client."""
-    sentence = SentenceEncoder(encoder or MiniLMEncoder(runtime=config.encoder.runtime))
+    sentence = SentenceEncoder(
+        encoder
+        or MiniLMEncoder(
+            runtime=config.encoder.runtime, question_weights=config.encoder.question_weights
+        )
+    )
 
     @cache
     def generator(kind: str) -> TextGenerator:

@@ -30,6 +30,7 @@ __all__ = [
     "MentionEncoder",
     "Normalised",
     "Normaliser",
+    "QuestionEncoder",
     "RelationCandidate",
     "RelationExtractor",
     "Segmenter",
@@ -130,6 +131,12 @@ class MentionEncoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Vectors: ...
 
 
+class QuestionEncoder(MentionEncoder, Protocol):
+    """The sentence encoder of a store: texts to store, and questions to retrieve with."""
+
+    def encode_question(self, text: str) -> Vectors: ...
+
+
 @dataclass(frozen=True)
 class RelationCandidate:
     """A typed claim found in a fragment, before linking and mutation classification.
@@ -172,7 +179,7 @@ class Backends:
     """The stage backends of one store (see :mod:`.backends` for building them)."""
 
     normaliser: Normaliser
-    encoder: MentionEncoder
+    encoder: QuestionEncoder
     segmenter: Segmenter
     ner: MentionDetector
     mentions: MentionEncoder

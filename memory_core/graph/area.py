@@ -61,6 +61,7 @@ from .activation import Activation
 from .csr import GraphVersion
 from .edges import EdgeList
 from .errors import GraphConfigError
+from .growth import grow_all
 from .kinds import NodeKind
 from .traversal import Traversal
 from .wave import WaveConfig, WaveResult, damped_wave, region_laplacian
@@ -345,57 +346,28 @@ class _Field:
             tuple(m.tolist()),
         )
 
-    def grow(self, centre: int, config: AreaConfig) -> Int64s:
-        """Breadth-first growth from ``centre`` over admissible neighbours."""
-        seen = np.zeros(self.ids.shape[0], dtype=bool)
-        seen[centre] = True
-        members, frontier = [np.array([centre], dtype=np.int64)], np.array([centre], np.int64)
-        room = config.max_region_nodes - 1
-        for _ in range(config.radius):
-            near = self._neighbours_of(frontier)
-            near = near[~seen[near]]
-            seen[near] = True
-            near = near[self.hub[near] >= config.min_hub_weight]
-            if near.shape[0] > room:
-                near = near[np.argsort(-self.total[near], kind="stable")[:room]]
-            if near.shape[0] == 0:
-                break
-            members.append(near)
-            room -= near.shape[0]
-            frontier = near
-        return np.concatenate(members)
-
-    def _neighbours_of(self, nodes: Int64s) -> Int64s:
-        starts, ends = self.indptr[nodes], self.indptr[nodes + 1]
-        parts = [self.neighbours[s:e] for s, e in zip(starts, ends, strict=True)]
-        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
-
 
 def _grow_all(measures: _Field, config: AreaConfig) -> list[tuple[int, Int64s]]:
-    """(centre, members) for each kept candidate, in centre order.
+    """(centre, members) for each kept candidate, in centre order (compiled:
+    :func:`.growth.grow_all`).
 
     At most ``4 * max_candidates`` centres are tried, so a crowd of overlapping regions
     cannot make selection slow.
     """
     order = np.lexsort((measures.ids, -measures.total, -measures.centre))
-    covered = np.zeros(measures.ids.shape[0], dtype=bool)
-    kept: list[tuple[int, Int64s]] = []
-    sets: list[frozenset[int]] = []
-    tries = 0
-    for centre in order.tolist():
-        if len(kept) >= config.max_candidates or tries >= 4 * config.max_candidates:
-            break
-        if covered[centre] or measures.total[centre] <= 0.0:
-            continue
-        tries += 1
-        members = measures.grow(centre, config)
-        as_set = frozenset(members.tolist())
-        if any(_jaccard(as_set, other) > config.max_overlap for other in sets):
-            continue
-        covered[members] = True
-        kept.append((centre, members))
-        sets.append(as_set)
-    return kept
+    centres, offsets, members = grow_all(
+        order.astype(np.int64),
+        measures.indptr,
+        measures.neighbours,
+        measures.hub,
+        measures.total,
+        config.radius,
+        config.max_region_nodes,
+        config.min_hub_weight,
+        config.max_candidates,
+        config.max_overlap,
+    )
+    return [(int(c), members[offsets[i] : offsets[i + 1]]) for i, c in enumerate(centres.tolist())]
 
 
 def _activated(activation: Activation, config: AreaConfig) -> Int64s:
@@ -459,6 +431,16 @@ def _evenness(shares: Floats) -> float:
     return float(np.exp(-(nz * np.log(nz)).sum()) / shares.shape[0])
 
 
+def _row_evenness(rows: Floats, totals: Floats) -> Floats:
+    """:func:`_evenness` of each row's shares (0 for a row with nothing)."""
+    if rows.shape[0] == 0 or rows.shape[1] == 0:
+        return np.zeros(rows.shape[0])
+    shares = rows / np.where(totals > 0, totals, 1.0)[:, None]
+    safe = np.where(shares > 0.0, shares, 1.0)
+    entropy = -(shares * np.log(safe)).sum(axis=1)
+    return np.where(totals > 0, np.exp(entropy) / rows.shape[1], 0.0)
+
+
 def _sources(graph: GraphVersion, region: Region) -> int:
     """Distinct source fragments: edge sources and the region's own fragment nodes."""
     edge_sources = region.edges.source[region.edges.source >= 0]
@@ -475,10 +457,6 @@ def _edge_ids(edges: EdgeList) -> int:
     return 1 + int(np.count_nonzero((np.diff(types) != 0) | (np.diff(ids) != 0)))
 
 
-def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0
-
-
 def _rank_fragments(
     graph: GraphVersion, activation: Activation, region: Region, wave: WaveResult | None
 ) -> tuple[Int64s, Floats]:
@@ -492,10 +470,7 @@ def _rank_fragments(
     candidates = np.union1d(members, sources).astype(np.int64)
     rows = _rows(activation, candidates)
     totals = rows.sum(axis=1)
-    evenness = np.array(
-        [_evenness(r / t) if t > 0 else 0.0 for r, t in zip(rows, totals, strict=True)]
-    )
-    scores = totals * evenness
+    scores = totals * _row_evenness(rows, totals)
     if wave is None:
         order = np.lexsort((candidates, -scores))
         return candidates[order], np.asarray(scores[order], dtype=np.float64)
