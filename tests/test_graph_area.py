@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memory_core.graph.area as area_module
 from memory_core.graph import (
     Activation,
     AreaConfig,
@@ -216,3 +217,75 @@ def test_areas_on_random_graphs_keep_their_invariants(
         for v in area.fragments.tolist():
             assert (v in region_nodes and version.kinds[v] == FRAGMENT) or v in sources
         assert list(area.fragment_scores) == sorted(area.fragment_scores, reverse=True)
+
+
+def _reference_growth(field: area_module._Field, config: AreaConfig) -> list[tuple[int, list[int]]]:
+    """The growth rule of the module docstring, in plain Python over the field's local
+    adjacency (what the compiled :func:`grow_all` must reproduce exactly)."""
+    k = field.ids.shape[0]
+    adjacency = [field.neighbours[field.indptr[u] : field.indptr[u + 1]].tolist() for u in range(k)]
+    order = sorted(range(k), key=lambda u: (-field.centre[u], -field.total[u], field.ids[u]))
+    covered: set[int] = set()
+    kept: list[tuple[int, list[int]]] = []
+    tries = 0
+    for centre in order:
+        if len(kept) >= config.max_candidates or tries >= 4 * config.max_candidates:
+            break
+        if centre in covered or field.total[centre] <= 0:
+            continue
+        tries += 1
+        seen, members, frontier = {centre}, [centre], [centre]
+        room = config.max_region_nodes - 1
+        for _ in range(config.radius):
+            near = sorted({v for u in frontier for v in adjacency[u]} - seen)
+            seen.update(near)
+            near = [v for v in near if field.hub[v] >= config.min_hub_weight]
+            if len(near) > room:
+                near = sorted(near, key=lambda v: -field.total[v])[:room]  # stable
+            if not near:
+                break
+            members += near
+            room -= len(near)
+            frontier = near
+        new = set(members)
+        if any(len(new & set(m)) / len(new | set(m)) > config.max_overlap for _, m in kept):
+            continue
+        covered |= new
+        kept.append((centre, members))
+    return kept
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    graph=small_graphs(max_nodes=16, max_edges=40),
+    traversal=traversals(),
+    radius=st.integers(0, 3),
+    max_region_nodes=st.integers(1, 6),
+    max_candidates=st.integers(1, 4),
+    max_overlap=st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+    min_hub_weight=st.sampled_from([0.0, 0.5, 1.0]),
+    data=st.data(),
+)
+def test_compiled_growth_follows_the_documented_rule(
+    graph: SmallGraph,
+    traversal: Traversal,
+    radius: int,
+    max_region_nodes: int,
+    max_candidates: int,
+    max_overlap: float,
+    min_hub_weight: float,
+    data: st.DataObject,
+) -> None:
+    config = AreaConfig(
+        radius=radius,
+        max_region_nodes=max_region_nodes,
+        max_candidates=max_candidates,
+        max_overlap=max_overlap,
+        min_hub_weight=min_hub_weight,
+    )
+    version = graph.version()
+    activation = pulse(version, data.draw(foci_for(graph.n)), traversal)
+    ids = area_module._activated(activation, config)
+    field = area_module._Field.build(version, activation, traversal, config, ids)
+    got = [(c, m.tolist()) for c, m in area_module._grow_all(field, config)]
+    assert got == _reference_growth(field, config)
