@@ -113,6 +113,7 @@ class _Runtime(Protocol):
     thread only."""
 
     fast_path: str
+    question_on_any_thread: bool
 
     def encode(self, texts: list[str]) -> Vectors: ...
 
@@ -180,7 +181,14 @@ class MiniLMEncoder:
     def encode_question(self, text: str) -> Vectors:
         """The embedding of one question (shape ``1 x 384``), ahead of any batch; with
         ``question_weights="int8"`` from the int8 graph (see the module docstring). Never
-        used for what is stored: stored vectors always come from :meth:`encode`."""
+        used for what is stored: stored vectors always come from :meth:`encode`.
+
+        A runtime whose question path is safe on any thread (ONNX Runtime: one intra-op
+        thread, ``run`` is thread-safe) runs on the caller's thread: two thread hops, each
+        a wait for the GIL while retrieval holds it, cost more than the inference."""
+        runtime = self._load()
+        if runtime.question_on_any_thread:
+            return runtime.encode_question(text)
         with self._lock:
             if self._worker is None:
                 self._worker = _InferenceThread(f"minilm-{id(self):x}")
@@ -243,6 +251,7 @@ class _TorchRuntime:
             raise EncoderUnavailableError(
                 "int8 question weights need the onnx runtime (formation.encoder.runtime)"
             )
+        self.question_on_any_thread = False  # torch's thread pools are per calling thread
         self._model = _load_minilm(settings.threads)
         self._model.max_seq_length = settings.max_tokens
         self._settings = settings
@@ -403,6 +412,7 @@ class _OnnxRuntime:
         self._single = _session(self._ort, self.model_path, _QUESTION_THREADS)
         self._weights, self._cache = weights, cache
         self._int8_questions = settings.int8_questions and not int8
+        self.question_on_any_thread = True
         self.fast_path = f"onnx{'-int8' if int8 else ''} ({how} {self.model_path})"
 
     @cached_property
