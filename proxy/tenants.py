@@ -387,10 +387,10 @@ class Tenants:
         return await asyncio.get_running_loop().run_in_executor(None, self.get, tenant)
 
     def warm_up(self, tenants: Collection[str]) -> None:
-        """Load what the first request would otherwise wait for: the encoder (one single
-        text, one batch and one question through it), the token counter, and each tenant's store, graph
-        and lookup path. Runs on a worker thread at start-up, before the proxy reports
-        ready."""
+        """Load what the first request would otherwise wait for: the encoder (one text,
+        one batch and one question through it), the token counter, and each tenant's
+        store, graph and lookup path. Runs on a worker thread at start-up, before the
+        proxy reports ready."""
         encoder = self._backends.encoder
         encoder.encode(["areamem warm-up"])
         encoder.encode(["areamem warm-up", "a second text"])
