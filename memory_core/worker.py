@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from .blas import limit_blas_threads
 from .errors import MemoryCoreError
 from .formation import Backends, FormationConfig, build_backends
 from .store import MemoryStore
@@ -124,6 +125,7 @@ def run(settings: WorkerSettings, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):  # a platform without nice: same priority
         os.nice(NICENESS)
+    limit_blas_threads()
     backends = build_backends(settings.formation)
     backends.encoder.encode(["areamem formation worker warm-up"])
     worker = _Worker(settings, backends, conn)

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from memory_core import MemoryCoreError, MemoryStore
+from memory_core.blas import limit_blas_threads
 from memory_core.configuration import ConfigurationError
 from memory_core.formation import BackendError
 
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ConfigError, and a PolicyError from the first policy load: file:line: key: reason
         print(f"areamem: configuration error: {exc}", file=sys.stderr)
         return 2
+    limit_blas_threads()
     try:
         asyncio.run(_serve(config, services))
     except OSError as exc:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import pickle
 import time
 import zlib
 from collections.abc import Callable
@@ -282,12 +283,15 @@ class FormationWorkers:
         if slot.conn is None:
             return
         with contextlib.suppress(OSError):  # it died: restarted, it is sent this again
-            slot.conn.send(message)
+            # what Connection.send writes, without building a ForkingPickler per message
+            slot.conn.send_bytes(pickle.dumps(message))
 
     def _on_readable(self, slot: _Slot) -> None:
+        """One message per call: the loop calls again while the pipe stays readable
+        (level-triggered), so no ``poll`` (each builds a selector) on the event loop."""
         conn = slot.conn
         try:
-            while conn is not None and conn.poll(0):
+            if conn is not None:
                 self._handle(slot, conn.recv())
         except (EOFError, OSError):
             if conn is not None and self._loop is not None:

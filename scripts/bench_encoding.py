@@ -6,7 +6,9 @@ one text per call, run on one intra-op thread as the proxy does) and formation b
 candidate runtime and thread count: median and p90 latency per text and texts/s; and,
 against the reference (the sentence-transformers float32 pipeline, batch size 32), the
 largest absolute difference of a vector component and the least cosine similarity over
-every text the candidate encoded (questions one at a time, turns in batches).
+every text the candidate encoded (questions one at a time, turns in batches). For
+``onnx`` a further row times the retrieval path, ``encode_question`` with int8 question
+weights (``formation.encoder.question_weights``), against the same reference.
 
 Candidates: the registered runtimes of :data:`memory_core.embeddings.RUNTIMES`
 (``torch``, ``onnx``, ``onnx-int8``) and ``torch-int8`` (torch dynamic int8 quantisation of
@@ -169,20 +171,36 @@ def _candidate(
         load_s = time.perf_counter() - began
         if threads == 1:
             rows.append(_singles(encoder, questions, ref_q, load_s))
+            if runtime == "onnx":  # the retrieval path: questions on the int8 graph
+                fast = MiniLMEncoder(runtime=runtime, cache_dir=cache, question_weights="int8")
+                fast.encode_question("load and warm up")
+                rows.append(_singles(fast, questions, ref_q, load_s, question_path=True))
         rows.append(_batches(encoder, turns, ref_t, repeats, threads, load_s))
         print(f"  {runtime} {threads} thread(s): {encoder.fast_path}", flush=True)
     return rows
 
 
-def _singles(encoder: MiniLMEncoder, questions: list[str], ref: Any, load_s: float) -> Row:
+def _singles(
+    encoder: MiniLMEncoder,
+    questions: list[str],
+    ref: Any,
+    load_s: float,
+    *,
+    question_path: bool = False,
+) -> Row:
+    """One text at a time: ``encode([text])`` (what formation stores), or with
+    ``question_path`` ``encode_question`` (what retrieval asks with)."""
     times, vectors = [], []
     for text in questions:
         began = time.perf_counter()
-        vectors.append(encoder.encode([text])[0])
+        if question_path:
+            vectors.append(encoder.encode_question(text)[0])
+        else:
+            vectors.append(encoder.encode([text])[0])
         times.append((time.perf_counter() - began) * 1000)
     return _row(
         encoder,
-        "question",
+        "question (int8 question weights)" if question_path else "question",
         1,
         times,
         len(questions) / (sum(times) / 1000),
