@@ -27,7 +27,16 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-__all__ = ["BITS", "EXACT_ROWS", "SHORTLIST", "WORDS", "Nearest", "codes", "nearest"]
+__all__ = [
+    "BITS",
+    "EXACT_ROWS",
+    "SHORTLIST",
+    "WORDS",
+    "Nearest",
+    "codes",
+    "nearest",
+    "shortlist",
+]
 
 BITS = 1024
 """Hyperplanes per code: the angle estimate's spread shrinks with sqrt(BITS)."""
@@ -69,8 +78,8 @@ def nearest(vectors: Vectors, stored_codes: Codes, query: Vectors, k: int) -> Ne
     if rows <= EXACT_ROWS or stored_codes.shape[0] < rows:
         sims = vectors @ query
         return _best(np.arange(rows, dtype=np.int64), sims, k)
-    shortlist = _shortlist(stored_codes[:rows], codes(query[None, :])[0], max(SHORTLIST, k))
-    return _best(shortlist, vectors[shortlist] @ query, k)
+    near = shortlist(stored_codes[:rows], codes(query[None, :])[0], max(SHORTLIST, k))
+    return _best(near, vectors[near] @ query, k)
 
 
 def _best(rows: npt.NDArray[np.int64], sims: Vectors, k: int) -> Nearest:
@@ -86,7 +95,7 @@ _H01 = np.uint64(0x0101010101010101)
 
 
 @njit(cache=True, nogil=True)
-def _shortlist(stored: Codes, query: Codes, keep: int) -> npt.NDArray[np.int64]:
+def shortlist(stored: Codes, query: Codes, keep: int) -> npt.NDArray[np.int64]:
     """Rows of the ``keep`` codes nearest ``query`` by Hamming distance (ties at the
     cut-off distance: the lower rows), in row order."""
     n = stored.shape[0]

@@ -27,8 +27,9 @@ from typing import Any
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
-from .graph import GraphSettings, prepare
+from .graph import GraphSettings
 from .inspect import list_contexts, list_entities, list_relations
+from .kernels import compile_kernels
 from .log import AppendResult, LogMessage, append_messages
 from .memory_graph import MemoryGraph, MemoryGraphIndex
 from .names import NameIndex
@@ -187,8 +188,9 @@ class MemoryStore:
             return self._prepared(self._graph.refresh(self._forming))
 
     def _prepared(self, graph: MemoryGraph) -> MemoryGraph:
-        """``graph``, its pulse compiled now (on the formation thread, not in a query)."""
-        prepare(graph.graph, self._settings.traversal, self._settings.pulse)
+        """``graph``, with the retrieval kernels compiled now (on the formation thread,
+        not in a query: see :mod:`.kernels`)."""
+        compile_kernels()
         return graph
 
     def formation_timings(self) -> dict[str, float]:

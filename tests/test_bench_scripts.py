@@ -155,3 +155,34 @@ def test_litellm_runs_with_a_reduced_offline_environment(
     assert env["LITELLM_OFFLINE_MODE"] == "true"
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert env["LITELLM_MODE"] == "PRODUCTION"
+
+
+def test_bench_nearest_compares_the_shortlist_with_the_exact_search(tmp_path: Path) -> None:
+    """On a small real store (the shortlist is forced whatever its size) and a missing one."""
+    from memory_core import LogMessage, MemoryStore
+
+    store = MemoryStore(tmp_path / "t.db")
+    turns = [f"Turn {i}: we talked about hiking near lake {i} with Caroline." for i in range(60)]
+    messages = [{"role": "user", "content": t} for t in turns]
+    store.append(
+        [LogMessage(m, 1_700_000_000.0 + i) for i, m in enumerate(messages)], conversation="c1"
+    )
+    store.form_all()
+    store.close()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command = [sys.executable, "scripts/bench_nearest.py", "--db", str(tmp_path / "t.db")]
+    done = subprocess.run(
+        [*command, "--questions", "5", "--shortlists", "8,60"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=LIMIT_S, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "60 vectors, 5 questions" in done.stdout
+    lines = done.stdout.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines if len(line.split()) == 7}
+    assert rows["60"][3:5] == ["1.0000", "1.0000"]  # a shortlist of every vector is exact
+    assert set(rows) >= {"8", "60"}
+    missing = subprocess.run(
+        [sys.executable, "scripts/bench_nearest.py", "--db", str(tmp_path / "none.db")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=LIMIT_S, check=False,
+    )
+    assert missing.returncode == 2 and "no store at" in missing.stderr

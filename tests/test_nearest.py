@@ -82,7 +82,7 @@ def test_the_shortlist_keeps_the_closest_codes(n: int, keep: int, seed: int) -> 
     vectors = _clustered(n, seed=seed)
     stored = codes(vectors)
     query = codes(_clustered(1, seed=seed + 7))[0]
-    kept = nearest_module._shortlist(stored, query, keep)
+    kept = nearest_module.shortlist(stored, query, keep)
     distance = np.bitwise_count(stored ^ query).sum(axis=1)
     assert kept.tolist() == sorted(set(kept.tolist()))
     assert kept.shape[0] == min(keep, n)

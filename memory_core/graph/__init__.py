@@ -7,7 +7,7 @@ terms, and the ranked fragments. :func:`damped_wave` is the wave variant (``Area
 Building the edge lists from SQLite, and the foci from a message, are the caller's job.
 """
 
-from .activation import Activation, PulseConfig, combine, prepare, pulse
+from .activation import Activation, PulseConfig, combine, pulse
 from .area import (
     OPERATORS,
     Area,
@@ -56,7 +56,6 @@ __all__ = [
     "combine",
     "damped_wave",
     "parse_graph_settings",
-    "prepare",
     "pulse",
     "region_laplacian",
     "score_region",

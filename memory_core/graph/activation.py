@@ -63,7 +63,6 @@ added to the result as its own first term; the error left is at most
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -76,7 +75,7 @@ from .errors import GraphConfigError, GraphError
 from .push import push_rounds
 from .traversal import Traversal
 
-__all__ = ["Activation", "PulseConfig", "combine", "prepare", "pulse"]
+__all__ = ["Activation", "PulseConfig", "combine", "pulse"]
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
@@ -222,14 +221,6 @@ def _activation(
         edges_visited=read,
         converged=converged,
     )
-
-
-def prepare(graph: GraphVersion, traversal: Traversal, config: PulseConfig = PulseConfig()) -> None:
-    """Compile the push now (a first query would otherwise wait a second or more for it):
-    one pulse from node 0 of ``graph``, result discarded. Compiled code is cached on disk,
-    so later processes only load it."""
-    if graph.n_nodes:
-        pulse(graph, [{0: 1.0}], traversal, dataclasses.replace(config, max_rounds=1))
 
 
 def combine(parts: Sequence[Activation]) -> Activation:
