@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -52,6 +53,11 @@ __all__ = [
 ]
 
 _PARENT_CHECK_S = 1.0
+GATHER_S = 0.1
+"""How long a worker lets further exchanges arrive before it forms what is due. Back to
+back requests on two cores were formed one exchange a pass: about 10 ms of CPU each,
+taken from the next request's retrieval. Waiting this long forms a burst in one pass
+(fixed costs paid once, one graph refresh for all) for 0.1 s more of freshness."""
 NICENESS = 19
 """How much lower the worker's CPU priority is than the proxy's (``nice``): on a small
 machine formation and retrieval compete for the same cores, and a question must not wait
@@ -155,9 +161,20 @@ class _Worker:
             if not self._due:
                 self._receive(wait=True)
                 continue
+            self._gather()
             tenant = next(iter(self._due))
             del self._due[tenant]
             self._form(tenant)
+            self._receive(wait=False)
+
+    def _gather(self) -> None:
+        """Take what else arrives within :data:`GATHER_S` before forming: exchanges that
+        come in a burst are formed in one pass instead of one pass each."""
+        deadline = time.monotonic() + GATHER_S
+        while not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._conn.poll(left):
+                return
             self._receive(wait=False)
 
     def _receive(self, *, wait: bool) -> None:
