@@ -162,22 +162,13 @@ def pulse(
     seeds, amounts = _seeds(foci, graph.n_nodes)
     out, inc, delta = graph.out, graph.inc, graph.delta
     dout, din = graph.delta_indexes
+    version = (
+        *(out.indptr, out.indices, out.weight, out.edge_type, inc.indptr, inc.indices, inc.pos),
+        *(delta.src, delta.dst, delta.weight, delta.edge_type),
+        *(dout.keys, dout.order, din.keys, din.order),
+    )
     nodes, settled, pending, trace, pushes, rounds, read, converged = push_rounds(
-        out.indptr,
-        out.indices,
-        out.weight,
-        out.edge_type,
-        inc.indptr,
-        inc.indices,
-        inc.pos,
-        delta.src,
-        delta.dst,
-        delta.weight,
-        delta.edge_type,
-        dout.keys,
-        dout.order,
-        din.keys,
-        din.order,
+        version,
         traversal.forward_table,
         traversal.reverse_table,
         _NO_NODES if closed is None else np.asarray(closed, np.int64),

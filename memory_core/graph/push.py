@@ -61,21 +61,7 @@ def _grown(
 
 @njit(cache=True, nogil=True)
 def push_rounds(
-    out_indptr: Any,
-    out_indices: Any,
-    out_weight: Any,
-    out_type: Any,
-    inc_indptr: Any,
-    inc_indices: Any,
-    inc_pos: Any,
-    delta_src: Any,
-    delta_dst: Any,
-    delta_weight: Any,
-    delta_type: Any,
-    dout_keys: Any,
-    dout_order: Any,
-    din_keys: Any,
-    din_order: Any,
+    version: Any,
     forward: Any,
     reverse: Any,
     closed: Any,
@@ -87,7 +73,12 @@ def push_rounds(
     max_pushes: int,
     max_rounds: int,
 ) -> tuple[Any, Any, Any, Any, int, int, int, bool]:
-    """``(nodes, settled, pending, trace, pushes, rounds, edges read, converged)``."""
+    """``(nodes, settled, pending, trace, pushes, rounds, edges read, converged)``.
+
+    ``version`` is the version's arrays as one tuple: ``out`` (indptr, indices, weight,
+    edge_type), ``inc`` (indptr, indices, pos), the delta (src, dst, weight, edge_type)
+    and its two indexes (by source: keys, order; by target: keys, order)."""
+    out_indptr, inc_indptr, dout_keys, din_keys = version[0], version[4], version[11], version[13]
     f = amounts.shape[1]
     slot = np.full(n_nodes, -1, np.int64)
     blocked = np.zeros(n_nodes, np.bool_)
@@ -110,27 +101,7 @@ def push_rounds(
         if rows.shape[0] > max_pushes - pushes:
             rows = _most_loaded(rows, ids, degree, pending, max_pushes - pushes)
         moved = _settle(rows, degree, pending, settled, epsilon)
-        owner, target, weight, entries = _arcs(
-            ids[rows],
-            out_indptr,
-            out_indices,
-            out_weight,
-            out_type,
-            inc_indptr,
-            inc_indices,
-            inc_pos,
-            delta_src,
-            delta_dst,
-            delta_weight,
-            delta_type,
-            dout_keys,
-            dout_order,
-            din_keys,
-            din_order,
-            forward,
-            reverse,
-            blocked,
-        )
+        owner, target, weight, entries = _arcs(ids[rows], version, forward, reverse, blocked)
         read += entries
         new = _untouched(target, slot)
         if count + new.shape[0] > ids.shape[0]:
@@ -328,30 +299,15 @@ def _untouched(target: Any, slot: Any) -> Any:
 
 
 @njit(cache=True, nogil=True)
-def _arcs(  # the version's arrays, passed flat
-    nodes: Any,
-    out_indptr: Any,
-    out_indices: Any,
-    out_weight: Any,
-    out_type: Any,
-    inc_indptr: Any,
-    inc_indices: Any,
-    inc_pos: Any,
-    delta_src: Any,
-    delta_dst: Any,
-    delta_weight: Any,
-    delta_type: Any,
-    dout_keys: Any,
-    dout_order: Any,
-    din_keys: Any,
-    din_order: Any,
-    forward: Any,
-    reverse: Any,
-    blocked: Any,
+def _arcs(
+    nodes: Any, version: Any, forward: Any, reverse: Any, blocked: Any
 ) -> tuple[Any, Any, Any, int]:
     """The open arcs leaving ``nodes`` (``owner`` indexes ``nodes``) with their weights,
     in stored order (base forward, base reverse, delta forward, delta reverse), and the
     edge entries read."""
+    (out_indptr, out_indices, out_weight, out_type, inc_indptr, inc_indices, inc_pos) = version[:7]
+    (delta_src, delta_dst, delta_weight, delta_type) = version[7:11]
+    (dout_keys, dout_order, din_keys, din_order) = version[11:15]
     n_rows = out_indptr.shape[0] - 1
     out_lo, out_hi = _spans(dout_keys, nodes)
     in_lo, in_hi = _spans(din_keys, nodes)
