@@ -195,5 +195,6 @@ def _fill(
     terms: Floats, done: Bools, rows: Int64s, j: int, compute: Callable[[Int64s], Floats]
 ) -> None:
     if rows.shape[0]:
-        terms[rows, j] = np.clip(compute(rows), 0.0, 1.0)
+        value = np.nan_to_num(compute(rows), nan=0.0, posinf=1.0, neginf=0.0)
+        terms[rows, j] = np.clip(value, 0.0, 1.0)  # as Candidates.of clips every term
         done[rows] = True

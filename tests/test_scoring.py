@@ -142,3 +142,14 @@ def test_computing_a_costly_term_only_where_it_can_matter_ranks_as_computing_it_
     np.testing.assert_allclose(scores[order], expected_scores[order])
     np.testing.assert_allclose(filled.terms[order], full.terms[order])
     assert len(asked) == len(set(asked))  # each row computed at most once
+
+
+def test_a_costly_term_that_comes_back_nan_or_out_of_range_counts_as_clipped() -> None:
+    blank = _candidates(similarity=[0.0, 0.0, 0.0, 0.0])
+    config = ScoringConfig()
+    weird = np.array([np.nan, np.inf, -3.0, 0.5])
+    filled, order, scores = rank_computing(blank, config, 4, "similarity", lambda r: weird[r])
+    column = filled.terms[:, TERMS.index("similarity")]
+    assert column[:3].tolist() == [0.0, 1.0, 0.0]
+    assert column[3] == 0.2  # the imputed row keeps its BM25 share
+    assert np.isfinite(scores).all() and len(order) > 0
