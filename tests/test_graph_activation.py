@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memory_core.graph import (
@@ -313,6 +313,7 @@ def test_the_compiled_push_follows_the_round_rule(
         max_pushes=max_pushes,
         closed=tuple(closed),
     )
+    assume(expected.margin > 1e-9)  # a tie at the float boundary is no rule of ours
     assert got.nodes.tolist() == expected.touched
     np.testing.assert_allclose(got.per_focus, expected.per_focus[got.nodes], rtol=1e-9, atol=1e-12)
     assert (got.pushes, got.rounds, got.edges_visited, got.converged) == (

@@ -6,6 +6,7 @@ loops over edges and dense matrices: no CSR, no push, no sorting tricks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,6 +127,10 @@ class Rounds:
     rounds: int
     read: int
     converged: bool
+    margin: float
+    """How close any decision came to flipping: the least relative distance of a pending
+    amount from its threshold, or of two loads compared at a binding budget. Below ~1e-9
+    another summation order (the package's) may decide the other way."""
 
 
 def dense_rounds(
@@ -154,11 +159,23 @@ def dense_rounds(
     touched = {n for focus in foci for n in focus}
     pushes = rounds = read = 0
     threshold = epsilon * degree[:, None]
+    margin = math.inf
+
+    def closeness(a: Floats, b: Floats) -> float:
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1e-300)
+        return float((np.abs(a - b) / scale).min()) if a.size else math.inf
+
     while rounds < max_rounds and pushes < max_pushes:
+        live = pending > 0
+        margin = min(
+            margin, closeness(pending[live], np.broadcast_to(threshold, pending.shape)[live])
+        )
         rows = [u for u in range(graph.n) if (pending[u] > threshold[u]).any()]
         if not rows:
             break
         if len(rows) > max_pushes - pushes:
+            loads = np.array(sorted(pending[u].max() / degree[u] for u in rows))
+            margin = min(margin, closeness(loads[1:], loads[:-1]))
             rows = sorted(rows, key=lambda u: (-pending[u].max() / degree[u], u))
             rows = sorted(rows[: max_pushes - pushes])
         moved = np.zeros_like(pending)
@@ -171,8 +188,10 @@ def dense_rounds(
         pending = pending - moved + gamma * p.T @ moved
         pushes += len(rows)
         rounds += 1
+    live = pending > 0
+    margin = min(margin, closeness(pending[live], np.broadcast_to(threshold, pending.shape)[live]))
     converged = not (pending > threshold).any()
-    return Rounds(settled + pending, sorted(touched), pushes, rounds, read, converged)
+    return Rounds(settled + pending, sorted(touched), pushes, rounds, read, converged, margin)
 
 
 def dense_activation(p: Floats, a0: Floats, gamma: float) -> Floats:
