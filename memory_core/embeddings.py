@@ -429,13 +429,13 @@ class _OnnxRuntime:
         return _session(self._ort, quantised, _QUESTION_THREADS)
 
     def encode_question(self, text: str) -> Vectors:
-        ids, mask = _padded([self._tokenizer.encode(text.strip()).ids], self._pad)
+        ids, mask = _padded([self._tokenizer.encode(_tokenizable(text)).ids], self._pad)
         vector = self._question.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return np.asarray(vector, dtype=np.float32)
 
     def encode(self, texts: list[str]) -> Vectors:
         session = self._single if len(texts) == 1 else self._batch
-        pieces = [e.ids for e in self._tokenizer.encode_batch([t.strip() for t in texts])]
+        pieces = [e.ids for e in self._tokenizer.encode_batch([_tokenizable(t) for t in texts])]
         order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
         vectors = np.empty((len(texts), MiniLMEncoder.dimension), dtype=np.float32)
         for start in range(0, len(order), _SUB_BATCH):
@@ -449,6 +449,15 @@ _SUB_BATCH = 8
 """Texts per ONNX Runtime call in a batch, grouped by length. Padding a chunk of 32 to its
 longest text cost more than the calls saved (320 LoCoMo turns, 2 threads: 4.8 ms a text
 in calls of 32, 3.2 of 16, 2.7 of 8, 2.8 of 4)."""
+
+
+def _tokenizable(text: str) -> str:
+    """``text`` stripped, a lone surrogate (not valid Unicode, refused by the tokenizer
+    with a TypeError) replaced by ``?``: a library caller's text is encoded, not refused."""
+    text = text.strip()
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _padded(rows: list[list[int]], pad: int) -> tuple[npt.NDArray[np.int64], ...]:

@@ -183,11 +183,12 @@ class MemoryConfig(ConfigModel):
     formation_grace_ms: float = Field(250.0, ge=0)
     context_turns: int = Field(0, ge=0)
     formation_max_defer_ms: float = Field(5000.0, ge=0)
-    max_concurrent_retrievals: int = Field(8, ge=1)
+    max_concurrent_retrievals: int = Field(8, ge=1, le=256)
     """Memory lookups queued or running at once (also the reader threads); a request
     past it goes on without memory at once instead of queueing past its budget. 8: with
     4, 14% of a 50-client load's requests found the gate full (86% served), with 8
-    99% (``scripts/load.py --clients 50``), each well inside its 250 ms budget."""
+    99% (``scripts/load.py --clients 50``), each well inside its 250 ms budget. At most
+    256: each is a reader thread."""
     formation_workers: int = Field(0, ge=0, le=64)
     """Formation worker processes (see :mod:`proxy.formation_workers`); 0 forms in this
     process, on each tenant's formation thread, after a quiet moment (the grace keys)."""

@@ -90,6 +90,13 @@ CASES = [
         "memory.formation_workers",
         "must be <= 64",
     ),
+    (
+        "memory",
+        "memory:\n  max_concurrent_retrievals: 1000000000\n",
+        5,
+        "memory.max_concurrent_retrievals",
+        "must be <= 256",
+    ),
     # logging
     ("logging", "logging: [stdout]\n", 4, "logging", "must be a mapping, got a list"),
     ("logging", "logging:\n  files: false\n", 5, "logging.files", "did you mean 'file'?"),

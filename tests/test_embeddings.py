@@ -260,3 +260,14 @@ def test_an_inference_error_reaches_the_caller(encoder: MiniLMEncoder) -> None:
     finally:
         del encoder._encode_now
     assert encoder.encode(["still works"]).shape == (1, 384)
+
+
+def test_a_lone_surrogate_is_encoded_not_refused(encoder: MiniLMEncoder) -> None:
+    """The proxy refuses such bodies at its edge; a library caller still gets a vector
+    (the tokenizer raised TypeError on ``\\ud800``), the same as for ``?`` in its place."""
+    broken, plain = "\ud800 When did Caroline go?", "? When did Caroline go?"
+    np.testing.assert_allclose(encoder.encode([broken]), encoder.encode([plain]), atol=FP32_ATOL)
+    np.testing.assert_allclose(
+        encoder.encode_question(broken), encoder.encode_question(plain), atol=FP32_ATOL
+    )
+    assert encoder.encode([broken, "ok"]).shape == (2, MiniLMEncoder.dimension)
