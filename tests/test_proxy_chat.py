@@ -142,16 +142,18 @@ async def test_memory_role_user_and_stream_injection(
             model="echo", messages=[{"role": "user", "content": "The launch code name is Bluefin."}]
         )
         await proxy.settle()
-        stream = await client.chat.completions.create(
+        raw = await client.chat.completions.with_raw_response.create(
             model="echo",
             stream=True,
             messages=[{"role": "user", "content": "What was the launch code name, remember?"}],
         )
+        stream = raw.parse()
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text.startswith("echo:")
     sent = upstream.requests[-1].body["messages"]
-    assert sent[0]["role"] == "user" and "Bluefin" in sent[0]["content"]
     await proxy.settle()
+    receipt = await _receipt(proxy, raw.headers["X-Memory-Receipt"])
+    assert sent[0]["role"] == "user" and "Bluefin" in sent[0]["content"], receipt
     # the streamed answer was assembled and ingested
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{proxy.url}/memory/search", params={"q": "launch code"}) as r:
