@@ -60,7 +60,7 @@ from .graph import (
 )
 from .memory_graph import MemoryGraph
 from .nearest import nearest
-from .retrieval import search_scores
+from .retrieval import indexed_search_scores
 from .scoring import Candidates, ScoringConfig, rank_computing
 from .storage import Connection, contexts, entities, fragments
 from .text import normalise_name, query_terms, stem
@@ -132,7 +132,9 @@ def retrieve_area(
     area_config = area_config or _AREA
     scoring = scoring or _SCORING
     clock = _Clock()
-    hits = search_scores(conn, question, limit=max(scoring.seeds, scoring.candidates))
+    hits = indexed_search_scores(
+        conn, memory.lexical, question, limit=max(scoring.seeds, scoring.candidates)
+    )
     found = [fid for fid, _ in hits]
     lexical = [
         n

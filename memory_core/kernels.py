@@ -1,15 +1,15 @@
 """Compile the retrieval kernels before a question needs them.
 
-The pulse (:mod:`.graph.push`), region growth (:mod:`.graph.growth`) and the code
-shortlist (:mod:`.nearest`) are compiled by numba at their first call: about 15 s on two
-cores with an empty cache, under a second once the compiled code is cached on disk
-(numba's cache, beside the sources or in the user's cache folder). A lookup that compiled
-would run far past its budget and hold a reader thread meanwhile, and a store with few
-fragments never reaches the shortlist or an area at warm-up, so :func:`compile_kernels`
-runs each kernel once on tiny inputs of the same array types as a real lookup (numba
-compiles per argument type; ``tests/test_kernels.py`` checks that a real lookup after it
-compiles nothing more). Idempotent and thread-safe; the first call pays, later ones are
-free.
+The pulse (:mod:`.graph.push`), region growth (:mod:`.graph.growth`), the code shortlist
+(:mod:`.nearest`) and BM25 (:mod:`.lexical`) are compiled by numba at their first call:
+about 15 s on two cores with an empty cache, under a second once the compiled code is
+cached on disk (numba's cache, beside the sources or in the user's cache folder). A lookup
+that compiled would run far past its budget and hold a reader thread meanwhile, and a
+store with few fragments never reaches the shortlist or an area at warm-up, so
+:func:`compile_kernels` runs each kernel once on tiny inputs of the same array types as a
+real lookup (numba compiles per argument type; ``tests/test_kernels.py`` checks that a
+real lookup after it compiles nothing more). Idempotent and thread-safe; the first call
+pays, later ones are free.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, pulse, select_area
+from .lexical import LexicalIndex
 from .nearest import codes, shortlist
 
 __all__ = ["compile_kernels"]
@@ -45,4 +46,7 @@ def compile_kernels() -> None:
         stored = codes(vectors)
         stored.flags.writeable = False  # as the graph publishes them
         shortlist(stored, codes(vectors[:1])[0], 1)
+        index = LexicalIndex()
+        index.add(1, ["compile", "kernel"])
+        index.view().search([["kernel"]], 1)
         _compiled = True

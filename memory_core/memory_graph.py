@@ -42,10 +42,12 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .buffer import AppendBuffer
 from .errors import StorageError
 from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphVersion, NodeKind
 from .graph.csr import isin_sorted
 from .graph_holder import GraphHolder
+from .lexical import LexicalIndex, LexicalView
 from .log import stored_timestamp
 from .names import NameIndex
 from .nearest import WORDS, codes
@@ -90,6 +92,7 @@ class MemoryGraph:
     names: NameIndex
     fragments: int  # fragment nodes in this version
     closed_words: npt.NDArray[np.int64]  # sorted word nodes used by too many fragments
+    lexical: LexicalView  # BM25 over this version's fragments (.lexical)
 
     @property
     def version(self) -> int:
@@ -105,34 +108,6 @@ class MemoryGraph:
     def has(self, node: int) -> bool:
         """Whether ``node`` exists in this version (the shared maps may be ahead of it)."""
         return 0 <= node < self.graph.n_nodes
-
-
-class _Buffer:
-    """An append-only array whose published prefixes never change (amortised doubling)."""
-
-    def __init__(self, dtype: type[np.generic], width: int = 0) -> None:
-        self._shape: tuple[int, ...] = (64, width) if width else (64,)
-        self._data = np.zeros(self._shape, dtype)
-        self.size = 0
-
-    def extend(self, rows: npt.ArrayLike) -> None:
-        values = np.asarray(rows, self._data.dtype)
-        if values.shape[0] == 0:
-            return
-        needed = self.size + values.shape[0]
-        if needed > self._data.shape[0]:
-            grown = np.zeros(
-                (max(needed, 2 * self._data.shape[0]), *self._shape[1:]), self._data.dtype
-            )
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown  # readers keep views of the old array, which stays valid
-        self._data[self.size : needed] = values
-        self.size = needed
-
-    def view(self) -> npt.NDArray[Any]:
-        prefix = self._data[: self.size]
-        prefix.flags.writeable = False
-        return prefix
 
 
 class MemoryGraphIndex:
@@ -166,11 +141,11 @@ class MemoryGraphIndex:
             ),
             0,
         )
-        self._fragment_of = _Buffer(np.int64)
-        self._vectors = _Buffer(np.float32, self._dim)
-        self._vector_nodes = _Buffer(np.int64)
-        self._vector_codes = _Buffer(np.uint64, WORDS)
-        self._vector_of = _Buffer(np.int64)
+        self._fragment_of = AppendBuffer(np.int64)
+        self._vectors = AppendBuffer(np.float32, self._dim)
+        self._vector_nodes = AppendBuffer(np.int64)
+        self._vector_codes = AppendBuffer(np.uint64, WORDS)
+        self._vector_of = AppendBuffer(np.int64)
         self._node_keys: list[NodeKey] = []
         self._fragment_nodes: dict[int, int] = {}
         self._entity_nodes: dict[int, int] = {}
@@ -182,6 +157,7 @@ class MemoryGraphIndex:
         self._aliases: dict[str, list[int]] = {}
         self._names = NameIndex()
         self._fragments = 0
+        self._lexical = LexicalIndex()
 
     @property
     def started(self) -> bool:
@@ -222,9 +198,12 @@ class MemoryGraphIndex:
         return batch
 
     def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
-        for fid, text, conversation, ts, vector in self._rows(
+        tokens = fragments.fts_tokenizer(conn)
+        for fid, text, conversation, ts, vector, speaker in self._rows(
             conn, "fragments", fragments.nodes_since
         ):
+            speaking = "" if speaker is None else str(speaker)
+            self._lexical.add(fid, [*tokens(speaking, False), *tokens(str(text), False)])
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
             batch.fragment_of.append((node, fid))
@@ -368,6 +347,7 @@ class MemoryGraphIndex:
             self._names,
             self._fragments,
             np.asarray(closed, np.int64),
+            self._lexical.view(),
         )
         return self._snapshot
 

@@ -15,12 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from .lexical import LexicalView
 from .storage import Connection
 from .storage import fragments as _fragments
 from .storage.fragments import Hit, fetch_hits
 from .text import query_terms
 
-__all__ = ["Hit", "fetch_hits", "query_terms", "question_excerpt", "search", "search_scores"]
+__all__ = [
+    "Hit",
+    "fetch_hits",
+    "indexed_search_scores",
+    "query_terms",
+    "question_excerpt",
+    "search",
+    "search_scores",
+]
 
 QUESTION_CHARS = 2_000
 """The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
@@ -30,6 +39,39 @@ def search_scores(conn: Connection, question: str, *, limit: int) -> list[tuple[
     """``(fragment id, BM25 score)`` of the ``limit`` best live fragments for ``question``
     (an OR of its :func:`query_terms`), without their text."""
     return _fragments.search_scores(conn, query_terms(question), limit=limit)
+
+
+def indexed_search_scores(
+    conn: Connection, index: LexicalView, question: str, *, limit: int
+) -> list[tuple[int, float]]:
+    """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
+    the fragments formed since that version (at most :data:`NEWER_ROWS`, tokenized here),
+    counted together as FTS5 counts them: the same scores and hits as :func:`search_scores`.
+    Superseded fragments are dropped as FTS5 search drops them (fetching four times more
+    while too few are left). FTS5 itself when the graph lags by more rows, or when a query
+    word is a phrase of several tokens to FTS5."""
+    tokenize = _fragments.fts_tokenizer(conn)
+    phrases = [tokenize(term, True) for term in query_terms(question)]
+    rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
+    if len(rows) > NEWER_ROWS:
+        return search_scores(conn, question, limit=limit)
+    newer = [(fid, tokenize(speaker, False) + tokenize(text, False)) for fid, speaker, text in rows]
+    fetch = 2 * limit + 8
+    while True:
+        found = index.search(phrases, fetch, newer)
+        if found is None:
+            return search_scores(conn, question, limit=limit)
+        dropped = _fragments.superseded_ids(conn, [fid for fid, _ in found])
+        kept = [(fid, score) for fid, score in found if fid not in dropped]
+        if len(kept) >= limit or len(found) < fetch:
+            return kept[:limit]
+        fetch *= 4
+
+
+NEWER_ROWS = 512
+"""The most fragments formed after a graph version that a lookup tokenizes itself (a few
+µs each; the graph takes in a formation pass within about 0.1 s, a pass is at most
+``formation.batch_size`` rows)."""
 
 
 def search(

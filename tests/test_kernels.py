@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import LogMessage, MemoryStore
+from memory_core import LogMessage, MemoryStore, lexical
 from memory_core import nearest as nearest_module
 from memory_core.formation import Backends
 from memory_core.graph import growth, push
 from memory_core.kernels import compile_kernels
 
-_KERNELS = [push.push_rounds, growth.grow_all, nearest_module.shortlist]
+_KERNELS = [push.push_rounds, growth.grow_all, nearest_module.shortlist, lexical._bm25]
 
 
 def _signatures() -> list[int]:
@@ -46,7 +46,7 @@ def test_a_lookup_after_the_warm_up_compiles_nothing(
     recall = store.recall_area(
         "When did Caroline go to the support group?", limit=4, budget_tokens=300
     )
-    assert recall.hits  # a real lookup ran: pulse, area and shortlist
+    assert recall.hits  # a real lookup ran: BM25, pulse, area and shortlist
     assert _signatures() == before
     store.close()
 

@@ -407,4 +407,4 @@ async def test_earlier_user_turns_join_the_foci_when_configured(
         )
     await proxy.settle()
     receipt = await _receipt(proxy, raw.headers["X-Memory-Receipt"])
-    assert ("entity:Ana" in receipt["graph_area"]["foci"]) is named
+    assert ("entity:Ana" in receipt["graph_area"]["foci"]) is named, receipt

@@ -16,6 +16,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+import apsw
+
 from .db import JSON_IN, Connection, json_array, reading
 from .values import stored_text, stored_timestamp
 
@@ -28,6 +30,8 @@ __all__ = [
     "LinkRow",
     "describe",
     "fetch_hits",
+    "formed_after",
+    "fts_tokenizer",
     "head",
     "insert",
     "insert_links",
@@ -35,11 +39,16 @@ __all__ = [
     "nodes_since",
     "search",
     "set_superseded",
+    "superseded_ids",
 ]
 
-FragmentNodeRow = tuple[int, str, str, object, bytes | None]
-"""``(id, canonical, conversation_id, ts as stored, vector blob or None)``: what the memory
-graph reads of a fragment (plain tuples: the graph reads every row of a store)."""
+FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None]
+"""``(id, canonical, conversation_id, ts as stored, vector blob or None, speaker)``: what
+the memory graph reads of a fragment (plain tuples: the graph reads every row of a store).
+``speaker`` and ``canonical`` are the two columns of the fragment's FTS5 row."""
+Tokenizer = Callable[[str, bool], list[str]]
+"""``(text, query) -> tokens`` as ``fragments_fts`` indexes ``text`` (``query``: as it
+reads a query phrase)."""
 LinkRow = tuple[int, int, int, str]
 """``(id, src, dst, kind)`` of a ``fragment_links`` row."""
 
@@ -274,11 +283,62 @@ def nodes_since(conn: Connection, after: int) -> list[FragmentNodeRow]:
     """Fragments with an id above ``after``, in id order (see :data:`FragmentNodeRow`)."""
     return list(
         conn.execute(
-            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector FROM fragments f"
+            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector, f.speaker"
+            " FROM fragments f"
             " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
             (after,),
         )
     )
+
+
+def fts_tokenizer(conn: Connection) -> Tokenizer:
+    """The tokenizer ``fragments_fts`` was created with (``porter unicode61
+    remove_diacritics 2``, migration 1), run by SQLite itself through ``conn``: the tokens
+    FTS5 indexes and matches, for an index kept outside it (:mod:`memory_core.lexical`).
+    ``tests/test_lexical.py`` checks that BM25 over these tokens is FTS5's ``bm25()``."""
+    with reading("cannot load the FTS5 tokenizer"):
+        tokenize = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+
+    def tokens(text: str, query: bool) -> list[str]:
+        reason = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
+        with reading("cannot tokenize"):
+            found = tokenize(
+                text.encode("utf-8", "replace"),
+                reason,
+                None,
+                include_offsets=False,
+                include_colocated=False,
+            )
+        return [str(token) for token in found]  # plain tokens with these flags
+
+    return tokens
+
+
+def formed_after(conn: Connection, after: int, limit: int) -> list[tuple[int, str, str]]:
+    """``(id, speaker, canonical)`` of the first ``limit`` fragments with an id above
+    ``after``, in id order: the columns of their FTS5 rows."""
+    with reading("cannot read fragments"):
+        return [
+            (int(row[0]), stored_text(row[1]), stored_text(row[2]))
+            for row in conn.execute(
+                "SELECT id, speaker, canonical FROM fragments WHERE id > ? ORDER BY id LIMIT ?",
+                (after, limit),
+            )
+        ]
+
+
+def superseded_ids(conn: Connection, fragment_ids: Collection[int]) -> set[int]:
+    """Those of ``fragment_ids`` that are superseded now."""
+    if not fragment_ids:
+        return set()
+    with reading("cannot read fragments"):
+        return {
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT id FROM fragments WHERE superseded = 1 AND id {JSON_IN}",
+                (json_array(fragment_ids),),
+            )
+        }
 
 
 def links_since(conn: Connection, after: int) -> list[LinkRow]:

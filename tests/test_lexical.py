@@ -1,0 +1,161 @@
+"""The in-memory BM25 beside the graph gives FTS5's bm25() scores (memory_core.lexical)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from memory_core import LogMessage, MemoryStore, lexical
+from memory_core.formation import Backends
+from memory_core.retrieval import indexed_search_scores, query_terms, search_scores
+from memory_core.storage import fragments
+
+WORDS = [
+    "bicycle", "bicycles", "Bicycle", "café", "cafe", "CAFÉS", "running", "runs", "ran",
+    "Porto", "porto", "Zürich", "zurich", "naïve", "東京", "寿司", "Москва", "москве",
+    "42", "2023", "x", "dreamer", "dreams", "dreaming", "bees", "bee", "keeps", "keeping",
+    "red", "reddish", "train", "trains", "trained", "Ana", "ana", "Lisbon", "LISBON",
+]  # fmt: skip
+SPEAKERS = ["Ana", "Bruno", "Zoë", None]
+
+
+def _turns(rng: random.Random, n: int) -> list[LogMessage]:
+    turns = []
+    for i in range(n):
+        words = rng.choices(WORDS, k=rng.randint(1, 14))
+        message: dict[str, object] = {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": " ".join(words) + rng.choice([".", "!", "?", ", ok."]),
+        }
+        speaker = rng.choice(SPEAKERS)
+        if speaker is not None:
+            message["name"] = speaker
+        turns.append(LogMessage(message, 1_700_000_000 + i))
+    return turns
+
+
+def _fts5(store: MemoryStore, question: str, limit: int) -> dict[int, float]:
+    return dict(fragments.search_scores(store._reader, query_terms(question), limit=limit))
+
+
+def _questions(rng: random.Random) -> list[str]:
+    extra = ["unknownword", "Bruno", "Zoë", "the", "of", "ok"]
+    return [" ".join(rng.choices(WORDS + extra, k=rng.randint(1, 6))) for _ in range(40)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scores_are_fts5s_while_memory_grows(
+    tmp_path: Path, backends: Backends, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three formation passes, the graph published after each; a tiny rebuild threshold
+    so that queries read the term-major base, the recent postings, and both."""
+    monkeypatch.setattr(lexical, "_MIN_DELTA_POSTINGS", 16)
+    rng = random.Random(seed)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    history: list[LogMessage] = []
+    for batch in range(3):
+        history += _turns(rng, rng.randint(5, 30))
+        store.append(history, conversation="c")
+        store.form_all()
+        memory = store.warm_graph()
+        assert memory.lexical.documents == memory.fragments
+        for question in _questions(rng):
+            expected = _fts5(store, question, limit=1000)
+            tokenize = fragments.fts_tokenizer(store._reader)
+            phrases = [tokenize(t, True) for t in query_terms(question)]
+            found = memory.lexical.search(phrases, 1000)
+            assert found is not None
+            assert dict(found).keys() == expected.keys(), (batch, question)
+            for fid, score in found:
+                assert score == pytest.approx(expected[fid], rel=1e-9, abs=1e-12)
+            scores = [s for _, s in found]
+            assert scores == sorted(scores, reverse=True)
+            top = indexed_search_scores(store._reader, memory.lexical, question, limit=5)
+            fts_top = search_scores(store._reader, question, limit=5)
+            assert [s for _, s in top] == pytest.approx([s for _, s in fts_top], rel=1e-9)
+    store.close()
+
+
+def test_superseded_fragments_are_dropped_as_fts5_search_drops_them(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    others = [f"nothing to see in message number {i}" for i in range(30)]
+    reds = [f"the red bicycle number {i}" for i in range(12)]
+    first = [
+        LogMessage({"role": "user", "content": text}, 1_700_000_000 + i)
+        for i, text in enumerate(others + reds)
+    ]
+    store.append(first, conversation="c")
+    store.form_all()
+    boat = LogMessage({"role": "user", "content": "a blue boat"}, 1_700_000_100)
+    store.append([*first[:32], boat], conversation="c")  # an edit: ten red turns go
+    store.form_all()
+    memory = store.warm_graph()
+    live = indexed_search_scores(store._reader, memory.lexical, "red bicycle", limit=3)
+    expected = search_scores(store._reader, "red bicycle", limit=3)
+    assert [fid for fid, _ in live] == [fid for fid, _ in expected]
+    assert [s for _, s in live] == pytest.approx([s for _, s in expected], rel=1e-9)
+    assert len(live) == 2  # only the two red turns before the edit are live
+    everything = memory.lexical.search([["red"], ["bicycl"]], 100)
+    assert everything is not None and len(everything) == 12  # the index keeps every row
+    store.close()
+
+
+def test_a_word_fts5_reads_as_several_tokens_is_left_to_fts5(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store.append(_turns(random.Random(7), 20), conversation="c")
+    store.form_all()
+    memory = store.warm_graph()
+    assert memory.lexical.search([["red"], ["bicycl", "train"]], 10) is None
+    assert memory.lexical.search([[], ["zzz"]], 10) == []
+    real = fragments.fts_tokenizer
+
+    def split_red(conn: object, *args: object) -> fragments.Tokenizer:
+        tokens = real(store._reader)
+        return lambda text, query: ["r", "ed"] if text == "red" else tokens(text, query)
+
+    monkeypatch.setattr(fragments, "fts_tokenizer", split_red)
+    question = "red bicycle train"
+    assert indexed_search_scores(store._reader, memory.lexical, question, limit=5) == search_scores(
+        store._reader, question, limit=5
+    )
+    store.close()
+
+
+def test_an_empty_memory_and_an_empty_question_find_nothing(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    memory = store.warm_graph()
+    assert memory.lexical.documents == 0
+    assert memory.lexical.search([["anything"]], 5) == []
+    assert indexed_search_scores(store._reader, memory.lexical, "", limit=5) == []
+    assert indexed_search_scores(store._reader, memory.lexical, "anything at all", limit=5) == []
+    store.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fragments_formed_after_the_version_score_as_fts5_scores_them(
+    tmp_path: Path, backends: Backends, seed: int
+) -> None:
+    """Formed but not yet in the graph: found through FTS5, scored with the counts of the
+    version and of the newer rows together, which is what FTS5 holds."""
+    rng = random.Random(seed)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    history = _turns(rng, 30)
+    store.append(history, conversation="c")
+    store.form_all()
+    memory = store.warm_graph()
+    store.append(history + _turns(rng, 8), conversation="c")
+    store._form_pass()  # formed, not yet published to the graph
+    assert store._graph.current() is memory
+    for question in _questions(rng)[:20]:
+        found = indexed_search_scores(store._reader, memory.lexical, question, limit=200)
+        expected = search_scores(store._reader, question, limit=200)
+        assert dict(found).keys() == dict(expected).keys(), question
+        for fid, score in found:
+            assert score == pytest.approx(dict(expected)[fid], rel=1e-9, abs=1e-12)
+    store.close()
