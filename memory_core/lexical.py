@@ -162,22 +162,40 @@ class LexicalIndex:
         self._count_of = AppendBuffer(np.int32)
         self._total = 0
         self._base = _EMPTY
+        self._pending_terms: list[int] = []
+        self._pending_counts: list[int] = []
+        self._pending_ends: list[int] = []
+        self._pending_ids: list[int] = []
+        self._pending_lengths: list[int] = []
 
     def add(self, fragment_id: int, tokens: Iterable[str]) -> None:
-        """Append a fragment's document: the tokens of its columns, in any order."""
+        """Append a fragment's document (the tokens of its columns, in any order); it is
+        part of the next :meth:`view`."""
         counts = Counter(tokens)
-        ids = [self._terms.setdefault(t, len(self._terms)) for t in counts]
-        self._term_of.extend(ids)
-        self._count_of.extend(list(counts.values()))
-        self._doc_ptr.extend([self._term_of.size])
-        self._fragment_ids.extend([fragment_id])
+        terms = self._terms
+        self._pending_terms.extend([terms.setdefault(t, len(terms)) for t in counts])
+        self._pending_counts.extend(counts.values())
+        self._pending_ends.append(self._term_of.size + len(self._pending_terms))
+        self._pending_ids.append(fragment_id)
         length = sum(counts.values())
-        self._lengths.extend([length])
+        self._pending_lengths.append(length)
         self._total += length
+
+    def _flush(self) -> None:
+        """Move the documents added since the last view into the buffers (one copy per
+        refresh instead of five per document)."""
+        self._term_of.extend(self._pending_terms)
+        self._count_of.extend(self._pending_counts)
+        self._doc_ptr.extend(self._pending_ends)
+        self._fragment_ids.extend(self._pending_ids)
+        self._lengths.extend(self._pending_lengths)
+        self._pending_terms, self._pending_counts, self._pending_ends = [], [], []
+        self._pending_ids, self._pending_lengths = [], []
 
     def view(self) -> LexicalView:
         """The index as it is now; rebuilds the term-major base when the documents
         appended since the last one hold too many postings."""
+        self._flush()
         delta = self._term_of.size - self._base.postings
         if delta > max(_MIN_DELTA_POSTINGS, self._base.postings // 4):
             self._base = _term_major(
