@@ -126,6 +126,8 @@ class TenantMemory:
         self._last_request = -math.inf
         self._pending: asyncio.Future[int] | None = None
         self._hurry = False
+        self._started = False  # the waiting pass has begun forming
+        self._again = False  # an exchange was stored after it began: form once more
         self._stopping = False
         self._pass: Future[int] | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
@@ -175,7 +177,8 @@ class TenantMemory:
         """Schedule a formation pass for once no request of this tenant has started for
         ``grace_s`` (after ``max_wait_s`` at the latest, at once after :meth:`hurry`).
         Returns the new pass, or None when one is already waiting: it will form
-        everything queued, this exchange included.
+        everything queued, this exchange included (a pass that has begun forms once more
+        when it ends, since it may have found the queue empty before this exchange).
 
         Why: on two cores a formation pass (model calls, graph append) running while the
         next question is retrieved nearly doubled that retrieval's latency. Under steady
@@ -185,7 +188,10 @@ class TenantMemory:
             if not self._stopping:  # no grace: the pass runs in another process
                 self._remote.notify(self.name)
             return None
-        if self._stopping or (self._pending is not None and not self._pending.done()):
+        if self._stopping:
+            return None
+        if self._pending is not None and not self._pending.done():
+            self._again = self._again or self._started  # it may have read the queue already
             return None
         self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
         return self._pending
@@ -202,7 +208,15 @@ class TenantMemory:
                 break
             await asyncio.sleep(min(wait, _HURRY_CHECK_S))
         self._hurry = False
-        return await self.form()
+        self._started, formed = True, 0
+        try:
+            while True:  # form_all stops at an empty queue; a row stored after that check
+                self._again = False  # would otherwise wait for the next exchange
+                formed += await self.form()
+                if not self._again or self._stopping:
+                    return formed
+        finally:
+            self._started = False
 
     async def refresh_graph(self, names: Sequence[str]) -> None:
         """Another process committed a pass: learn its ``names`` and append its rows to

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import aiohttp
 import openai
 import pytest
 
+from memory_core import LogMessage, MemoryStore
+from memory_core.formation import Backends
 from proxy.fake_upstream import FakeUpstream
+from proxy.tenants import TenantMemory
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
@@ -81,3 +89,37 @@ async def test_receipts_are_per_tenant(keyed: Proxy) -> None:
             headers={"Authorization": "Bearer sk-alice"},
         ) as response:
             assert (await response.json())["tenant"] == "alice"
+
+
+async def test_an_exchange_stored_after_a_pass_found_the_queue_empty_is_formed(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """In-process formation: a row appended after ``form_all``'s last look at the queue,
+    while its pass is still finishing, used to wait for the next exchange."""
+    store = MemoryStore(tmp_path / "t.db", backends=backends)
+    memory = TenantMemory("t", store, ThreadPoolExecutor(1))
+    loop = asyncio.get_running_loop()
+    real = store.form_all
+    calls: list[int] = []
+
+    def form_all_then_an_exchange_arrives() -> int:
+        formed = real()
+        if not calls:  # the first pass: its queue is empty now, the pass not yet over
+            store.append(
+                [LogMessage({"role": "user", "content": "the late exchange"}, 1_700_000_001.0)],
+                conversation="c2",
+            )
+            scheduled = threading.Event()
+            loop.call_soon_threadsafe(lambda: (memory.form_soon(0.0, 1.0), scheduled.set()))
+            assert scheduled.wait(5)
+        calls.append(formed)
+        return formed
+
+    store.form_all = form_all_then_an_exchange_arrives  # type: ignore[method-assign]
+    store.append([LogMessage({"role": "user", "content": "first"}, 1_700_000_000.0)])
+    pending = memory.form_soon(0.0, 1.0)
+    assert pending is not None
+    assert await asyncio.wait_for(pending, 30) == 2
+    assert calls == [1, 1]
+    assert store.stats().queued == 0
+    memory.close()
