@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, pulse, select_area
+from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, combine, pulse, select_area
 from .lexical import LexicalIndex
 from .nearest import codes, shortlist
 
@@ -42,6 +42,7 @@ def compile_kernels() -> None:
                 version, [{0: 1.0}, {1: 1.0}], DEFAULT_TRAVERSAL, closed=np.empty(0, np.int64)
             )
             select_area(version, activation, DEFAULT_TRAVERSAL)
+            combine([activation, activation])
         vectors = np.eye(2, 384, dtype=np.float32)
         stored = codes(vectors)
         stored.flags.writeable = False  # as the graph publishes them

@@ -21,6 +21,7 @@ from memory_core.graph import (
     pulse,
     select_area,
 )
+from memory_core.graph.activation import sorted_union
 
 from .test_graph_reference import (
     SmallGraph,
@@ -367,3 +368,17 @@ def test_foci_pulsed_apart_and_combined_equal_one_pulse(
     np.testing.assert_allclose(combined.seed_mass, joint.seed_mass)
     assert combined.rounds == joint.rounds  # pushes: a node pushed for both counts twice
     assert combined.pushes >= joint.pushes
+
+
+@given(
+    st.sets(st.integers(0, 300), max_size=60),
+    st.sets(st.integers(0, 300), max_size=60),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_sorted_union_is_the_union_with_each_elements_place(a: set[int], b: set[int]) -> None:
+    left = np.array(sorted(a), np.int64)
+    right = np.array(sorted(b), np.int64)
+    union, in_left, in_right = sorted_union(left, right)
+    np.testing.assert_array_equal(union, np.union1d(left, right))
+    np.testing.assert_array_equal(union[in_left], left)
+    np.testing.assert_array_equal(union[in_right], right)

@@ -10,10 +10,16 @@ import pytest
 from memory_core import LogMessage, MemoryStore, lexical
 from memory_core import nearest as nearest_module
 from memory_core.formation import Backends
-from memory_core.graph import growth, push
+from memory_core.graph import activation, growth, push
 from memory_core.kernels import compile_kernels
 
-_KERNELS = [push.push_rounds, growth.grow_all, nearest_module.shortlist, lexical._bm25]
+_KERNELS = [
+    push.push_rounds,
+    growth.grow_all,
+    nearest_module.shortlist,
+    lexical._bm25,
+    activation.sorted_union,
+]
 
 
 def _signatures() -> list[int]:

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from .csr import GraphVersion
 from .errors import GraphConfigError, GraphError
@@ -226,11 +227,14 @@ def combine(parts: Sequence[Activation]) -> Activation:
         raise GraphError("nothing to combine")
     if len({p.version for p in parts}) != 1 or len({p.gamma for p in parts}) != 1:
         raise GraphError("activations of different graph versions or dampings")
-    nodes = np.unique(np.concatenate([p.nodes for p in parts]))
+    nodes = parts[0].nodes
+    places = [np.arange(nodes.shape[0], dtype=np.int64)]  # each part's rows in ``nodes``
+    for part in parts[1:]:
+        nodes, before, mine = sorted_union(nodes, part.nodes)
+        places = [before[rows] for rows in places] + [mine]
     per_focus = np.zeros((nodes.shape[0], sum(p.n_foci for p in parts)))
     column = 0
-    for part in parts:
-        rows = np.searchsorted(nodes, part.nodes)
+    for part, rows in zip(parts, places, strict=True):
         per_focus[rows, column : column + part.n_foci] = part.per_focus
         column += part.n_foci
     rounds = max(p.pending_trace.shape[0] for p in parts)
@@ -274,3 +278,27 @@ def _seeds(foci: Sequence[Mapping[int, float]], n: int) -> tuple[Int64s, Floats]
             rows.append(row)
     amounts = np.array(rows, dtype=np.float64).reshape(len(rows), len(foci))
     return np.array(nodes, dtype=np.int64), amounts
+
+
+@njit(cache=True, nogil=True)
+def sorted_union(a: Int64s, b: Int64s) -> tuple[Int64s, Int64s, Int64s]:
+    """The union of two sorted arrays of distinct nodes, and where each element of ``a``
+    and of ``b`` sits in it: one merge (``np.unique`` of the concatenation sorted it again,
+    7 % of a lookup over 100k fragments)."""
+    out = np.empty(a.shape[0] + b.shape[0], np.int64)
+    in_a = np.empty(a.shape[0], np.int64)
+    in_b = np.empty(b.shape[0], np.int64)
+    i = j = k = 0
+    while i < a.shape[0] or j < b.shape[0]:
+        if j == b.shape[0] or (i < a.shape[0] and a[i] < b[j]):
+            out[k], in_a[i] = a[i], k
+            i += 1
+        elif i == a.shape[0] or b[j] < a[i]:
+            out[k], in_b[j] = b[j], k
+            j += 1
+        else:
+            out[k], in_a[i], in_b[j] = a[i], k, k
+            i += 1
+            j += 1
+        k += 1
+    return out[:k], in_a, in_b
