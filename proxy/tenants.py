@@ -177,8 +177,9 @@ class TenantMemory:
         """Schedule a formation pass for once no request of this tenant has started for
         ``grace_s`` (after ``max_wait_s`` at the latest, at once after :meth:`hurry`).
         Returns the new pass, or None when one is already waiting: it will form
-        everything queued, this exchange included (a pass that has begun forms once more
-        when it ends, since it may have found the queue empty before this exchange).
+        everything queued, this exchange included (a pass that has begun runs again after
+        the next quiet moment, since it may have found the queue empty before this
+        exchange).
 
         Why: on two cores a formation pass (model calls, graph append) running while the
         next question is retrieved nearly doubled that retrieval's latency. Under steady
@@ -201,18 +202,22 @@ class TenantMemory:
         self._hurry = True
 
     async def _quiet_then_form(self, grace_s: float, max_wait_s: float) -> int:
-        deadline = time.monotonic() + max_wait_s
-        while not self._hurry:  # checked every 50 ms: hurry() comes from any task
-            wait = min(self._last_request + grace_s, deadline) - time.monotonic()
-            if wait <= 0:
-                break
-            await asyncio.sleep(min(wait, _HURRY_CHECK_S))
-        self._hurry = False
-        self._started, formed = True, 0
+        formed = 0
         try:
-            while True:  # form_all stops at an empty queue; a row stored after that check
-                self._again = False  # would otherwise wait for the next exchange
+            while True:
+                deadline = time.monotonic() + max_wait_s
+                while not self._hurry:  # checked every 50 ms: hurry() comes from any task
+                    wait = min(self._last_request + grace_s, deadline) - time.monotonic()
+                    if wait <= 0:
+                        break
+                    await asyncio.sleep(min(wait, _HURRY_CHECK_S))
+                self._hurry = False
+                self._started, self._again = True, False
                 formed += await self.form()
+                self._started = False
+                # form_all stops at an empty queue: an exchange stored after that check
+                # would wait for the next one; it gets a pass of its own (after a quiet
+                # moment, like any other)
                 if not self._again or self._stopping:
                     return formed
         finally:
