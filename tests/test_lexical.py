@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import LogMessage, MemoryStore, lexical
+from memory_core import LogMessage, MemoryStore, lexical, retrieval
 from memory_core.formation import Backends
 from memory_core.retrieval import indexed_search_scores, query_terms, search_scores
 from memory_core.storage import fragments
@@ -158,4 +158,28 @@ def test_fragments_formed_after_the_version_score_as_fts5_scores_them(
         assert dict(found).keys() == dict(expected).keys(), question
         for fid, score in found:
             assert score == pytest.approx(dict(expected)[fid], rel=1e-9, abs=1e-12)
+    store.close()
+
+
+def test_a_graph_lagging_by_many_rows_is_searched_by_fts5(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retrieval, "NEWER_ROWS", 3)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store.append(_turns(random.Random(11), 10), conversation="c")
+    store.form_all()
+    memory = store.warm_graph()
+    store.append(_turns(random.Random(12), 6), conversation="d")
+    store._form_pass()  # six rows the graph has not taken in: more than NEWER_ROWS
+    asked: list[str] = []
+    real = retrieval.search_scores
+
+    def spy(conn: object, question: str, *, limit: int) -> list[tuple[int, float]]:
+        asked.append(question)
+        return real(store._reader, question, limit=limit)
+
+    monkeypatch.setattr(retrieval, "search_scores", spy)
+    found = retrieval.indexed_search_scores(store._reader, memory.lexical, "red train", limit=5)
+    assert asked == ["red train"]
+    assert found == real(store._reader, "red train", limit=5)
     store.close()
