@@ -415,3 +415,24 @@ def test_lexical_ner_matches_the_one_regex_per_name_rule(text: str, known: list[
 
     found = [(m.start, m.end, m.surface) for m in LexicalNER().mentions(text, known)]
     assert found == _reference_mentions(text, known)
+
+
+def test_a_predicate_with_several_values_is_reaffirmed_or_new(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Classified from the newest same-object row alone (``relations.live_for``), not from
+    every live relation of the subject: the same outcome as comparing with all of them."""
+    store = _store(tmp_path, backends)
+    _say(store, "c1", ["Ana visited Porto with Bruno."], 1_700_000_000)
+    _say(store, "c2", ["Ana visited Lisbon with Bruno."], 1_700_100_000)
+    _say(store, "c3", ["Ana visited Porto again with Bruno."], 1_700_200_000)
+    visits = [r for r in store.relations(entity="Ana") if r["predicate"] == "visited"]
+    assert [(r["object"], r["mutation"]["kind"]) for r in visits] == [
+        ("Porto", "new"),
+        ("Lisbon", "new"),
+        ("Porto", "reaffirmation"),
+    ]
+    assert visits[0]["mutation"]["reason"] == "no live relation with this subject and predicate"
+    assert visits[1]["mutation"]["reason"] == "visited holds several values"
+    assert visits[2]["mutation"]["other"] == visits[0]["id"]
+    assert all(r["status"] == "active" for r in visits)

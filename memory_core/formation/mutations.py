@@ -45,7 +45,12 @@ def record_relation(
     A relation from a fragment of an abandoned branch is stored as ``superseded`` and
     compared with nothing: it must not change what the live branch holds.
     """
-    live = relation_rows.live(conn, subject, predicate)
+    if abandoned:
+        live: list[LiveRelation] = []
+    elif obj_id is not None and not is_functional(predicate):
+        live = relation_rows.live_for(conn, subject, predicate, obj_id)  # all _classify needs
+    else:
+        live = relation_rows.live(conn, subject, predicate)
     relation_id = relation_rows.insert(
         conn,
         subject_id=subject,
