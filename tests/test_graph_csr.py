@@ -264,3 +264,23 @@ def test_induced_edges_search_long_rows(targets: list[int], inside: set[int]) ->
     ]
     got = version.induced_edges(members)
     assert rows_of(got) == rows_of(edges.take(np.array(keep, dtype=np.int64)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    targets=st.lists(st.integers(0, 30), min_size=60, max_size=200),
+    others=st.sets(st.integers(1, 30), max_size=5),
+)
+def test_a_hub_inside_the_set_has_its_long_row_searched(
+    targets: list[int], others: set[int]
+) -> None:
+    """Node 0 (a hub: more edges than 8x the members) is a member: its row is searched
+    by binary search, parallel edges included; the result equals a brute-force scan."""
+    members = np.array(sorted({0, *others}), dtype=np.int64)
+    src = [0] * len(targets) + targets
+    dst = targets + [0] * len(targets)
+    version = GraphVersion.build([0] * 31, EdgeList.from_arrays(src, dst))
+    got = version.induced_edges(members)
+    inside = set(members.tolist())
+    expected = sorted((s, d) for s, d in zip(src, dst, strict=True) if s in inside and d in inside)
+    assert sorted(zip(got.src.tolist(), got.dst.tolist(), strict=True)) == expected

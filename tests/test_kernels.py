@@ -10,7 +10,7 @@ import pytest
 from memory_core import LogMessage, MemoryStore, lexical
 from memory_core import nearest as nearest_module
 from memory_core.formation import Backends
-from memory_core.graph import activation, growth, push
+from memory_core.graph import activation, growth, induced, push
 from memory_core.kernels import compile_kernels
 
 _KERNELS = [
@@ -19,6 +19,7 @@ _KERNELS = [
     nearest_module.shortlist,
     lexical._bm25,
     activation.sorted_union,
+    induced.base_positions_within,
 ]
 
 

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from .edges import EdgeList
 from .errors import GraphError
+from .induced import base_positions_within
 from .traversal import Traversal
 
 __all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex", "isin_sorted"]
@@ -258,7 +259,7 @@ class GraphVersion:
         which rows sorted by target allow, so the cost does not grow with a hub's degree.
         """
         members = np.unique(nodes)
-        idx = np.sort(self._base_positions_within(members))
+        idx = base_positions_within(self.out.indptr, self.out.indices, members, _SCAN_FACTOR)
         src = np.searchsorted(self.out.indptr, idx, side="right").astype(np.int64) - 1
         base_rows = EdgeList(
             _frozen(src),
@@ -272,22 +273,6 @@ class GraphVersion:
         rows = self._delta_out.order[_spans(lo, lengths)]
         rows = rows[isin_sorted(self.delta.dst[rows], members)]
         return EdgeList.concat([base_rows, self.delta.take(np.sort(rows))])
-
-    def _base_positions_within(self, members: Int64s) -> Int64s:
-        """Positions in ``out`` of the base edges from a member to a member."""
-        n_rows = self.out.n_rows
-        rows = members[members < n_rows]
-        starts, ends = self.out.indptr[rows], self.out.indptr[rows + 1]
-        long = ends - starts > _SCAN_FACTOR * members.shape[0]
-        short = np.where(long, 0, ends - starts)
-        idx = _spans(starts, short)
-        found = [idx[isin_sorted(self.out.indices[idx].astype(np.int64), members)]]
-        for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True):
-            row = self.out.indices[start:end]
-            lo = np.searchsorted(row, members, side="left").astype(np.int64)
-            hi = np.searchsorted(row, members, side="right").astype(np.int64)
-            found.append(_spans(start + lo, hi - lo))
-        return np.concatenate(found)
 
     def _base_rows(self, nodes: Int64s, indptr: Int64s) -> tuple[Int64s, Int64s]:
         n_rows = indptr.shape[0] - 1
