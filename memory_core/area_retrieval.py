@@ -45,6 +45,7 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from .graph import (
     DEFAULT_TRAVERSAL,
@@ -216,12 +217,14 @@ class _NodeTerms:
         """Activation and convergence shares of every fragment the pulse reached (all
         candidates)."""
         is_fragment = memory.fragment_of[activation.nodes] >= 0
-        nodes, per_focus = activation.nodes[is_fragment], activation.per_focus[is_fragment]
+        nodes = activation.nodes[is_fragment]
         if not nodes.shape[0]:
             return
-        totals = per_focus.sum(axis=1)
-        peak = per_focus.max(axis=0, keepdims=True)
-        reached = ((per_focus >= scoring.convergence_share * peak) & (peak > 0)).sum(axis=1)
+        totals, reached = shares(
+            np.ascontiguousarray(activation.per_focus, dtype=np.float64),
+            np.ascontiguousarray(is_fragment, dtype=np.bool_),
+            float(scoring.convergence_share),
+        )
         self.activation[nodes] = totals / max(float(totals.max()), 1e-300)
         self.convergence[nodes] = reached / n_foci
         self.candidate[nodes] = True
@@ -464,3 +467,36 @@ class _Describer:
             "id": key if kind in ("entity", "context") else None,
             "label": label,
         }
+
+
+@njit(cache=True, nogil=True)
+def shares(per_focus: Any, rows: Any, share: float) -> tuple[Any, Any]:
+    """Over the ``rows`` of ``per_focus`` (the fragments): each row's total, and how many
+    foci brought it at least ``share`` of their peak over those rows (a focus that
+    reached none counts for none). One pass per quantity instead of numpy's strided
+    reductions over a copy (a twentieth of a lookup at 100k fragments)."""
+    n, k = per_focus.shape
+    peak = np.zeros(k)
+    count = 0
+    for i in range(n):
+        if rows[i]:
+            count += 1
+            for j in range(k):
+                if per_focus[i, j] > peak[j]:
+                    peak[j] = per_focus[i, j]
+    totals = np.empty(count)
+    reached = np.empty(count)
+    out = 0
+    for i in range(n):
+        if rows[i]:
+            total = 0.0
+            hits = 0
+            for j in range(k):
+                value = per_focus[i, j]
+                total += value
+                if peak[j] > 0 and value >= share * peak[j]:
+                    hits += 1
+            totals[out] = total
+            reached[out] = hits
+            out += 1
+    return totals, reached

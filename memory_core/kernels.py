@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from .area_retrieval import shares
 from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, combine, pulse, select_area
 from .lexical import LexicalIndex
 from .nearest import codes, shortlist
@@ -47,6 +48,7 @@ def compile_kernels() -> None:
         stored = codes(vectors)
         stored.flags.writeable = False  # as the graph publishes them
         shortlist(stored, codes(vectors[:1])[0], 1)
+        shares(np.zeros((1, 1)), np.ones(1, np.bool_), 0.5)
         index = LexicalIndex()
         index.add(1, ["compile", "kernel"])
         index.view().search([["kernel"]], 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import LogMessage, MemoryStore, lexical
+from memory_core import LogMessage, MemoryStore, area_retrieval, lexical
 from memory_core import nearest as nearest_module
 from memory_core.formation import Backends
 from memory_core.graph import activation, growth, induced, push
@@ -20,6 +20,8 @@ _KERNELS = [
     lexical._bm25,
     activation.sorted_union,
     induced.base_positions_within,
+    activation._totals_and_peaks,
+    area_retrieval.shares,
 ]
 
 

@@ -409,7 +409,7 @@ def _hub_weights(
 
 def _centre_scores(per_focus: Floats, activation: Activation) -> Floats:
     """Geometric mean over foci of activation relative to each focus's peak."""
-    peak = activation.per_focus.max(axis=0) if activation.nodes.shape[0] else np.ones(1)
+    peak = activation.peak if activation.nodes.shape[0] else np.ones(1)
     relative = per_focus / np.where(peak > 0.0, peak, 1.0)
     return np.asarray(np.exp(np.log(relative + _SMOOTH).mean(axis=1)), dtype=np.float64)
 
