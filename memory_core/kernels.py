@@ -21,7 +21,7 @@ import numpy as np
 from .area_retrieval import shares
 from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, combine, pulse, select_area
 from .lexical import LexicalIndex
-from .nearest import codes, shortlist
+from .nearest import codes, rescored, shortlist
 
 __all__ = ["compile_kernels"]
 
@@ -48,6 +48,8 @@ def compile_kernels() -> None:
         stored = codes(vectors)
         stored.flags.writeable = False  # as the graph publishes them
         shortlist(stored, codes(vectors[:1])[0], 1)
+        vectors.flags.writeable = False  # as the graph publishes them
+        rescored(vectors, np.zeros(1, np.int64), vectors[0].copy())
         shares(np.zeros((1, 1)), np.ones(1, np.bool_), 0.5)
         index = LexicalIndex()
         index.add(1, ["compile", "kernel"])

@@ -22,6 +22,7 @@ _KERNELS = [
     induced.base_positions_within,
     activation._totals_and_peaks,
     area_retrieval.shares,
+    nearest_module.rescored,
 ]
 
 
