@@ -45,7 +45,8 @@ def indexed_search_scores(
     conn: Connection, index: LexicalView, question: str, *, limit: int
 ) -> list[tuple[int, float]]:
     """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
-    the fragments formed since that version (at most :data:`NEWER_ROWS`, tokenized here),
+    the fragments formed since that version (at most :data:`NEWER_ROWS` and
+    :data:`NEWER_CHARS`, tokenized here),
     counted together as FTS5 counts them: the same scores and hits as :func:`search_scores`.
     Superseded fragments are dropped as FTS5 search drops them (fetching four times more
     while too few are left). FTS5 itself when the graph lags by more rows, or when a query
@@ -53,7 +54,7 @@ def indexed_search_scores(
     tokenize = _fragments.fts_tokenizer(conn)
     phrases = [tokenize(term, True) for term in query_terms(question)]
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
-    if len(rows) > NEWER_ROWS:
+    if len(rows) > NEWER_ROWS or sum(len(r[1]) + len(r[2]) for r in rows) > NEWER_CHARS:
         return search_scores(conn, question, limit=limit)
     newer = [(fid, tokenize(speaker, False) + tokenize(text, False)) for fid, speaker, text in rows]
     fetch = 2 * limit + 8
@@ -72,6 +73,10 @@ NEWER_ROWS = 512
 """The most fragments formed after a graph version that a lookup tokenizes itself (a few
 µs each; the graph takes in a formation pass within about 0.1 s, a pass is at most
 ``formation.batch_size`` rows)."""
+NEWER_CHARS = 262_144
+"""The most characters of such fragments a lookup tokenizes (a pasted megabyte costs
+~25 ms to tokenize and count, on every lookup until the graph takes it in): past it,
+FTS5 answers, which indexed the text when it was formed."""
 
 
 def search(

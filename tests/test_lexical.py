@@ -161,16 +161,19 @@ def test_fragments_formed_after_the_version_score_as_fts5_scores_them(
     store.close()
 
 
+@pytest.mark.parametrize("limit", ["NEWER_ROWS", "NEWER_CHARS"])
 def test_a_graph_lagging_by_many_rows_is_searched_by_fts5(
-    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch, limit: str
 ) -> None:
-    monkeypatch.setattr(retrieval, "NEWER_ROWS", 3)
+    """Past NEWER_ROWS rows or NEWER_CHARS characters formed since the version (a pasted
+    megabyte), the lookup does not tokenize them: FTS5 answers."""
+    monkeypatch.setattr(retrieval, limit, 3 if limit == "NEWER_ROWS" else 40)
     store = MemoryStore(tmp_path / "m.db", backends=backends)
     store.append(_turns(random.Random(11), 10), conversation="c")
     store.form_all()
     memory = store.warm_graph()
     store.append(_turns(random.Random(12), 6), conversation="d")
-    store._form_pass()  # six rows the graph has not taken in: more than NEWER_ROWS
+    store._form_pass()  # six rows the graph has not taken in: more than either limit
     asked: list[str] = []
     real = retrieval.search_scores
 
