@@ -104,9 +104,10 @@ class LexicalView:
         by fragment id; None when a phrase has several tokens (see the module docstring).
         A phrase without tokens matches nothing, as in FTS5.
 
-        ``newer``: ``(fragment id, tokens)`` of matching fragments formed after this view
-        (FTS5 already holds them); they are scored and counted with the view's documents,
-        as FTS5 counts them, so every score is the one FTS5 gives now."""
+        ``newer``: ``(fragment id, tokens)`` of every fragment formed after this view
+        (FTS5 already holds them; matching or not, they count in the row total and the
+        average length); they are scored and counted with the view's documents, as FTS5
+        counts them, so every score is the one FTS5 gives now."""
         if any(len(p) > 1 for p in phrases):
             return None
         tokens = [p[0] for p in phrases if p]
