@@ -202,8 +202,7 @@ class MemoryGraphIndex:
         for fid, text, conversation, ts, vector, speaker in self._rows(
             conn, "fragments", fragments.nodes_since
         ):
-            speaking = "" if speaker is None else str(speaker)
-            self._lexical.add(fid, [*tokens(speaking, False), *tokens(str(text), False)])
+            self._lexical.add(fid, fragments.document_tokens(tokens, speaker, text))
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
             batch.fragment_of.append((node, fid))

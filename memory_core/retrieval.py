@@ -45,18 +45,18 @@ def indexed_search_scores(
     conn: Connection, index: LexicalView, question: str, *, limit: int
 ) -> list[tuple[int, float]]:
     """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
-    the fragments formed since that version (at most :data:`NEWER_ROWS` and
-    :data:`NEWER_CHARS`, tokenized here),
-    counted together as FTS5 counts them: the same scores and hits as :func:`search_scores`.
-    Superseded fragments are dropped as FTS5 search drops them (fetching four times more
-    while too few are left). FTS5 itself when the graph lags by more rows, or when a query
-    word is a phrase of several tokens to FTS5."""
+    the fragments formed since that version (at most :data:`NEWER_ROWS` rows and
+    :data:`NEWER_CHARS` characters, tokenized here), counted together as FTS5 counts them:
+    the same scores and hits as :func:`search_scores`. Superseded fragments are dropped
+    as FTS5 search drops them (fetching four times more while too few are left). FTS5
+    itself when the graph lags by more, or when a query word is a phrase of several
+    tokens to FTS5."""
     tokenize = _fragments.fts_tokenizer(conn)
     phrases = [tokenize(term, True) for term in query_terms(question)]
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
     if len(rows) > NEWER_ROWS or sum(len(r[1]) + len(r[2]) for r in rows) > NEWER_CHARS:
         return search_scores(conn, question, limit=limit)
-    newer = [(fid, tokenize(speaker, False) + tokenize(text, False)) for fid, speaker, text in rows]
+    newer = [(fid, _fragments.document_tokens(tokenize, who, text)) for fid, who, text in rows]
     fetch = 2 * limit + 8
     while True:
         found = index.search(phrases, fetch, newer)

@@ -29,6 +29,7 @@ __all__ = [
     "Hit",
     "LinkRow",
     "describe",
+    "document_tokens",
     "fetch_hits",
     "formed_after",
     "fts_tokenizer",
@@ -325,6 +326,12 @@ def formed_after(conn: Connection, after: int, limit: int) -> list[tuple[int, st
                 (after, limit),
             )
         ]
+
+
+def document_tokens(tokenize: Tokenizer, speaker: object, canonical: object) -> list[str]:
+    """The tokens of a fragment's FTS5 row: its two columns, as stored (read defensively:
+    NULL as empty, bytes decoded), tokenized as FTS5 indexes them."""
+    return [*tokenize(stored_text(speaker), False), *tokenize(stored_text(canonical), False)]
 
 
 def superseded_ids(conn: Connection, fragment_ids: Collection[int]) -> set[int]:
