@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from memory_core.graph import (
     GraphVersion,
     NodeKind,
     PulseConfig,
+    Region,
     Traversal,
     pulse,
     score_region,
@@ -287,5 +289,76 @@ def test_compiled_growth_follows_the_documented_rule(
     activation = pulse(version, data.draw(foci_for(graph.n)), traversal)
     ids = area_module._activated(activation, config)
     field = area_module._Field.build(version, activation, traversal, config, ids)
-    got = [(c, m.tolist()) for c, m in area_module._grow_all(field, config)]
+    centres, offsets, members = area_module._grow_all(field, config)
+    got = [(int(c), members[offsets[i] : offsets[i + 1]].tolist()) for i, c in enumerate(centres)]
     assert got == _reference_growth(field, config)
+
+
+def _reference_candidate(field: Any, members: Any, centre: int, config: AreaConfig) -> Any:
+    """A region and its score terms as the numpy rule of the module docstring computes
+    them, one candidate at a time (what :func:`.region_terms.candidate_terms` compiles)."""
+    inside = np.zeros(field.ids.shape[0], dtype=bool)
+    inside[members] = True
+    u, v = field.ends
+    region = Region(
+        np.sort(field.ids[members]),
+        field.edges.take(np.flatnonzero(inside[u] & inside[v])),
+        int(field.ids[centre]),
+    )
+    m = field.per_focus[members].sum(axis=0)
+    total = float(m.sum())
+    fragments = region.nodes[field.graph.kinds[region.nodes] == NodeKind.FRAGMENT]
+    edge_sources = region.edges.source[region.edges.source >= 0]
+    sources = int(np.union1d(edge_sources, fragments).shape[0])
+    edges = region.edges
+    pairs = {(int(t), int(i)) for t, i in zip(edges.edge_type, edges.edge_id, strict=True)}
+    support = sources / (sources + config.support_half)
+    size = len(members)
+    if total <= 0.0 or size == 0:
+        return region, (0.0, 0.0, 0.0, 0.0, 0.0, support, size, 0.0, sources, len(pairs))
+    shares = m[m > 0] / total
+    convergence = float(np.exp(-(shares * np.log(shares)).sum()) / m.shape[0])
+    coverage = float(np.mean(m >= config.focus_share * total / m.shape[0]))
+    mass = total / (max(field.seed_mass, 1e-12) * size**config.size_exponent)
+    justified = float((field.total[members] * field.hub[members]).sum())
+    hub_penalty = min(1.0, max(0.0, 1.0 - justified / total))
+    score = coverage * convergence * mass * (1.0 - hub_penalty) * support
+    terms = (score, coverage, convergence, mass, hub_penalty, support, size, total, sources)
+    return region, (*terms, len(pairs))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    graph=small_graphs(max_nodes=16, max_edges=40),
+    traversal=traversals(),
+    radius=st.integers(0, 3),
+    max_region_nodes=st.integers(1, 6),
+    max_candidates=st.integers(1, 4),
+    data=st.data(),
+)
+def test_compiled_candidate_terms_follow_the_documented_rule(
+    graph: SmallGraph,
+    traversal: Traversal,
+    radius: int,
+    max_region_nodes: int,
+    max_candidates: int,
+    data: st.DataObject,
+) -> None:
+    config = AreaConfig(
+        radius=radius, max_region_nodes=max_region_nodes, max_candidates=max_candidates
+    )
+    version = graph.version()
+    activation = pulse(version, data.draw(foci_for(graph.n)), traversal)
+    ids = area_module._activated(activation, config)
+    field = area_module._Field.build(version, activation, traversal, config, ids)
+    centres, offsets, members = area_module._grow_all(field, config)
+    for i, got in enumerate(field.candidates(centres, offsets, members, config)):
+        group = members[offsets[i] : offsets[i + 1]]
+        region, terms = _reference_candidate(field, group, int(centres[i]), config)
+        assert got.region.centre == region.centre
+        assert got.region.nodes.tolist() == region.nodes.tolist()
+        assert got.region.edges.edge_id.tolist() == region.edges.edge_id.tolist()
+        t = got.terms
+        mine = (t.score, t.coverage, t.convergence, t.mass, t.hub_penalty, t.support, t.size)
+        assert mine == pytest.approx(terms[:7], rel=1e-9, abs=1e-12)
+        assert (t.total, t.sources, t.edge_ids) == (pytest.approx(terms[7]), *terms[8:])

@@ -62,7 +62,8 @@ from .csr import GraphVersion
 from .edges import EdgeList
 from .errors import GraphConfigError
 from .growth import grow_all
-from .kinds import NodeKind
+from .kinds import MAX_EDGE_TYPES, NodeKind
+from .region_terms import candidate_terms
 from .traversal import Traversal
 from .wave import WaveConfig, WaveResult, damped_wave, region_laplacian
 
@@ -223,10 +224,7 @@ def select_area(
     """Build candidate regions around convergence centres, score them, return the best."""
     measures = _Field.build(graph, activation, traversal, config, _activated(activation, config))
     candidates = sorted(
-        (
-            measures.candidate(members, centre, config)
-            for centre, members in _grow_all(measures, config)
-        ),
+        measures.candidates(*_grow_all(measures, config), config),
         key=lambda c: (-c.terms.score, c.region.centre),
     )
     chosen = candidates[0] if candidates else None
@@ -261,7 +259,9 @@ def score_region(
     measures = _Field.build(graph, activation, traversal, config, ids)
     members = np.searchsorted(measures.ids, wanted).astype(np.int64)
     centre = int(members[np.argmax(measures.centre[members])]) if members.shape[0] else 0
-    return measures.candidate(members, centre, config).terms
+    offsets = np.array([0, members.shape[0]], np.int64)
+    (scored,) = measures.candidates(np.array([centre], np.int64), offsets, members, config)
+    return scored.terms
 
 
 @dataclass(eq=False)
@@ -279,6 +279,8 @@ class _Field:
     indptr: Int64s
     neighbours: Int64s
     seed_mass: float
+    fragment_id: Int64s
+    edge_key: Int64s
 
     @classmethod
     def build(
@@ -301,61 +303,127 @@ class _Field:
         indptr, neighbours = _local_csr(u[opened], v[opened], ids.shape[0])
         centre = _centre_scores(per_focus, activation) * hub
         seed_mass = float(activation.seed_mass.sum())
+        fragment_id = np.where(graph.kinds[ids] == NodeKind.FRAGMENT, ids, -1).astype(np.int64)
         return cls(
-            graph, ids, per_focus, total, hub, centre, edges, (u, v), indptr, neighbours, seed_mass
-        )
-
-    def region(self, members: Int64s, centre: int) -> Region:
-        inside = np.zeros(self.ids.shape[0], dtype=bool)
-        inside[members] = True
-        u, v = self.ends
-        rows = np.flatnonzero(inside[u] & inside[v])
-        return Region(np.sort(self.ids[members]), self.edges.take(rows), int(self.ids[centre]))
-
-    def candidate(self, members: Int64s, centre: int, config: AreaConfig) -> Candidate:
-        region = self.region(members, centre)
-        return Candidate(region, self.score(members, region, config))
-
-    def score(self, members: Int64s, region: Region, config: AreaConfig) -> RegionScore:
-        m = self.per_focus[members].sum(axis=0)
-        total = float(m.sum())
-        n_foci = m.shape[0]
-        size = int(members.shape[0])
-        sources = _sources(self.graph, region)
-        support = sources / (sources + config.support_half)
-        edge_ids = _edge_ids(region.edges)
-        if total <= 0.0 or size == 0:
-            return RegionScore(0.0, 0.0, 0.0, 0.0, 0.0, support, size, 0.0, sources, edge_ids, ())
-        coverage = float(np.mean(m >= config.focus_share * total / n_foci))
-        convergence = _evenness(m / total)
-        mass = total / (max(self.seed_mass, _SMOOTH) * size**config.size_exponent)
-        justified = float((self.total[members] * self.hub[members]).sum())
-        hub_penalty = min(1.0, max(0.0, 1.0 - justified / total))
-        score = coverage * convergence * mass * (1.0 - hub_penalty) * support
-        return RegionScore(
-            score,
-            coverage,
-            convergence,
-            mass,
-            hub_penalty,
-            support,
-            size,
+            graph,
+            ids,
+            per_focus,
             total,
-            sources,
-            edge_ids,
-            tuple(m.tolist()),
+            hub,
+            centre,
+            edges,
+            (u, v),
+            indptr,
+            neighbours,
+            seed_mass,
+            fragment_id,
+            _edge_keys(edges),
         )
 
+    def candidates(
+        self, centres: Int64s, offsets: Int64s, members: Int64s, config: AreaConfig
+    ) -> list[Candidate]:
+        """Candidate ``i``: centred on field index ``centres[i]``, holding the field
+        indices ``members[offsets[i]:offsets[i + 1]]``, with its score terms (computed
+        for all at once: :func:`.region_terms.candidate_terms`)."""
+        u, v = self.ends
+        sums, justified, sources, pairs, row_offsets, rows, size = candidate_terms(
+            offsets,
+            members,
+            u,
+            v,
+            self.edges.source,
+            self.edge_key,
+            self.fragment_id,
+            self.per_focus,
+            self.total,
+            self.hub,
+        )
+        totals = sums.sum(axis=1)
+        n_foci = sums.shape[1]
+        coverage = (
+            np.mean(sums >= (config.focus_share * totals / n_foci)[:, None], axis=1)
+            if n_foci
+            else np.zeros(totals.shape[0])
+        )
+        convergence = _row_evenness(sums, totals)
+        found = []
+        for i, centre in enumerate(centres.tolist()):
+            group = members[offsets[i] : offsets[i + 1]]
+            region = Region(
+                np.sort(self.ids[group]),
+                self.edges.take(rows[row_offsets[i] : row_offsets[i + 1]]),
+                int(self.ids[centre]),
+            )
+            terms = _terms(
+                sums[i],
+                float(totals[i]),
+                float(coverage[i]),
+                float(convergence[i]),
+                float(justified[i]),
+                int(sources[i]),
+                int(pairs[i]),
+                int(size[i]),
+                self.seed_mass,
+                config,
+            )
+            found.append(Candidate(region, terms))
+        return found
 
-def _grow_all(measures: _Field, config: AreaConfig) -> list[tuple[int, Int64s]]:
-    """(centre, members) for each kept candidate, in centre order (compiled:
-    :func:`.growth.grow_all`).
+
+def _terms(
+    m: Floats,
+    total: float,
+    coverage: float,
+    convergence: float,
+    justified: float,
+    sources: int,
+    edge_ids: int,
+    size: int,
+    seed_mass: float,
+    config: AreaConfig,
+) -> RegionScore:
+    """A region's :class:`RegionScore` from its per-focus mass ``m`` and counts."""
+    support = sources / (sources + config.support_half)
+    if total <= 0.0 or size == 0:
+        return RegionScore(0.0, 0.0, 0.0, 0.0, 0.0, support, size, 0.0, sources, edge_ids, ())
+    mass = total / (max(seed_mass, _SMOOTH) * size**config.size_exponent)
+    hub_penalty = min(1.0, max(0.0, 1.0 - justified / total))
+    score = coverage * convergence * mass * (1.0 - hub_penalty) * support
+    return RegionScore(
+        score,
+        coverage,
+        convergence,
+        mass,
+        hub_penalty,
+        support,
+        size,
+        total,
+        sources,
+        edge_ids,
+        tuple(m.tolist()),
+    )
+
+
+def _edge_keys(edges: EdgeList) -> Int64s:
+    """One int64 per edge, equal exactly when ``(edge_type, edge_id)`` are: the id times
+    the number of types plus the type; edge ids outside ``[0, 2**54)`` (never stored, but
+    an EdgeList allows them) are ranked first, so the key still fits."""
+    ids = edges.edge_id
+    if ids.shape[0] and (ids.min() < 0 or ids.max() >= 2**54):
+        ids = np.unique(ids, return_inverse=True)[1].astype(np.int64)
+    return ids * MAX_EDGE_TYPES + edges.edge_type.astype(np.int64)
+
+
+def _grow_all(measures: _Field, config: AreaConfig) -> tuple[Int64s, Int64s, Int64s]:
+    """``(centres, offsets, members)`` of the kept candidates, in centre order (compiled:
+    :func:`.growth.grow_all`; see :meth:`_Field.candidates`).
 
     At most ``4 * max_candidates`` centres are tried, so a crowd of overlapping regions
     cannot make selection slow.
     """
     order = np.lexsort((measures.ids, -measures.total, -measures.centre))
-    centres, offsets, members = grow_all(
+    return grow_all(
         order.astype(np.int64),
         measures.indptr,
         measures.neighbours,
@@ -367,7 +435,6 @@ def _grow_all(measures: _Field, config: AreaConfig) -> list[tuple[int, Int64s]]:
         config.max_candidates,
         config.max_overlap,
     )
-    return [(int(c), members[offsets[i] : offsets[i + 1]]) for i, c in enumerate(centres.tolist())]
 
 
 def _activated(activation: Activation, config: AreaConfig) -> Int64s:
@@ -425,36 +492,15 @@ def _local_csr(u: Int64s, v: Int64s, k: int) -> tuple[Int64s, Int64s]:
     return indptr, b[order]
 
 
-def _evenness(shares: Floats) -> float:
-    """``exp(entropy) / len(shares)``: the effective fraction of contributors."""
-    nz = shares[shares > 0.0]
-    return float(np.exp(-(nz * np.log(nz)).sum()) / shares.shape[0])
-
-
 def _row_evenness(rows: Floats, totals: Floats) -> Floats:
-    """:func:`_evenness` of each row's shares (0 for a row with nothing)."""
+    """Each row's evenness: ``exp(entropy) / len(shares)`` of its shares of its total,
+    the effective fraction of contributors (0 for a row with nothing)."""
     if rows.shape[0] == 0 or rows.shape[1] == 0:
         return np.zeros(rows.shape[0])
     shares = rows / np.where(totals > 0, totals, 1.0)[:, None]
     safe = np.where(shares > 0.0, shares, 1.0)
     entropy = -(shares * np.log(safe)).sum(axis=1)
     return np.where(totals > 0, np.exp(entropy) / rows.shape[1], 0.0)
-
-
-def _sources(graph: GraphVersion, region: Region) -> int:
-    """Distinct source fragments: edge sources and the region's own fragment nodes."""
-    edge_sources = region.edges.source[region.edges.source >= 0]
-    fragments = region.nodes[graph.kinds[region.nodes] == NodeKind.FRAGMENT]
-    return int(np.union1d(edge_sources, fragments).shape[0])
-
-
-def _edge_ids(edges: EdgeList) -> int:
-    """Distinct ``(edge_type, edge_id)`` pairs."""
-    if len(edges) == 0:
-        return 0
-    order = np.lexsort((edges.edge_id, edges.edge_type))
-    types, ids = edges.edge_type[order], edges.edge_id[order]
-    return 1 + int(np.count_nonzero((np.diff(types) != 0) | (np.diff(ids) != 0)))
 
 
 def _rank_fragments(
