@@ -149,9 +149,23 @@ def rank(candidates: Candidates, config: ScoringConfig, limit: int) -> tuple[Int
     """The row indices of the ``limit`` best candidates with a positive score, best
     first (ties: smaller fragment id first), and every candidate's score."""
     scores = score(candidates, config)
-    positive = np.flatnonzero(scores > 0)
+    positive = _best_rows(scores, np.flatnonzero(scores > 0), max(limit, 0))
     order = np.lexsort((candidates.fragment_ids[positive], -scores[positive]))
     return positive[order[: max(limit, 0)]], scores
+
+
+def _best_rows(values: Floats, rows: Int64s, k: int) -> Int64s:
+    """Those of ``rows`` whose value is at least the ``k``-th largest among them (ties
+    at the bar all kept, so sorting them finds the same ``k`` best as sorting all), in
+    row order; a partition instead of a sort of every candidate (thousands at 100k
+    fragments, for the ten best)."""
+    if k <= 0:
+        return rows[:0]
+    if rows.shape[0] <= k:
+        return rows
+    bar = np.partition(values[rows], rows.shape[0] - k)[rows.shape[0] - k]
+    kept: Int64s = rows[values[rows] >= bar]
+    return kept
 
 
 def rank_computing(
@@ -180,7 +194,8 @@ def rank_computing(
         terms[~done, j] = 0.0
         without = terms @ config.weights()
         open_rows = np.flatnonzero(~done)
-        first = open_rows[np.argsort(-without[open_rows], kind="stable")[:limit]]
+        best = _best_rows(without, open_rows, limit)
+        first = best[np.argsort(-without[best], kind="stable")[:limit]]
         _fill(terms, done, first, j, compute)
         complete = np.sort((terms @ config.weights())[done])[::-1]
         bar = complete[limit - 1] if complete.shape[0] >= limit else -np.inf

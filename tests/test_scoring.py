@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -104,6 +106,27 @@ def test_an_empty_candidate_set_ranks_nothing() -> None:
 
 _SHARE = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])
 _WEIGHT = st.sampled_from([0.0, 0.1, 0.5, 1.0, 2.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(*[_SHARE] * 5), min_size=1, max_size=40),
+    ids=st.randoms(use_true_random=False),
+    limit=st.integers(0, 12),
+)
+def test_ranking_takes_the_best_as_a_full_sort_would_with_many_ties(
+    rows: list[tuple[float, ...]], ids: Any, limit: int
+) -> None:
+    """The partition before the sort keeps every row tied at the bar."""
+    fragment_ids = list(range(1000, 1000 + len(rows)))
+    ids.shuffle(fragment_ids)  # ties are broken by id, not by row
+    columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
+    candidates = Candidates.of(fragment_ids, **columns, imputed=[False] * len(rows))  # type: ignore[arg-type]
+    order, scores = rank(candidates, ScoringConfig(), limit)
+    reference = sorted(
+        (i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], fragment_ids[i])
+    )
+    assert order.tolist() == reference[:limit]
 
 
 @settings(max_examples=300, deadline=None)
