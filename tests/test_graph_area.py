@@ -294,6 +294,52 @@ def test_compiled_growth_follows_the_documented_rule(
     assert got == _reference_growth(field, config)
 
 
+def _reference_local_arrays(field: Any, traversal: Traversal, gamma: float, free: float) -> Any:
+    """``u, v``, hub weights and the local adjacency by the numpy rule (what
+    :func:`.field.local_arrays` compiles)."""
+    u = np.searchsorted(field.ids, field.edges.src).astype(np.int64)
+    v = np.searchsorted(field.ids, field.edges.dst).astype(np.int64)
+    degree = np.maximum(field.graph.degree(field.ids), 1).astype(np.float64)
+    loop = u == v
+    x = np.concatenate([u[~loop], v[~loop]])
+    y = np.concatenate([v[~loop], u[~loop]])
+    independent = field.total[y] > 2.0 * gamma * field.total[x] / degree[x]
+    count = np.bincount(x[independent], minlength=field.ids.shape[0]).astype(np.float64)
+    hub = np.minimum(1.0, (count + free) / degree)
+    types = field.edges.edge_type
+    opened = (traversal.forward_table[types] > 0) | (traversal.reverse_table[types] > 0)
+    ou, ov = u[opened], v[opened]
+    keep = ou != ov
+    a = np.concatenate([ou[keep], ov[keep]])
+    b = np.concatenate([ov[keep], ou[keep]])
+    counts = np.bincount(a, minlength=field.ids.shape[0])
+    indptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])
+    return u, v, hub, indptr, b[np.argsort(a, kind="stable")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    graph=small_graphs(max_nodes=16, max_edges=40),
+    traversal=traversals(),
+    data=st.data(),
+)
+def test_compiled_local_arrays_follow_the_numpy_rule(
+    graph: SmallGraph, traversal: Traversal, data: st.DataObject
+) -> None:
+    config = AreaConfig()
+    version = graph.version()
+    activation = pulse(version, data.draw(foci_for(graph.n)), traversal)
+    ids = area_module._activated(activation, config)
+    field = area_module._Field.build(version, activation, traversal, config, ids)
+    u, v, hub, indptr, neighbours = _reference_local_arrays(
+        field, traversal, activation.gamma, config.free_degree
+    )
+    assert field.ends[0].tolist() == u.tolist() and field.ends[1].tolist() == v.tolist()
+    assert field.hub.tolist() == pytest.approx(hub.tolist(), rel=1e-12)
+    assert field.indptr.tolist() == indptr.tolist()
+    assert field.neighbours.tolist() == neighbours.tolist()
+
+
 def _reference_candidate(field: Any, members: Any, centre: int, config: AreaConfig) -> Any:
     """A region and its score terms as the numpy rule of the module docstring computes
     them, one candidate at a time (what :func:`.region_terms.candidate_terms` compiles)."""

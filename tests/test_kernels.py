@@ -10,13 +10,14 @@ import pytest
 from memory_core import LogMessage, MemoryStore, area_retrieval, lexical
 from memory_core import nearest as nearest_module
 from memory_core.formation import Backends
-from memory_core.graph import activation, growth, induced, push, region_terms
+from memory_core.graph import activation, field, growth, induced, push, region_terms
 from memory_core.kernels import compile_kernels
 
 _KERNELS = [
     push.push_rounds,
     growth.grow_all,
     region_terms.candidate_terms,
+    field.local_arrays,
     nearest_module.shortlist,
     lexical._bm25,
     activation.sorted_union,

@@ -61,6 +61,7 @@ from .activation import Activation
 from .csr import GraphVersion
 from .edges import EdgeList
 from .errors import GraphConfigError
+from .field import local_arrays
 from .growth import grow_all
 from .kinds import MAX_EDGE_TYPES, NodeKind
 from .region_terms import candidate_terms
@@ -295,12 +296,17 @@ class _Field:
         total = per_focus.sum(axis=1)
         degree = np.maximum(graph.degree(ids), 1).astype(np.float64)
         edges = graph.induced_edges(ids)
-        u = np.searchsorted(ids, edges.src).astype(np.int64)
-        v = np.searchsorted(ids, edges.dst).astype(np.int64)
-        hub = _hub_weights(u, v, total, degree, activation.gamma, config.free_degree)
-        types = edges.edge_type
-        opened = (traversal.forward_table[types] > 0) | (traversal.reverse_table[types] > 0)
-        indptr, neighbours = _local_csr(u[opened], v[opened], ids.shape[0])
+        u, v, hub, indptr, neighbours = local_arrays(
+            ids,
+            edges.src,
+            edges.dst,
+            edges.edge_type,
+            (traversal.forward_table > 0) | (traversal.reverse_table > 0),
+            total,
+            degree,
+            float(activation.gamma),
+            float(config.free_degree),
+        )
         centre = _centre_scores(per_focus, activation) * hub
         seed_mass = float(activation.seed_mass.sum())
         fragment_id = np.where(graph.kinds[ids] == NodeKind.FRAGMENT, ids, -1).astype(np.int64)
@@ -457,39 +463,11 @@ def _rows(activation: Activation, ids: Int64s) -> Floats:
     return out
 
 
-def _hub_weights(
-    u: Int64s,
-    v: Int64s,
-    total: Floats,
-    degree: Floats,
-    gamma: float,
-    free_degree: float,
-) -> Floats:
-    """``h(v) = min(1, (independently activated neighbours + free_degree) / degree)``."""
-    loop = u == v
-    x = np.concatenate([u[~loop], v[~loop]])
-    y = np.concatenate([v[~loop], u[~loop]])
-    independent = total[y] > 2.0 * gamma * total[x] / degree[x]
-    count = np.bincount(x[independent], minlength=total.shape[0]).astype(np.float64)
-    return np.asarray(np.minimum(1.0, (count + free_degree) / degree), dtype=np.float64)
-
-
 def _centre_scores(per_focus: Floats, activation: Activation) -> Floats:
     """Geometric mean over foci of activation relative to each focus's peak."""
     peak = activation.peak if activation.nodes.shape[0] else np.ones(1)
     relative = per_focus / np.where(peak > 0.0, peak, 1.0)
     return np.asarray(np.exp(np.log(relative + _SMOOTH).mean(axis=1)), dtype=np.float64)
-
-
-def _local_csr(u: Int64s, v: Int64s, k: int) -> tuple[Int64s, Int64s]:
-    """Symmetric local adjacency (self-loops dropped) as ``indptr, neighbours``."""
-    loop = u == v
-    a = np.concatenate([u[~loop], v[~loop]]).astype(np.int64)
-    b = np.concatenate([v[~loop], u[~loop]]).astype(np.int64)
-    order = np.argsort(a, kind="stable")
-    counts = np.bincount(a, minlength=k)
-    indptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)]).astype(np.int64)
-    return indptr, b[order]
 
 
 def _row_evenness(rows: Floats, totals: Floats) -> Floats:

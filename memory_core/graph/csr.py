@@ -259,8 +259,9 @@ class GraphVersion:
         which rows sorted by target allow, so the cost does not grow with a hub's degree.
         """
         members = np.unique(nodes)
-        idx = base_positions_within(self.out.indptr, self.out.indices, members, _SCAN_FACTOR)
-        src = np.searchsorted(self.out.indptr, idx, side="right").astype(np.int64) - 1
+        idx, src = base_positions_within(
+            self.out.indptr, self.out.indices, members, _SCAN_FACTOR
+        )
         base_rows = EdgeList(
             _frozen(src),
             _frozen(self.out.indices[idx].astype(np.int64)),

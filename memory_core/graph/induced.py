@@ -23,19 +23,23 @@ __all__ = ["base_positions_within"]
 
 
 @njit(cache=True, nogil=True)
-def base_positions_within(indptr: Any, indices: Any, members: Any, scan_factor: int) -> Any:
-    """Positions in the CSR (``indptr``, ``indices`` sorted within a row) of the edges
-    from a member to a member; ``members`` sorted and distinct."""
+def base_positions_within(
+    indptr: Any, indices: Any, members: Any, scan_factor: int
+) -> tuple[Any, Any]:
+    """``(positions, rows)``: the positions in the CSR (``indptr``, ``indices`` sorted
+    within a row) of the edges from a member to a member, and the row (source node) of
+    each; ``members`` sorted and distinct."""
     n_rows = indptr.shape[0] - 1
     m = members.shape[0]
     if m == 0:
-        return np.empty(0, np.int64)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     top = members[m - 1] + 1
     mark = np.zeros(top, np.bool_)
     for k in range(m):
         mark[members[k]] = True
     limit = scan_factor * m
     out = np.empty(0, np.int64)
+    owner = np.empty(0, np.int64)
     for fill in range(2):  # count, then write
         n = 0
         for k in range(m):
@@ -50,6 +54,7 @@ def base_positions_within(indptr: Any, indices: Any, members: Any, scan_factor: 
                     for p in range(lo, hi):
                         if fill:
                             out[n] = p
+                            owner[n] = row
                         n += 1
             else:
                 for p in range(start, end):
@@ -57,10 +62,12 @@ def base_positions_within(indptr: Any, indices: Any, members: Any, scan_factor: 
                     if target < top and mark[target]:
                         if fill:
                             out[n] = p
+                            owner[n] = row
                         n += 1
         if not fill:
             out = np.empty(n, np.int64)
-    return out
+            owner = np.empty(n, np.int64)
+    return out, owner
 
 
 @njit(cache=True, nogil=True)
