@@ -122,6 +122,7 @@ class _Runtime(Protocol):
 
     fast_path: str
     question_on_any_thread: bool
+    question_is_stored: bool
 
     def encode(self, texts: list[str]) -> Vectors: ...
 
@@ -151,6 +152,7 @@ class MiniLMEncoder:
         question_weights: str = "float32",
     ) -> None:
         self.runtime = runtime
+        self.max_tokens = max_tokens
         self._factory = RUNTIMES.get(runtime)
         if question_weights not in QUESTION_WEIGHTS:
             raise EncoderUnavailableError(
@@ -201,6 +203,13 @@ class MiniLMEncoder:
             if self._worker is None:
                 self._worker = _InferenceThread(f"minilm-{id(self):x}")
         return self._worker.submit(0, self._question_now, text).result()  # type: ignore[no-any-return]
+
+    @property
+    def question_is_stored(self) -> bool:
+        """Whether :meth:`encode_question` computes exactly what :meth:`encode` computes
+        for the same single text (so a question's vector may serve as the stored one):
+        under ``onnx-int8`` both run the text alone through the same one-thread session."""
+        return self._load().question_is_stored
 
     def _encode_now(self, texts: list[str]) -> Vectors:
         return self._load().encode(texts)
@@ -260,6 +269,7 @@ class _TorchRuntime:
                 "int8 question weights need the onnx runtime (formation.encoder.runtime)"
             )
         self.question_on_any_thread = False  # torch's thread pools are per calling thread
+        self.question_is_stored = False  # a question may take the traced path
         self._model = _load_minilm(settings.threads)
         self._model.max_seq_length = settings.max_tokens
         self._settings = settings
@@ -425,6 +435,8 @@ class _OnnxRuntime:
         self._alone = int8
         self._lane_count = settings.threads or _cores()
         self.question_on_any_thread = True
+        # a question runs alone through the session that runs each stored text alone
+        self.question_is_stored = int8 and not self._int8_questions
         self.fast_path = f"onnx{'-int8' if int8 else ''} ({how} {self.model_path})"
 
     @cached_property

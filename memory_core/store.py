@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
+from .asked import AskedQuestions
 from .errors import StorageError
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
 from .graph import GraphSettings
@@ -35,7 +36,7 @@ from .memory_graph import MemoryGraph, MemoryGraphIndex
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
 from .retrieval import Hit, fetch_hits, question_excerpt, search
-from .storage import Storage, receipts, retry_busy, stats
+from .storage import Storage, question_vectors, receipts, retry_busy, stats, transaction
 from .storage.entities import alias_names
 from .strategies import STRATEGIES
 from .tokens import TokenCounter, default_counter
@@ -102,6 +103,7 @@ class MemoryStore:
         self._settings = graph or GraphSettings()
         self._graph = MemoryGraphIndex(max_delta_edges=self._settings.max_delta_edges)
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
+        self._asked = AskedQuestions()
         self._closed = False
         self._backends_lock = threading.Lock()
         self._storage = storage = Storage(path)
@@ -135,14 +137,20 @@ class MemoryStore:
         :class:`StorageError` only when the database fails, not for lock contention.
         """
 
+        asked = self._asked.taken(messages)
+
         def append() -> AppendResult:
-            return append_messages(
-                self._writer,
-                messages,
-                explicit_conversation=conversation,
-                source=source,
-                now=self._clock(),
-            )
+            now = self._clock()
+            with transaction(self._writer):
+                result = append_messages(
+                    self._writer,
+                    messages,
+                    explicit_conversation=conversation,
+                    source=source,
+                    now=now,
+                )
+                question_vectors.keep(self._writer, asked, now)
+            return result
 
         with self._write_lock:
             return retry_busy(append)
@@ -316,7 +324,9 @@ class MemoryStore:
             area_config=self._settings.area,
             scoring=self._settings.scoring,
         )
-        result.timings_ms["encode_ms"] = round(encoding.result()[1], 3)  # overlapped
+        vector, encode_ms = encoding.result()
+        result.timings_ms["encode_ms"] = round(encode_ms, 3)  # overlapped
+        self._asked.remember(question, encoder.reuse_key(question), vector)
         result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)
         return graph, result
 

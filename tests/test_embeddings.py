@@ -16,6 +16,7 @@ import pytest
 
 from memory_core.embeddings import DEFAULT_RUNTIME, MiniLMEncoder
 from memory_core.formation import FormationConfig
+from memory_core.formation.backends import SentenceEncoder
 from memory_core.formation.config import FormationConfigError, parse_formation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,3 +296,15 @@ def test_a_lone_surrogate_is_encoded_not_refused(encoder: MiniLMEncoder) -> None
         encoder.encode_question(broken), encoder.encode_question(plain), atol=FP32_ATOL
     )
     assert encoder.encode([broken, "ok"]).shape == (2, MiniLMEncoder.dimension)
+
+
+def test_only_a_question_computed_as_its_stored_text_may_stand_for_it(
+    encoder: MiniLMEncoder, reference: MiniLMEncoder, cache: Path
+) -> None:
+    """float32 questions run alone while stored texts run in batches, torch may trace a
+    single text: neither gives a reuse key; onnx-int8 runs both alone in one session."""
+    assert SentenceEncoder(encoder).reuse_key("Where are the bees?") is None
+    assert SentenceEncoder(reference).reuse_key("Where are the bees?") is None
+    int8 = SentenceEncoder(MiniLMEncoder(runtime="onnx-int8", cache_dir=cache))
+    key = int8.reuse_key("Where are the bees?")
+    assert key is not None and key != int8.reuse_key("Where are the bees")

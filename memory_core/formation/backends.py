@@ -13,6 +13,7 @@ at :func:`build_backends` time, naming the model and its config key.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,17 @@ class SentenceEncoder:
         if isinstance(self._encoder, MiniLMEncoder):
             return self._encoder.encode_question(text)
         return self._encoder.encode([text])
+
+    def reuse_key(self, text: str) -> str | None:
+        """The key under which the question vector of ``text`` may stand for its stored
+        vector (:mod:`memory_core.storage.question_vectors`), or None when the question
+        path computes anything else (then a stored text is always encoded). The key is a
+        digest of the encoder's identity (model, runtime, wordpiece cap) and the text."""
+        encoder = self._encoder
+        if not isinstance(encoder, MiniLMEncoder) or not encoder.question_is_stored:
+            return None
+        identity = f"{encoder.name}\0{encoder.runtime}\0{encoder.max_tokens}\0{text}"
+        return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

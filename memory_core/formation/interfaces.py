@@ -136,6 +136,11 @@ class QuestionEncoder(MentionEncoder, Protocol):
 
     def encode_question(self, text: str) -> Vectors: ...
 
+    def reuse_key(self, text: str) -> str | None:
+        """Where a question's vector may serve as the stored vector of the same text: its
+        key (see :mod:`memory_core.storage.question_vectors`); else None."""
+        ...
+
 
 @dataclass(frozen=True)
 class RelationCandidate:

@@ -56,7 +56,7 @@ import numpy as np
 from ..errors import MemoryCoreError
 from ..log import stored_timestamp
 from ..names import NameIndex
-from ..storage import Connection, transaction
+from ..storage import Connection, question_vectors, transaction
 from ..storage import contexts as context_rows
 from ..storage import log as log_rows
 from ..storage.log import MAX_ATTEMPTS
@@ -125,6 +125,7 @@ class Former:
         self._entities: EntityCache | None = None
         self._contexts: ContextCache | None = None
         self._name_vectors: dict[str, Vectors] = {}
+        self._used_vectors: list[str] = []  # question vectors this pass took
         self.timings: dict[str, float] = {}
         """Cumulative seconds per stage (for benchmarks; ``write`` is the transaction)."""
 
@@ -174,6 +175,7 @@ class Former:
 
     def _pass(self, rows: Sequence[Item]) -> FormationResult:
         failures: list[Failure] = []
+        self._used_vectors = []
         items = self._prepare([i for i in rows if i.text], failures)
         with self._timed("write"):
             counts = self._write(rows, items, failures)
@@ -269,10 +271,22 @@ class Former:
                 item.normalised = self._normalise(item, failures)
 
     def _embed(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        """Each item's vector: the one its question was encoded with when the proxy kept
+        it (:mod:`..storage.question_vectors`: the same text, the same computation), else
+        the encoder's."""
+        encoder = self._b.encoder
         with budget.charge(items):
-            vectors = self._b.encoder.encode([self._read(i) for i in items])
-        for item, vec in zip(items, vectors, strict=True):
-            item.vector = vec
+            texts = [self._read(i) for i in items]
+            keys = [encoder.reuse_key(text) for text in texts]
+            found = question_vectors.find(self._conn, [k for k in keys if k is not None])
+            kept = _vectors(found, encoder.dimension)
+            missing = [i for i, key in enumerate(keys) if key not in kept]
+            encoded = list(encoder.encode([texts[i] for i in missing])) if missing else []
+        computed = dict(zip(missing, encoded, strict=True))
+        for i, item in enumerate(items):
+            key = keys[i]
+            item.vector = computed[i] if key is None or key not in kept else kept[key]
+        self._used_vectors.extend(k for k in keys if k is not None and k in kept)
 
     def _detect_all(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
         """NER; names found earlier in the pass count as known."""
@@ -429,6 +443,7 @@ class Former:
         writer = GraphWriter(self._conn, self._b, self._config, entities, contexts, now)
         with transaction(self._conn):
             _mark_superseded(self._conn, items)
+            question_vectors.drop(self._conn, self._used_vectors, now - question_vectors.KEEP_S)
             writer.write(items, failures)
             save_entities(self._conn, entities, now)
             save_contexts(self._conn, contexts)
@@ -459,3 +474,12 @@ def _time_of(ts: object) -> float:
     as "date unknown") when that is unusable — an older database may hold inf or text."""
     known = stored_timestamp(ts)
     return math.inf if known is None else known
+
+
+def _vectors(found: dict[str, bytes], dimension: int) -> dict[str, Vectors]:
+    """The kept vectors that are what they should be (``dimension`` float32 values)."""
+    return {
+        key: np.frombuffer(blob, np.float32).copy()
+        for key, blob in found.items()
+        if len(blob) == 4 * dimension
+    }

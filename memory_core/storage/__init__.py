@@ -12,7 +12,8 @@ connection and take or return typed rows:
 - :mod:`.contexts`: contexts, segments, memberships;
 - :mod:`.entities`: entities, aliases, mentions;
 - :mod:`.relations`: relations and their mutation records;
-- :mod:`.receipts`: receipts; :mod:`.stats`: counts.
+- :mod:`.receipts`: receipts; :mod:`.stats`: counts;
+- :mod:`.question_vectors`: question vectors kept for formation.
 
 Invariants:
 

@@ -252,11 +252,20 @@ def _m004_formation(conn: Connection) -> None:
     conn.execute("DELETE FROM fragments")
 
 
+def _m005_question_vectors(conn: Connection) -> None:
+    """Question vectors kept for formation (see :mod:`.question_vectors`)."""
+    conn.execute(
+        "CREATE TABLE question_vectors ("
+        " key TEXT PRIMARY KEY, vector BLOB NOT NULL, created_at REAL NOT NULL)"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
     ("003_receipts", _m003_receipts),
     ("004_formation", _m004_formation),
+    ("005_question_vectors", _m005_question_vectors),
 )
 
 
