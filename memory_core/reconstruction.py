@@ -95,6 +95,7 @@ whose stored time is unknown sits under a ``date unknown:`` heading, after the d
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -364,13 +365,27 @@ def _is_name(stem: str, names: frozenset[str]) -> bool:
     return any(name.startswith(stem) for name in names)
 
 
+def _split(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
+    """The sentences of ``text`` and the content stems of each (tuples: shared by the
+    cache below)."""
+    sentences = tuple(split_sentences(text))
+    return sentences, tuple(content_stems(s) for s in sentences)
+
+
+_CACHED_CHARS = 4000
+_sentence_stems = functools.lru_cache(maxsize=4096)(_split)
+""":func:`_split` of the fragments reconstructed lately (a pure function of the text; a
+memory block is built from the same fragments question after question, and splitting
+and stemming them again was most of a reconstruction). Texts past ``_CACHED_CHARS`` are
+split every time, so a pasted page is not kept alive here."""
+
+
 def _condensed(text: str, focus: _Focus, *, whole: bool) -> str:
     """``text`` thinned by sentence selection (see the module docstring); ``whole`` keeps
     every sentence that is not phatic."""
     if len(text.split()) <= _LONG_WORDS:
         return text
-    sentences = split_sentences(text)
-    stems = [content_stems(s) for s in sentences]
+    sentences, stems = _sentence_stems(text) if len(text) <= _CACHED_CHARS else _split(text)
     shared = [len(s & focus.terms) for s in stems]
     if any(shared) and not whole:
         return _joined(sentences, [n > 0 for n in shared])
