@@ -180,7 +180,7 @@ def pulse(
         *(delta.src, delta.dst, delta.weight, delta.edge_type),
         *(dout.keys, dout.order, din.keys, din.order),
     )
-    nodes, settled, pending, trace, pushes, rounds, read, converged = push_rounds(
+    nodes, per_focus, residual, trace, pushes, rounds, read, converged = push_rounds(
         version,
         traversal.forward_table,
         traversal.reverse_table,
@@ -194,7 +194,7 @@ def pulse(
         config.max_rounds,
     )
     work = (pushes, rounds, read, converged)
-    return _activation(graph, config, nodes, settled, pending, amounts.sum(axis=0), trace, work)
+    return _activation(graph, config, nodes, per_focus, residual, amounts.sum(axis=0), trace, work)
 
 
 _NO_NODES = np.empty(0, np.int64)
@@ -204,21 +204,22 @@ def _activation(
     graph: GraphVersion,
     config: PulseConfig,
     nodes: Int64s,
-    settled: Floats,
-    pending: Floats,
+    per_focus: Floats,
+    residual: Floats,
     seed_mass: Floats,
     trace: Sequence[Floats],
     work: tuple[int, int, int, bool],
 ) -> Activation:
-    """The result of a pulse: ``settled`` and ``pending`` are the rows of ``nodes``."""
+    """The result of a pulse: ``per_focus`` (settled plus pending) are the rows of
+    ``nodes``, ``residual`` what is still pending per focus."""
     pushes, rounds, read, converged = work
     return Activation(
         version=graph.version,
         gamma=config.gamma,
         nodes=nodes,
-        per_focus=settled + pending,
+        per_focus=per_focus,
         seed_mass=seed_mass,
-        residual=pending.sum(axis=0),
+        residual=residual,
         pending_trace=np.array(trace, dtype=np.float64),
         pushes=pushes,
         rounds=rounds,
