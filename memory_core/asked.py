@@ -37,7 +37,7 @@ class AskedQuestions:
 
     def remember(self, text: str, key: str | None, vector: npt.NDArray[np.float32]) -> None:
         """Keep ``vector`` for ``text`` when its encoder gave a ``key``."""
-        if key is None:
+        if key is None or not text.strip():  # an empty turn forms no fragment
             return
         value = (key, np.ascontiguousarray(vector, dtype=np.float32).tobytes())
         with self._lock:

@@ -134,6 +134,13 @@ def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InvalidInputError(f"messages[{index}].content must be a string, a list or null")
+    try:
+        json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"messages[{index}] contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff),"
+            " which no UTF-8 store can hold"
+        ) from exc
     return message
 
 

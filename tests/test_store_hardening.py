@@ -117,6 +117,28 @@ def test_append_refuses_an_odd_timestamp_naming_the_message(store: MemoryStore, 
     assert store.stats().log_messages == 0
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "Where did Ana go \ud800 last May?"},
+        {"role": "user", "content": [{"type": "text", "text": "half a pair \udfff"}]},
+        {"role": "user", "content": "fine", "name": "\ud83d"},
+    ],
+)
+def test_append_refuses_a_lone_surrogate_naming_the_message(
+    store: MemoryStore, message: dict[str, object]
+) -> None:
+    """Found trying it hostile: the library's append raised UnicodeEncodeError from the
+    conversation digest (the proxy refuses such a body with a 400 before it gets here)."""
+    messages = [
+        LogMessage({"role": "user", "content": "fine"}, MAY_2023),
+        LogMessage(message, MAY_2023 + 1),
+    ]
+    with pytest.raises(InvalidInputError, match=r"messages\[1\] contains a lone UTF-16"):
+        store.append(messages, conversation="c")
+    assert store.stats().log_messages == 0
+
+
 @pytest.mark.parametrize("odd", [math.inf, -math.inf, 1e308, -1e12, "yesterday"])
 def test_odd_stored_timestamps_break_no_reader_and_no_later_ingest(
     store: MemoryStore, backends: Backends, odd: float
