@@ -382,3 +382,19 @@ def test_the_sorted_union_is_the_union_with_each_elements_place(a: set[int], b: 
     np.testing.assert_array_equal(union, np.union1d(left, right))
     np.testing.assert_array_equal(union[in_left], left)
     np.testing.assert_array_equal(union[in_right], right)
+
+
+@settings(max_examples=40, deadline=None)
+@given(graph=small_graphs(), traversal=traversals(), data=st.data())
+def test_a_pulse_in_a_large_graph_leaves_in_node_order_as_in_a_small_one(
+    graph: SmallGraph, traversal: Traversal, data: st.DataObject
+) -> None:
+    """The kernel orders its result by sorting the touched ids when few nodes were
+    touched, and by a pass over every node otherwise: the same nodes, the same values."""
+    foci = data.draw(foci_for(graph.n))
+    small = pulse(graph.version(), foci, traversal)
+    padded = GraphVersion.build([*graph.kinds, *[graph.kinds[0]] * 4096], graph.edges())
+    large = pulse(padded, foci, traversal)
+    assert large.nodes.tolist() == small.nodes.tolist()
+    np.testing.assert_array_equal(large.per_focus, small.per_focus)
+    np.testing.assert_array_equal(large.residual, small.residual)
