@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -83,6 +83,11 @@ class LexicalView:
     count_of: Int32s  # posting -> occurrences
     total_tokens: int
     base: _TermMajor
+    newer_tokens: dict[int, list[str]] = field(default_factory=dict, compare=False)
+    """The tokens of fragments formed after this view, by fragment id, as lookups read
+    them (:func:`memory_core.retrieval.indexed_search_scores`): a fragment's text never
+    changes once formed, and every lookup until the next version reads the same rows.
+    At most ``NEWER_ROWS`` of them (past that, lookups ask FTS5)."""
 
     @property
     def documents(self) -> int:

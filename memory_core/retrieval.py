@@ -56,7 +56,13 @@ def indexed_search_scores(
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
     if len(rows) > NEWER_ROWS or sum(len(r[1]) + len(r[2]) for r in rows) > NEWER_CHARS:
         return search_scores(conn, question, limit=limit)
-    newer = [(fid, _fragments.document_tokens(tokenize, who, text)) for fid, who, text in rows]
+    known = index.newer_tokens
+    newer = []
+    for fid, who, text in rows:
+        tokens = known.get(fid)
+        if tokens is None:
+            tokens = known[fid] = _fragments.document_tokens(tokenize, who, text)
+        newer.append((fid, tokens))
     fetch = 2 * limit + 8
     while True:
         found = index.search(phrases, fetch, newer)

@@ -158,6 +158,9 @@ def test_fragments_formed_after_the_version_score_as_fts5_scores_them(
         assert dict(found).keys() == dict(expected).keys(), question
         for fid, score in found:
             assert score == pytest.approx(dict(expected)[fid], rel=1e-9, abs=1e-12)
+    last = memory.lexical.last_fragment_id
+    newer = {fid for fid, _, _ in fragments.formed_after(store._reader, last, 99)}
+    assert set(memory.lexical.newer_tokens) == newer  # tokenized once, by the first lookup
     store.close()
 
 
