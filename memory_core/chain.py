@@ -20,17 +20,38 @@ from typing import Any
 
 from .errors import InvalidInputError
 
-__all__ = ["canonical", "chain_hashes", "conversation_id", "message_text"]
+__all__ = [
+    "IDENTITY_KEYS",
+    "canonical",
+    "chain_hashes",
+    "conversation_id",
+    "message_text",
+    "utf8",
+]
 
-_IDENTITY_KEYS = ("role", "name", "content", "tool_calls", "tool_call_id", "function_call")
+IDENTITY_KEYS = ("role", "name", "content", "tool_calls", "tool_call_id", "function_call")
+"""The keys of a message that make its identity (hashed); the others are kept, not hashed."""
 
 
 def canonical(message: Mapping[str, Any]) -> str:
     """Stable JSON of the parts of a message that make its identity (not timestamps)."""
     if not isinstance(message, Mapping):
         raise InvalidInputError("a message must be an object")
-    ident = {k: message[k] for k in _IDENTITY_KEYS if message.get(k) is not None}
+    ident = {k: message[k] for k in IDENTITY_KEYS if message.get(k) is not None}
     return json.dumps(ident, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def utf8(text: str, index: int) -> bytes:
+    """``text`` in UTF-8. A lone UTF-16 surrogate (an unpaired ``\\ud800``-``\\udfff``
+    escape) has no UTF-8 form, so no digest or store can take it: the caller's error,
+    naming ``messages[index]``."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"messages[{index}] contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff),"
+            " which no UTF-8 store can hold"
+        ) from exc
 
 
 def message_text(content: Any) -> str:
@@ -54,8 +75,8 @@ def conversation_id(messages: Sequence[Mapping[str, Any]], explicit: str | None 
     if explicit:
         return explicit
     digest = hashlib.sha256()
-    for message in messages:
-        digest.update(canonical(message).encode())
+    for index, message in enumerate(messages):
+        digest.update(utf8(canonical(message), index))
         digest.update(b"\x00")
         if message.get("role") == "user":
             break
@@ -66,11 +87,11 @@ def chain_hashes(messages: Sequence[Mapping[str, Any]], conv_id: str) -> list[st
     """Hash of every message, each covering its whole prefix within ``conv_id``."""
     hashes = []
     parent = "conv:" + conv_id
-    for message in messages:
+    for index, message in enumerate(messages):
         digest = hashlib.sha256()
         digest.update(parent.encode())
         digest.update(b"\x00")
-        digest.update(canonical(message).encode())
+        digest.update(utf8(canonical(message), index))
         parent = digest.hexdigest()
         hashes.append(parent)
     return hashes

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .chain import chain_hashes, conversation_id, message_text
+from .chain import IDENTITY_KEYS, chain_hashes, conversation_id, message_text, utf8
 from .errors import InvalidInputError
 from .storage import Connection, fragments, relations, transaction
 from .storage import log as log_rows
@@ -134,13 +134,9 @@ def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InvalidInputError(f"messages[{index}].content must be a string, a list or null")
-    try:
-        json.dumps(message, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(
-            f"messages[{index}] contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff),"
-            " which no UTF-8 store can hold"
-        ) from exc
+    rest = {k: v for k, v in message.items() if k not in IDENTITY_KEYS}
+    if rest:  # the identity keys are checked as they are hashed (chain.utf8)
+        utf8(json.dumps(rest, ensure_ascii=False, default=str), index)
     return message
 
 

@@ -123,6 +123,7 @@ def test_append_refuses_an_odd_timestamp_naming_the_message(store: MemoryStore, 
         {"role": "user", "content": "Where did Ana go \ud800 last May?"},
         {"role": "user", "content": [{"type": "text", "text": "half a pair \udfff"}]},
         {"role": "user", "content": "fine", "name": "\ud83d"},
+        {"role": "user", "content": "fine", "metadata": {"note": "\udc00"}},  # not hashed
     ],
 )
 def test_append_refuses_a_lone_surrogate_naming_the_message(
