@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .area_retrieval import shares
+from .area_retrieval import reached_foci
 from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, combine, pulse, select_area
 from .lexical import LexicalIndex
 from .nearest import codes, rescored, shortlist
@@ -51,7 +51,7 @@ def compile_kernels() -> None:
         shortlist(stored, codes(vectors[:1])[0], 1)
         vectors.flags.writeable = False  # as the graph publishes them
         rescored(vectors, np.zeros(1, np.int64), vectors[0].copy())
-        shares(np.zeros((1, 1)), np.ones(1, np.bool_), 0.5)
+        reached_foci(np.zeros((1, 1)), np.ones(1, np.bool_), 0.5)
         index = LexicalIndex()
         index.add(1, ["compile", "kernel"])
         index.view().search([["kernel"]], 1)

@@ -23,7 +23,7 @@ _KERNELS = [
     activation.sorted_union,
     induced.base_positions_within,
     activation._totals_and_peaks,
-    area_retrieval.shares,
+    area_retrieval.reached_foci,
     nearest_module.rescored,
 ]
 
