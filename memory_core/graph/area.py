@@ -333,7 +333,7 @@ class _Field:
         indices ``members[offsets[i]:offsets[i + 1]]``, with its score terms (computed
         for all at once: :func:`.region_terms.candidate_terms`)."""
         u, v = self.ends
-        sums, justified, sources, pairs, row_offsets, rows, size = candidate_terms(
+        sums, justified, sources, pairs, row_offsets, rows = candidate_terms(
             offsets,
             members,
             u,
@@ -369,7 +369,7 @@ class _Field:
                 float(justified[i]),
                 int(sources[i]),
                 int(pairs[i]),
-                int(size[i]),
+                int(offsets[i + 1] - offsets[i]),
                 self.seed_mass,
                 config,
             )

@@ -35,8 +35,8 @@ def candidate_terms(
     per_focus: Any,
     total: Any,
     hub: Any,
-) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
-    """``(sums, justified, sources, pairs, row_offsets, rows, size)`` per candidate.
+) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """``(sums, justified, sources, pairs, row_offsets, rows)`` per candidate.
 
     Candidate ``c`` holds the field indices ``members[offsets[c]:offsets[c + 1]]``;
     ``u, v`` are the field edges' end indices, ``edge_source`` their source fragment
@@ -52,23 +52,21 @@ def candidate_terms(
     justified = np.zeros(k)
     sources = np.zeros(k, np.int64)
     pairs = np.zeros(k, np.int64)
-    size = np.zeros(k, np.int64)
     row_offsets = np.zeros(k + 1, np.int64)
     inside = np.zeros(n, np.bool_)
-    counts = np.zeros(k, np.int64)
     for c in range(k):  # first pass: how many edges each region holds
         for j in range(offsets[c], offsets[c + 1]):
             inside[members[j]] = True
+        held = 0
         for e in range(u.shape[0]):
             if inside[u[e]] and inside[v[e]]:
-                counts[c] += 1
+                held += 1
         for j in range(offsets[c], offsets[c + 1]):
             inside[members[j]] = False
-        row_offsets[c + 1] = row_offsets[c] + counts[c]
+        row_offsets[c + 1] = row_offsets[c] + held
     rows = np.empty(row_offsets[k], np.int64)
     for c in range(k):
         lo, hi = offsets[c], offsets[c + 1]
-        size[c] = hi - lo
         for j in range(lo, hi):
             i = members[j]
             inside[i] = True
@@ -85,7 +83,7 @@ def candidate_terms(
         mine = rows[row_offsets[c] : row_offsets[c + 1]]
         sources[c] = _distinct_sources(mine, edge_source, members[lo:hi], fragment_id)
         pairs[c] = _distinct(edge_key[mine])
-    return sums, justified, sources, pairs, row_offsets, rows, size
+    return sums, justified, sources, pairs, row_offsets, rows
 
 
 @njit(cache=True, nogil=True)
