@@ -1,11 +1,11 @@
 """Upstream adapters: where a chat request is forwarded, and how.
 
 Two adapters share one small interface. :class:`FastUpstream` forwards to an
-OpenAI-compatible server over a pooled aiohttp session and relays its bytes untouched
-(about 1 ms per call on the reference machine). :class:`LiteLLMUpstream` goes through
-litellm's async API for every other provider (a few ms more per call). Both translate
-every foreign failure into :class:`UpstreamError` (before the response started) or
-:class:`UpstreamStreamError` (after), exactly once, here.
+OpenAI-compatible server over pooled keep-alive connections (:mod:`proxy.http1`) and
+relays its bytes untouched. :class:`LiteLLMUpstream` goes through litellm's async API
+for every other provider (a few ms more per call). Both translate every foreign failure
+into :class:`UpstreamError` (before the response started) or :class:`UpstreamStreamError`
+(after), exactly once, here.
 
 Both forward what :mod:`proxy.headers` lets through of the client's request (headers;
 the query on the fast path, ``api-version`` alone through litellm) and return the
@@ -26,21 +26,25 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import io
 import json
 import zlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import aiohttp
-from yarl import URL
+from urllib.parse import quote, urlsplit
 
 from memory_core.formation.llm import litellm_module
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStreamError
 from .headers import Forward, relayed
+from .http1 import (
+    Http1Client,
+    Http1ConnectError,
+    Http1Disconnected,
+    Http1Error,
+    Http1Response,
+)
 
 __all__ = ["FastUpstream", "LiteLLMUpstream", "Reply", "Router", "Stream", "Upstream"]
 
@@ -111,49 +115,52 @@ def build_upstream(config: UpstreamConfig) -> Upstream:
 
 
 class FastUpstream:
-    """Raw, pooled aiohttp forwarding to an OpenAI-compatible ``/chat/completions``."""
+    """Raw, pooled HTTP/1.1 forwarding to an OpenAI-compatible ``/chat/completions``
+    (:mod:`proxy.http1`): the client's bytes go out as they came, the answer's come back
+    as they arrive."""
 
     def __init__(self, config: UpstreamConfig) -> None:
         self.config = config
         self._url = f"{config.api_base}/chat/completions"
-        self._session: aiohttp.ClientSession | None = None
+        self._path = _request_path(self._url)
+        self._http: Http1Client | None = None
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            timeout = aiohttp.ClientTimeout(
-                total=None, connect=self.config.connect_timeout_s, sock_read=self.config.timeout_s
+    def _client(self) -> Http1Client:
+        if self._http is None or self._http.closed:
+            self._http = Http1Client(
+                self._url,
+                connect_timeout_s=self.config.connect_timeout_s,
+                read_timeout_s=self.config.timeout_s,
+                limit=256,
+                keepalive_s=60,
             )
-            connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=60)
-            self._session = aiohttp.ClientSession(
-                timeout=timeout, connector=connector, auto_decompress=False
-            )
-        return self._session
+        return self._http
 
-    def _headers(self, forward: Forward) -> dict[str, str]:
-        headers = {
-            **forward.headers,
-            "Content-Type": "application/json",
-            "Accept-Encoding": "identity",
-        }
+    def _headers(self, forward: Forward) -> list[tuple[str, str]]:
+        headers = [
+            *forward.headers.items(),
+            ("Content-Type", "application/json"),
+            ("Accept-Encoding", "identity"),
+        ]
         key = self.config.api_key()
         if key:
-            headers["Authorization"] = f"Bearer {key}"
+            headers.append(("Authorization", f"Bearer {key}"))
         return headers
 
-    def _target(self, query: str) -> URL:
-        """The upstream URL with the client's query string, byte for byte."""
-        return URL(f"{self._url}?{query}" if query else self._url, encoded=True)
+    def _target(self, query: str) -> str:
+        """The request target with the client's query string, byte for byte."""
+        return f"{self._path}?{query}" if query else self._path
 
-    async def _post(self, raw: bytes, forward: Forward) -> aiohttp.ClientResponse:
+    async def _post(self, raw: bytes, forward: Forward) -> Http1Response:
         try:
             response = await self._client().post(
-                self._target(forward.query), data=_payload(raw), headers=self._headers(forward)
+                self._target(forward.query), self._headers(forward), raw
             )
         except TimeoutError as exc:
             raise _timeout(self.config) from exc
-        except aiohttp.ClientConnectorError as exc:
+        except Http1ConnectError as exc:
             raise _unreachable(self.config, exc) from exc
-        except aiohttp.ClientError as exc:
+        except Http1Error as exc:
             raise UpstreamError(
                 502, f"upstream request failed: {exc}", code="upstream_error"
             ) from exc
@@ -170,12 +177,12 @@ class FastUpstream:
             data = await response.read()
         except TimeoutError as exc:
             raise _timeout(self.config) from exc
-        except aiohttp.ClientError as exc:
+        except Http1Error as exc:
             raise UpstreamError(
                 502, f"upstream closed the connection: {exc}", code="upstream_error"
             ) from exc
         finally:
-            response.release()
+            response.close()
         data, headers = _decoded_reply(response, data)
         return Reply(
             response.status,
@@ -186,13 +193,18 @@ class FastUpstream:
 
     async def stream(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Stream:
         response = await self._post(raw, forward)
-        stream = _AiohttpStream(response)
+        stream = _Http1Stream(response)
         await stream.prime()
         return stream
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._http is not None:
+            await self._http.close()
+
+
+def _request_path(url: str) -> str:
+    """The path of ``url`` as a request target: percent-encoded where it was not."""
+    return quote(urlsplit(url).path or "/", safe="/%:@!$&'()*+,;=-._~")
 
 
 class _Decoder:
@@ -223,13 +235,13 @@ class _Decoder:
 _DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
 
 
-def _coding(response: aiohttp.ClientResponse) -> str | None:
+def _coding(response: Http1Response) -> str | None:
     """The response's content-coding, lower case; None for none (or ``identity``)."""
     coding = response.headers.get("Content-Encoding", "").strip().lower()
     return None if coding in ("", "identity") else coding
 
 
-def _decoder(response: aiohttp.ClientResponse, headers: dict[str, str]) -> _Decoder | None:
+def _decoder(response: Http1Response, headers: dict[str, str]) -> _Decoder | None:
     """A decoder for a gzip/deflate body; for another coding, the ``Content-Encoding``
     goes back into ``headers`` so the client gets the bytes with their encoding."""
     coding = _coding(response)
@@ -251,7 +263,7 @@ def _decoded(coding: str | None, data: bytes) -> bytes | None:
     return decoder.feed(data) + decoder.flush()
 
 
-def _decoded_reply(response: aiohttp.ClientResponse, data: bytes) -> tuple[bytes, dict[str, str]]:
+def _decoded_reply(response: Http1Response, data: bytes) -> tuple[bytes, dict[str, str]]:
     """A complete body and the headers to relay with it: decoded when the proxy can,
     else with its ``Content-Encoding``."""
     headers = relayed(response.headers.items())
@@ -268,12 +280,13 @@ def _decoded_reply(response: aiohttp.ClientResponse, data: bytes) -> tuple[bytes
     return decoded, headers
 
 
-class _AiohttpStream:
+class _Http1Stream:
     """Relays an upstream SSE body chunk by chunk, as the upstream produces it (decoded
     chunk by chunk when it came gzip- or deflate-encoded)."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Http1Response) -> None:
         self._response = response
+        self._body = response.chunks()
         self._first: bytes | None = None
         self.headers = relayed(response.headers.items())
         self._decoder = _decoder(response, self.headers)
@@ -287,13 +300,18 @@ class _AiohttpStream:
             raise UpstreamError(code, str(exc), code=exc.code) from exc
 
     async def _next(self) -> bytes:
+        """The next piece of the body; ``b""`` at its end."""
         try:
-            return await self._response.content.readany()
+            return await anext(self._body, b"")
         except TimeoutError as exc:
             raise UpstreamStreamError(
                 "upstream stopped sending (read timeout)", "upstream_timeout"
             ) from exc
-        except aiohttp.ClientError as exc:
+        except Http1Disconnected as exc:
+            raise UpstreamStreamError(
+                f"upstream stream ended early: {exc}", "upstream_disconnected"
+            ) from exc
+        except Http1Error as exc:
             raise UpstreamStreamError(
                 f"upstream stream broke: {exc}", "upstream_disconnected"
             ) from exc
@@ -305,8 +323,6 @@ class _AiohttpStream:
             if data:
                 yield data
             chunk = await self._next()
-        if not self._response.content.at_eof():
-            raise UpstreamStreamError("upstream stream ended early", "upstream_disconnected")
         tail = self._decode(None)
         if tail:
             yield tail
@@ -323,6 +339,7 @@ class _AiohttpStream:
             ) from exc
 
     async def close(self) -> None:
+        await self._body.aclose()
         self._response.close()
 
 
@@ -511,14 +528,14 @@ def _strings(items: Iterable[tuple[Any, Any]]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in items if isinstance(k, str) and isinstance(v, str)]
 
 
-async def _read_quietly(response: aiohttp.ClientResponse) -> bytes | None:
+async def _read_quietly(response: Http1Response) -> bytes | None:
     """An error body, decoded; None when it cannot be read or decoded."""
     try:
         data = await response.read()
-    except (TimeoutError, aiohttp.ClientError):
+    except (TimeoutError, Http1Error):
         return None
     finally:
-        response.release()
+        response.close()
     try:
         return _decoded(_coding(response), data)
     except zlib.error:
@@ -582,9 +599,3 @@ def _unreachable(config: UpstreamConfig, exc: BaseException) -> UpstreamError:
     return UpstreamError(
         502, f"upstream {config.api_base} unreachable: {exc}", code="upstream_unreachable"
     )
-
-
-def _payload(raw: bytes) -> aiohttp.payload.Payload:
-    """``raw`` as a sized payload (aiohttp warns that a large plain ``bytes`` body would
-    block the event loop while it is copied; a BytesIO is written in chunks)."""
-    return aiohttp.payload.BytesIOPayload(io.BytesIO(raw))
