@@ -24,8 +24,14 @@ repeats), so with ``--retrieval area`` memory on is real area retrieval.
 
 ``--compare-litellm`` also starts LiteLLM's proxy (``litellm[proxy]``, the ``bench``
 extra: ``pip install -e '.[bench]'``) in front of the same upstream, as an
-``openai/<model>`` route, and times it in the same rounds: each round sends the same
-body to every target, in an order that cycles through all permutations. LiteLLM has no
+``openai/<model>`` route, and times it in the same run, paired with direct requests of
+its own: the rounds come in blocks of ``BLOCK_ROUNDS``, each block timing areamem and
+direct (then LiteLLM and direct) with the same bodies, the order within a pair
+alternating. Each proxy's added latency is taken against the direct requests of its own
+blocks, so the blocks' interleaving cancels drift, while one proxy's leftover work (after
+answering, LiteLLM keeps a core busy for a while: direct p50 doubles when its requests
+are interleaved one by one) is never charged to the other; each proxy's own leftover
+work (areamem's formation in the worker) stays in its back-to-back requests. LiteLLM has no
 memory: in the memory-on rows it does exactly what it does in the memory-off rows, so
 those rows compare areamem with memory against a plain LiteLLM forward. LiteLLM runs
 offline: ``LITELLM_OFFLINE_MODE`` and the local cost map, ``LITELLM_MODE=PRODUCTION`` (no
@@ -55,7 +61,6 @@ import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
-import itertools
 import json
 import math
 import os
@@ -96,6 +101,8 @@ INGEST_CONCURRENCY = 4
 READY_TIMEOUT_S = 60.0
 LITELLM_READY_TIMEOUT_S = 180.0
 REQUEST_TIMEOUT_S = 30.0
+BLOCK_ROUNDS = 25
+"""Rounds per proxy before the next proxy's block (with ``--compare-litellm``)."""
 BENCH_EXTRA = "pip install -e '.[bench]'"
 LITELLM_PROXY_MODULES = ("litellm", "fastapi", "uvicorn", "backoff", "orjson", "apscheduler")
 LITELLM_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -544,6 +551,8 @@ class Outcome:
     direct: Samples = field(default_factory=Samples)
     proxy: Samples = field(default_factory=Samples)
     litellm: Samples = field(default_factory=Samples)
+    litellm_direct: Samples = field(default_factory=Samples)
+    """The direct requests paired with LiteLLM's (``direct``: with areamem's)."""
     receipts: int = 0
     last_receipt: str | None = None
     injected_fragments: int | None = None
@@ -580,24 +589,40 @@ def request_body(text: str, stream: bool) -> bytes:
 
 async def run_scenario(targets: dict[str, aiohttp.ClientSession], scenario: Scenario,
                        settings: Settings, ask: Questions) -> Outcome:
-    """Warm up, then send each round's body to every target, the order cycling through
-    all permutations of the targets (direct/proxy, proxy/direct for two)."""
+    """Warm up, then time every round's body through each proxy and direct, in blocks of
+    ``BLOCK_ROUNDS`` rounds per proxy (see the module docstring), the order within each
+    pair alternating (direct first, then the proxy first)."""
     outcome = Outcome(scenario)
-    orders = list(itertools.permutations(targets))
+    proxies = [t for t in ("proxy", "litellm") if t in targets]
     rounds = settings.warmup + settings.requests
-    for i in tqdm(range(rounds), desc=scenario.name, unit="round", leave=False):
-        body = request_body(ask(scenario.memory, f"{scenario.name} #{i}"), scenario.stream)
-        headers = {"Content-Type": "application/json",
-                   "X-Memory": "force" if scenario.memory else "off",
-                   "X-Conversation-Id": f"bench-{secrets.token_hex(8)}"}
-        for target in orders[i % len(orders)]:
-            timing = await timed_post(targets[target], body, headers, scenario.stream)
-            if i >= settings.warmup:
-                record(outcome, target, timing)
+    requests = [round_request(scenario, ask, i) for i in range(rounds)]
+    bar = tqdm(total=rounds * len(proxies), desc=scenario.name, unit="round", leave=False)
+    for start in range(0, rounds, BLOCK_ROUNDS):
+        for target in proxies:
+            for i in range(start, min(start + BLOCK_ROUNDS, rounds)):
+                body, headers = requests[i]
+                pair = ("direct", target) if i % 2 == 0 else (target, "direct")
+                for name in pair:
+                    timing = await timed_post(targets[name], body, headers, scenario.stream)
+                    if i >= settings.warmup:
+                        record(outcome, name, timing, paired_with=target)
+                bar.update()
+    bar.close()
     return outcome
 
 
-def record(outcome: Outcome, target: str, timing: Timing) -> None:
+def round_request(scenario: Scenario, ask: Questions, i: int) -> tuple[bytes, dict[str, str]]:
+    """Round ``i``'s body and headers: a new conversation each round."""
+    body = request_body(ask(scenario.memory, f"{scenario.name} #{i}"), scenario.stream)
+    headers = {"Content-Type": "application/json",
+               "X-Memory": "force" if scenario.memory else "off",
+               "X-Conversation-Id": f"bench-{secrets.token_hex(8)}"}
+    return body, headers
+
+
+def record(outcome: Outcome, target: str, timing: Timing, paired_with: str = "proxy") -> None:
+    if target == "direct" and paired_with == "litellm":
+        target = "litellm_direct"
     samples: Samples = getattr(outcome, target)
     samples.add(timing)
     if target == "proxy" and timing.receipt is not None:
@@ -679,10 +704,10 @@ def summary_stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def added(outcome: Outcome, q: float, ttfb: bool = False, target: str = "proxy") -> float:
-    """A target's percentile minus the direct percentile (ms); ``target`` is ``proxy``
-    (areamem) or ``litellm``."""
+    """A target's percentile minus the percentile of the direct requests paired with it
+    (ms); ``target`` is ``proxy`` (areamem) or ``litellm``."""
     through: Samples = getattr(outcome, target)
-    direct = outcome.direct
+    direct = outcome.litellm_direct if target == "litellm" else outcome.direct
     if ttfb:
         return percentile(through.ttfb_ms, q) - percentile(direct.ttfb_ms, q)
     return percentile(through.total_ms, q) - percentile(direct.total_ms, q)
@@ -723,14 +748,16 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 
 def comparison_table(outcomes: Sequence[Outcome]) -> str:
-    """Direct, areamem added and LiteLLM added (p50, p99), and areamem/LiteLLM."""
-    headers = ("scenario (ms)", "direct p50", "direct p99", "areamem added p50", "p99",
-               "LiteLLM added p50", "p99", "areamem/LiteLLM p50", "p99")
+    """Direct p50 in each proxy's pairs, areamem added and LiteLLM added (p50, p99), and
+    areamem/LiteLLM."""
+    headers = ("scenario (ms)", "direct p50 (areamem/LiteLLM pairs)", "areamem added p50",
+               "p99", "LiteLLM added p50", "p99", "areamem/LiteLLM p50", "p99")
     rows = []
     for o in outcomes:
-        d = o.direct.total_ms
+        direct = (f"{format_ms(percentile(o.direct.total_ms, 50))} / "
+                  f"{format_ms(percentile(o.litellm_direct.total_ms, 50))}")
         rows.append((
-            o.scenario.name, format_ms(percentile(d, 50)), format_ms(percentile(d, 99)),
+            o.scenario.name, direct,
             format_ms(added(o, 50), signed=True), format_ms(added(o, 99), signed=True),
             format_ms(added(o, 50, target="litellm"), signed=True),
             format_ms(added(o, 99, target="litellm"), signed=True),
@@ -771,9 +798,10 @@ def print_preload(loaded: Preload) -> None:
 
 def print_report(report: Report) -> None:
     s = report.settings
-    targets = "direct/areamem/LiteLLM" if report.litellm_version else "direct/proxy"
+    pairs = ("direct/areamem and direct/LiteLLM pairs in alternating blocks of "
+             f"{BLOCK_ROUNDS} rounds" if report.litellm_version else "alternating direct/proxy")
     print(f"\n{s.requests} requests per target and scenario after {s.warmup} warm-up rounds, "
-          f"sequential, alternating {targets}; retrieval {s.retrieval}; "
+          f"sequential, {pairs}; retrieval {s.retrieval}; "
           f"medians are the figures to quote\n")
     if report.litellm_version:
         print(f"LiteLLM {report.litellm_version}: its proxy, one uvicorn worker, master key, "
@@ -793,7 +821,8 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def scenario_json(o: Outcome) -> dict[str, Any]:
     """One row: every figure of the table and the raw samples."""
-    targets = ("direct", "proxy", "litellm") if o.compared else ("direct", "proxy")
+    targets = (("direct", "proxy", "litellm", "litellm_direct") if o.compared
+               else ("direct", "proxy"))
     row: dict[str, Any] = {**dataclasses.asdict(o.scenario)}
     for target in targets:
         samples: Samples = getattr(o, target)

@@ -186,3 +186,40 @@ def test_bench_nearest_compares_the_shortlist_with_the_exact_search(tmp_path: Pa
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=LIMIT_S, check=False,
     )
     assert missing.returncode == 2 and "no store at" in missing.stderr
+
+
+async def test_each_proxy_is_timed_against_direct_requests_of_its_own_blocks(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of BLOCK_ROUNDS rounds per proxy; within a block, direct and that proxy in
+    alternating order with the same body; each proxy's added latency uses its own direct
+    requests (LiteLLM's slow direct pairs must not lower areamem's figure)."""
+    calls: list[tuple[str, bytes]] = []
+    latency = {"direct": 1.0, "proxy": 3.0, "litellm": 20.0}
+
+    async def timed_post(session: str, body: bytes, headers: dict, stream: bool) -> Any:
+        in_litellm_block = len(calls) % 12 >= 6  # 3 rounds x 2 requests x 2 proxies
+        calls.append((session, body))
+        slowed = 3.0 if session == "direct" and in_litellm_block else 0.0
+        return bench.Timing(latency[session] + slowed, latency[session], "rcpt_x")
+
+    monkeypatch.setattr(bench, "timed_post", timed_post)
+    monkeypatch.setattr(bench, "BLOCK_ROUNDS", 3)
+    settings = bench.Settings(fragments=0, turns_per_conversation=1, requests=7, warmup=2,
+                              seed=1, formation_workers=1, retrieval="area",
+                              preload_locomo=None, compare_litellm=True)
+    targets = {name: name for name in ("direct", "proxy", "litellm")}
+    outcome = await bench.run_scenario(targets, bench.SCENARIOS[0], settings,
+                                       bench.Questions(__import__("random").Random(1)))
+    rounds = settings.warmup + settings.requests
+    assert len(calls) == 4 * rounds
+    blocks = [calls[i:i + 6] for i in range(0, 12, 6)]
+    assert {name for name, _ in blocks[0]} == {"direct", "proxy"}
+    assert {name for name, _ in blocks[1]} == {"direct", "litellm"}
+    assert [name for name, _ in calls[:4]] == ["direct", "proxy", "proxy", "direct"]
+    assert calls[0][1] == calls[1][1] and calls[0][1] != calls[2][1]  # one body per round
+    assert blocks[0][0][1] == blocks[1][0][1]  # the same round bodies for both proxies
+    assert len(outcome.proxy.total_ms) == len(outcome.direct.total_ms) == settings.requests
+    assert len(outcome.litellm.total_ms) == len(outcome.litellm_direct.total_ms) == 7
+    assert bench.added(outcome, 50) == pytest.approx(2.0)
+    assert bench.added(outcome, 50, target="litellm") == pytest.approx(16.0)
