@@ -49,18 +49,26 @@ def _questions(rng: random.Random) -> list[str]:
 def test_the_scores_are_fts5s_while_memory_grows(
     tmp_path: Path, backends: Backends, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Three formation passes, the graph published after each; a tiny rebuild threshold
-    so that queries read the term-major base, the recent postings, and both."""
+    """Ten formation passes, the graph published after each; tiny rebuild thresholds so
+    that queries read the term-major base, the middle copy and the tail, alone and
+    together."""
     monkeypatch.setattr(lexical, "_MIN_DELTA_POSTINGS", 16)
+    monkeypatch.setattr(lexical, "_TAIL_POSTINGS", 24 + 24 * (seed % 2))
     rng = random.Random(seed)
     store = MemoryStore(tmp_path / "m.db", backends=backends)
     history: list[LogMessage] = []
-    for batch in range(3):
-        history += _turns(rng, rng.randint(5, 30))
+    layouts = []
+    for batch in range(10):
+        history += _turns(rng, rng.randint(1, 12) if batch else 20)
         store.append(history, conversation="c")
         store.form_all()
         memory = store.warm_graph()
-        assert memory.lexical.documents == memory.fragments
+        view = memory.lexical
+        assert view.documents == memory.fragments
+        assert view.base.docs <= view.middle.docs <= view.documents
+        layouts.append(
+            (view.base.docs, view.middle.docs - view.base.docs, view.documents - view.middle.docs)
+        )
         for question in _questions(rng):
             expected = _fts5(store, question, limit=1000)
             tokenize = fragments.fts_tokenizer(store._reader)
@@ -76,6 +84,7 @@ def test_the_scores_are_fts5s_while_memory_grows(
             fts_top = search_scores(store._reader, question, limit=5)
             assert [s for _, s in top] == pytest.approx([s for _, s in fts_top], rel=1e-9)
     store.close()
+    assert all(any(layout[part] for layout in layouts) for part in range(3)), layouts
 
 
 def test_superseded_fragments_are_dropped_as_fts5_search_drops_them(
