@@ -170,7 +170,12 @@ class Http1Client:
                 raise Http1Error(f"header {name!r} cannot be sent (control characters)")
             lines.append(f"{name}: {value}")
         lines.append(f"Content-Length: {length}")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
+        # UTF-8 as aiohttp writes headers; surrogate escapes give back the exact bytes of a
+        # client header that aiohttp's server decoded that way
+        try:
+            return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:  # a lone surrogate no byte stands for
+            raise Http1Error(f"a header cannot be sent (not encodable: {exc.reason})") from exc
 
     def _take(self) -> tuple[_Connection | None, bool]:
         now = time.monotonic()
@@ -526,7 +531,9 @@ def _chunk_size(line: bytes) -> int:
 
 
 def _parse_head(head: bytes) -> tuple[int, str, CIMultiDict[str], str]:
-    lines = head.decode("latin-1").split("\r\n")
+    """Status, reason, headers and version of an answer's head (decoded as aiohttp's
+    client decodes it: UTF-8, other bytes kept as surrogate escapes)."""
+    lines = head.decode("utf-8", "surrogateescape").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code, _, reason = rest.partition(" ")
     if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():

@@ -174,12 +174,16 @@ class FastUpstream:
     async def complete(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Reply:
         response = await self._post(raw, forward)
         try:
-            data = await response.read()
+            data = await response.read(limit=MAX_REPLY_BYTES)
         except TimeoutError as exc:
             raise _timeout(self.config) from exc
-        except Http1Error as exc:
+        except Http1Disconnected as exc:
             raise UpstreamError(
                 502, f"upstream closed the connection: {exc}", code="upstream_error"
+            ) from exc
+        except Http1Error as exc:
+            raise UpstreamError(
+                502, f"upstream answer refused: {exc}", code="upstream_error"
             ) from exc
         finally:
             response.close()
@@ -200,6 +204,11 @@ class FastUpstream:
     async def close(self) -> None:
         if self._http is not None:
             await self._http.close()
+
+
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+"""The largest non-streamed answer relayed (a 502 past it, instead of the proxy's memory
+filling up with an upstream that never stops sending)."""
 
 
 def _request_path(url: str) -> str:

@@ -10,6 +10,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from proxy import upstream
+from proxy.config import UpstreamConfig
+from proxy.errors import UpstreamError
+from proxy.headers import Forward
 from proxy.http1 import (
     Http1Client,
     Http1ConnectError,
@@ -123,7 +127,7 @@ async def test_length_framed_answers_reuse_one_connection_and_send_the_request_a
         head, body = server.requests[0]
         assert head.startswith(b"POST /v1/chat/completions?api-version=1 HTTP/1.1\r\n")
         assert b"\r\nHost: 127.0.0.1:" in head and b"\r\nContent-Length: 7\r\n" in head
-        assert "X-Trace: é ok".encode("latin-1") in head and body == b'{"q":1}'
+        assert "X-Trace: é ok".encode() in head and body == b'{"q":1}'
 
 
 CHUNKED = (
@@ -420,3 +424,30 @@ async def test_a_large_answer_read_slowly_arrives_whole():
             got += part
             await asyncio.sleep(0)  # a consumer slower than the socket
         assert bytes(got) == payload
+
+
+async def test_headers_travel_as_utf8_bytes_both_ways():
+    reply = "HTTP/1.1 200 OK\r\nX-Detail: é 日本\r\nContent-Length: 2\r\n\r\nok".encode()
+    async with connected(answers(reply)) as (server, http):
+        response = await http.post("/x", [("X-Name", "日本"), ("X-Raw", "a\udce9b")], b"{}")
+        assert response.headers["X-Detail"] == "é 日本"
+        assert await response.read() == b"ok"
+        head = server.requests[0][0]
+        assert "X-Name: 日本".encode() in head
+        assert b"X-Raw: a\xe9b\r\n" in head  # a byte aiohttp decoded as an escape, as sent
+        with pytest.raises(Http1Error, match="not encodable"):
+            await http.post("/x", [("X-Bad", "\ud800")], b"{}")
+
+
+async def test_the_fast_path_refuses_an_answer_past_its_limit(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(upstream, "MAX_REPLY_BYTES", 8)
+    reply = b'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{"a":12345}'
+    async with connected(answers(reply)) as (server, _http):
+        base = server.url.removesuffix("/chat/completions")
+        fast = upstream.FastUpstream(UpstreamConfig(model="*", provider="openai", api_base=base))
+        try:
+            with pytest.raises(UpstreamError, match="larger than 8 bytes") as caught:
+                await fast.complete({}, b"{}", Forward())
+            assert caught.value.status == 502
+        finally:
+            await fast.close()
