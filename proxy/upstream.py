@@ -179,7 +179,7 @@ class FastUpstream:
             raise _timeout(self.config) from exc
         except Http1Disconnected as exc:
             raise UpstreamError(
-                502, f"upstream closed the connection: {exc}", code="upstream_error"
+                502, f"upstream answer incomplete: {exc}", code="upstream_error"
             ) from exc
         except Http1Error as exc:
             raise UpstreamError(

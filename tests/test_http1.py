@@ -439,14 +439,25 @@ async def test_headers_travel_as_utf8_bytes_both_ways():
             await http.post("/x", [("X-Bad", "\ud800")], b"{}")
 
 
-async def test_the_fast_path_refuses_an_answer_past_its_limit(monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{"a":123456}', "larger than 8 bytes"),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"cut"', "upstream answer incomplete"),
+        (b"garbage\r\n\r\n", "upstream request failed: invalid status line"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n", "invalid Content-Length"),
+    ],
+)
+async def test_the_fast_path_names_a_broken_answer(
+    reply: bytes, message: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A cut body, a malformed head, and (the limit made 8 bytes) an answer too large."""
     monkeypatch.setattr(upstream, "MAX_REPLY_BYTES", 8)
-    reply = b'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{"a":12345}'
-    async with connected(answers(reply)) as (server, _http):
+    async with connected(answers(reply, keep_open=False)) as (server, _http):
         base = server.url.removesuffix("/chat/completions")
         fast = upstream.FastUpstream(UpstreamConfig(model="*", provider="openai", api_base=base))
         try:
-            with pytest.raises(UpstreamError, match="larger than 8 bytes") as caught:
+            with pytest.raises(UpstreamError, match=message) as caught:
                 await fast.complete({}, b"{}", Forward())
             assert caught.value.status == 502
         finally:
