@@ -167,7 +167,10 @@ class Http1Client:
         lines = [f"POST {target} HTTP/1.1", f"Host: {self.origin.host_header}"]
         for name, value in headers:
             if not _safe(name) or not _safe(value) or ":" in name or not name:
-                raise Http1Error(f"header {name!r} cannot be sent (control characters)")
+                raise Http1Error(
+                    f"header {name!r} cannot be sent (a control character, or an empty name "
+                    "or one with a colon)"
+                )
             lines.append(f"{name}: {value}")
         lines.append(f"Content-Length: {length}")
         # UTF-8 as aiohttp writes headers; surrogate escapes give back the exact bytes of a
