@@ -49,6 +49,10 @@ MAX_HEADERS = 256
 MAX_CHUNK_LINE = 4096
 BUFFER_LIMIT = 1024 * 1024
 """Unread body bytes held before reading from the socket pauses."""
+SEND_SLICE = 256 * 1024
+"""A request body is written this much at a time, each slice once the socket took the
+last (a multi-megabyte body copied into the transport at once held the event loop for
+milliseconds, ~7 ms for the default 8 MiB limit)."""
 _NO_BODY = frozenset({204, 304})
 
 
@@ -155,7 +159,7 @@ class Http1Client:
 
     async def _exchange(self, connection: _Connection, head: bytes, body: bytes) -> Http1Response:
         try:
-            connection.send(head, body)
+            await connection.send(head, body)
             status, reason, headers = await connection.read_head()
             connection.start_body(status, headers)
         except BaseException:
@@ -304,6 +308,8 @@ class _Connection(asyncio.Protocol):
         self._reset = False
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self._writing_paused = False
+        self._writable: asyncio.Future[None] | None = None
         self._answered = False
         self.idle_since = 0.0
         # body framing of the current answer
@@ -340,9 +346,22 @@ class _Connection(asyncio.Protocol):
         self._lost = exc
         self._client._forget(self)
         self._wake()
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_writer()
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_writer(self) -> None:
+        waiter, self._writable = self._writable, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -357,14 +376,32 @@ class _Connection(asyncio.Protocol):
             and not self._buffer
         )
 
-    def send(self, head: bytes, body: bytes) -> None:
-        assert self._transport is not None
-        if self._transport.is_closing() or self._eof:
+    async def send(self, head: bytes, body: bytes) -> None:
+        """Write the request: in one write when small, else slice by slice as the socket
+        takes them (each wait bounded by ``read_timeout_s``)."""
+        transport = self._transport
+        assert transport is not None
+        if transport.is_closing() or self._eof:
             raise Http1Disconnected("connection closed before the request", answered=False)
         self._answered = False
-        self._transport.write(head + body if len(body) <= 65536 else head)
-        if len(body) > 65536:
-            self._transport.write(body)
+        if len(body) <= SEND_SLICE:
+            transport.write(head + body)
+            return
+        transport.write(head)
+        view = memoryview(body)
+        for start in range(0, len(body), SEND_SLICE):
+            if self._writing_paused and not self._eof:
+                waiter = self._writable = self._loop.create_future()
+                timer = self._loop.call_later(
+                    self._client.read_timeout_s, _expire, waiter, _NOT_TAKEN
+                )
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+            if self._eof:
+                raise self._disconnected()
+            transport.write(view[start : start + SEND_SLICE])
 
     def abort(self) -> None:
         if self._transport is not None:
@@ -379,7 +416,7 @@ class _Connection(asyncio.Protocol):
             assert self._transport is not None
             self._transport.resume_reading()
         waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(self._client.read_timeout_s, _expire, waiter)
+        timer = self._loop.call_later(self._client.read_timeout_s, _expire, waiter, _SILENT)
         try:
             await waiter
         finally:
@@ -521,9 +558,13 @@ class _Connection(asyncio.Protocol):
         return b"".join(out)
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
+_SILENT = "no bytes from the upstream within the read timeout"
+_NOT_TAKEN = "the upstream took none of the request within the read timeout"
+
+
+def _expire(waiter: asyncio.Future[None], why: str) -> None:
     if not waiter.done():
-        waiter.set_exception(TimeoutError("no bytes from the upstream within the read timeout"))
+        waiter.set_exception(TimeoutError(why))
 
 
 def _chunk_size(line: bytes) -> int:

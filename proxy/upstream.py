@@ -538,9 +538,10 @@ def _strings(items: Iterable[tuple[Any, Any]]) -> list[tuple[str, str]]:
 
 
 async def _read_quietly(response: Http1Response) -> bytes | None:
-    """An error body, decoded; None when it cannot be read or decoded."""
+    """An error body, decoded; None when it cannot be read (or is past
+    :data:`MAX_REPLY_BYTES`) or decoded."""
     try:
-        data = await response.read()
+        data = await response.read(limit=MAX_REPLY_BYTES)
     except (TimeoutError, Http1Error):
         return None
     finally:

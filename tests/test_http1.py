@@ -462,3 +462,35 @@ async def test_the_fast_path_names_a_broken_answer(
             assert caught.value.status == 502
         finally:
             await fast.close()
+
+
+async def test_a_large_request_reaches_a_slow_reader_whole_and_a_stalled_one_times_out():
+    body = bytes(range(256)) * (5 * 1024 * 1024 // 256)  # 20 send slices
+
+    def make(server: Scripted) -> Script:
+        async def script(reader, writer, n):
+            head = await reader.readuntil(b"\r\n\r\n")
+            if n == 2:
+                await asyncio.sleep(5)  # takes nothing of the body
+                return
+            got = bytearray()
+            while len(got) < len(body):
+                got += await reader.read(64 * 1024)
+                await asyncio.sleep(0.001)
+            server.requests.append((head, bytes(got)))
+            writer.write(OK)
+            await writer.drain()
+            await reader.read()
+
+        return script
+
+    async with connected(make, read_timeout_s=1.0) as (server, http):
+        response = await http.post("/x", [], body)
+        assert await response.read() == b'{"a":1}'
+        assert server.requests[0][1] == body
+        stalled = client(server.url, read_timeout_s=0.3)
+        try:
+            with pytest.raises(TimeoutError, match="took none of the request"):
+                await stalled.post("/x", [], body)
+        finally:
+            await stalled.close()
