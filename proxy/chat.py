@@ -112,6 +112,7 @@ class _Exchange:
     usage: dict[str, Any] | None = None
     stages: dict[str, float] = field(default_factory=dict)
     stored: asyncio.Future[int] | None = None
+    parsed: bool = False
 
     def mark(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -335,8 +336,7 @@ async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response
         svc.metrics.upstream_seconds.labels(stream="false").observe(time.perf_counter() - began)
         ex.mark("upstream_ms", began)
     ex.status, ex.reply = reply.status, reply.body
-    _parse_reply(ex)
-    await _store_exchange(svc, ex)
+    await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     content_type, _, charset = reply.content_type.partition(";")
     return web.Response(
@@ -349,7 +349,11 @@ async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response
 
 
 def _parse_reply(ex: _Exchange) -> None:
-    """Answer and usage from the relayed reply, off the request path."""
+    """Answer and usage from the relayed reply (once: before the exchange is stored
+    when it is, else after the answer, for the log line)."""
+    if ex.parsed:
+        return
+    ex.parsed = True
     if ex.sse is not None:
         ex.answer, ex.usage = answer_from_sse(ex.sse)
         return
@@ -475,9 +479,14 @@ def _done_after_start(window: bytes) -> re.Match[bytes] | None:
 
 
 async def _store_once(svc: Services, ex: _Exchange) -> None:
-    if ex.stored is None:
-        _parse_reply(ex)
-        await _store_exchange(svc, ex)
+    if ex.stored is not None:
+        return
+    if not ex.ingest:  # nothing to store: the answer is parsed after it, for the log
+        ex.stored = asyncio.get_running_loop().create_future()
+        ex.stored.set_result(0)
+        return
+    _parse_reply(ex)
+    await _store_exchange(svc, ex)
 
 
 async def _store_exchange(svc: Services, ex: _Exchange) -> None:
@@ -580,6 +589,7 @@ def _decision(decision: Decision) -> ReceiptDecision:
 async def _after(svc: Services, ex: _Exchange) -> None:
     """After the answer: store what was not stored yet, write the log line."""
     ex.stages["total_ms"] = round((time.perf_counter() - ex.started) * 1000, 3)
+    _parse_reply(ex)
     if ex.stored is None:  # an error, or a client that left: never a complete answer
         ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex)))
     ingested = await ex.stored

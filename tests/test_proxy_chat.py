@@ -408,3 +408,35 @@ async def test_earlier_user_turns_join_the_foci_when_configured(
     await proxy.settle()
     receipt = await _receipt(proxy, raw.headers["X-Memory-Receipt"])
     assert ("entity:Ana" in receipt["graph_area"]["foci"]) is named, receipt
+
+
+async def test_memory_off_stores_nothing_and_logs_the_usage(proxy: Proxy) -> None:
+    """``X-Memory: off`` skips the log write entirely (no store round trip on the
+    answer's path); the answer's usage is still read, after it, for the log line."""
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "My cat Io sleeps on the router."}],
+            extra_headers={"X-Memory": "off"},
+        )
+        stream = await client.chat.completions.create(
+            model="echo",
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "Io also likes the printer."}],
+            extra_headers={"X-Memory": "off"},
+        )
+        async for _ in stream:
+            pass
+    await proxy.settle()
+    chats = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert [(r["stream"], r["ingested"], r["outcome"]) for r in chats] == [
+        (False, 0, "ok"),
+        (True, 0, "ok"),
+    ]
+    assert chats[0]["usage"]["prompt_tokens"] == 10
+    assert chats[1]["usage"] is not None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/stats") as resp:
+            stats = await resp.json()
+    assert stats["log_messages"] == 0
