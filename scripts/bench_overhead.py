@@ -557,6 +557,10 @@ class Outcome:
     last_receipt: str | None = None
     injected_fragments: int | None = None
     injected_tokens: int | None = None
+    receipt_ids: list[str] = field(default_factory=list)
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    """Median milliseconds of each stage the receipts report (request stages, and
+    ``area.*`` for area retrieval's own), read after the scenario."""
 
     @property
     def compared(self) -> bool:
@@ -628,6 +632,7 @@ def record(outcome: Outcome, target: str, timing: Timing, paired_with: str = "pr
     if target == "proxy" and timing.receipt is not None:
         outcome.receipts += 1
         outcome.last_receipt = timing.receipt
+        outcome.receipt_ids.append(timing.receipt)
 
 
 async def inspect_receipt(session: aiohttp.ClientSession, outcome: Outcome,
@@ -640,6 +645,24 @@ async def inspect_receipt(session: aiohttp.ClientSession, outcome: Outcome,
     data = json.loads(body)
     outcome.injected_fragments = sum(1 for f in data["area"]["fragments"] if f.get("cited"))
     outcome.injected_tokens = int(data["tokens"])
+
+
+async def receipt_stages(session: aiohttp.ClientSession, outcome: Outcome) -> None:
+    """The median of every stage timing in the scenario's receipts (fetched after it,
+    outside the timed rounds): where areamem's added time went."""
+    stages: dict[str, list[float]] = {}
+    for receipt_id in outcome.receipt_ids:
+        async with session.get(f"/memory/receipts/{receipt_id}") as resp:
+            body = await resp.read()
+        if resp.status != 200:
+            raise BenchError(f"receipt {receipt_id}: {api_error_message(resp.status, body)}")
+        data = json.loads(body)
+        area = data.get("graph_area") or {}
+        timed = [(k, v) for k, v in (data.get("timings_ms") or {}).items()]
+        timed += [(f"area.{k}", v) for k, v in (area.get("timings_ms") or {}).items()]
+        for name, value in timed:
+            stages.setdefault(name.removesuffix("_ms"), []).append(float(value))
+    outcome.stages_ms = {name: statistics.median(v) for name, v in stages.items()}
 
 
 @dataclass(frozen=True)
@@ -684,6 +707,7 @@ async def measure(targets: dict[str, aiohttp.ClientSession], settings: Settings,
         outcome = await run_scenario(targets, scenario, settings, ask)
         if outcome.last_receipt is not None:
             await inspect_receipt(targets["proxy"], outcome, outcome.last_receipt)
+            await receipt_stages(targets["proxy"], outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -780,11 +804,19 @@ def target_lines(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def memory_lines(outcomes: Sequence[Outcome]) -> list[str]:
-    return [
-        f"{o.scenario.name}: receipt on {o.receipts}/{len(o.proxy.total_ms)} proxied requests;"
-        f" the last one injected {o.injected_fragments} fragments ({o.injected_tokens} tokens)"
-        for o in outcomes if o.scenario.memory
-    ]
+    lines = []
+    for o in outcomes:
+        if not o.scenario.memory:
+            continue
+        lines.append(
+            f"{o.scenario.name}: receipt on {o.receipts}/{len(o.proxy.total_ms)} proxied "
+            f"requests; the last one injected {o.injected_fragments} fragments "
+            f"({o.injected_tokens} tokens)"
+        )
+        if o.stages_ms:
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in o.stages_ms.items() if k != "total")
+            lines.append(f"  stage medians in its receipts (ms): {stages}")
+    return lines
 
 
 def print_preload(loaded: Preload) -> None:
@@ -834,7 +866,7 @@ def scenario_json(o: Outcome) -> dict[str, Any]:
         "target_added_p50_ms": target_ms(o.scenario),
         "target_met": added(o, 50) <= target_ms(o.scenario),
         "receipts": o.receipts, "injected_fragments": o.injected_fragments,
-        "injected_tokens": o.injected_tokens,
+        "injected_tokens": o.injected_tokens, "receipt_stage_p50_ms": o.stages_ms,
     })
     if o.compared:
         row.update({

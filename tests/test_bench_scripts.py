@@ -93,6 +93,13 @@ def test_quick_run_prints_the_table_and_writes_every_figure(tmp_path: Path) -> N
         assert len(row["samples_ms"]["direct"]) == len(row["samples_ms"]["proxy"]) == 8
         assert row["direct"]["total_ms"]["p50"] > 0
     assert all(row["receipts"] == 8 for row in report["scenarios"] if row["memory"])
+    for row in report["scenarios"]:  # where the added time went, from every receipt
+        stages = row["receipt_stage_p50_ms"]
+        if row["memory"]:
+            assert stages["retrieval"] > 0 and stages["store"] >= 0, stages
+        else:
+            assert stages == {}
+    assert "stage medians in its receipts (ms): parse" in output
 
 
 def test_locomo_preload_replays_the_file_and_asks_its_questions(tmp_path: Path) -> None:
