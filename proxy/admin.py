@@ -25,6 +25,7 @@ from memory_core import (
 )
 
 from .body import check_conversation_id, load_json, read_body
+from .client_io import AiohttpIO
 from .errors import ApiError, RetrievalSkipped
 from .schemas import (
     AreaResponse,
@@ -64,7 +65,7 @@ _MAX_INGEST_MESSAGES = 100_000
 
 async def models(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
-    tenant_of(request, svc.config.auth)
+    tenant_of(request.headers, svc.config.auth)
     created = int(svc.config.source.stat().st_mtime)
     data = [
         ModelCard(id=name, object="model", created=created, owned_by="areamem")
@@ -106,7 +107,7 @@ async def metrics(request: web.Request) -> web.Response:
     """Prometheus text; with ``auth.metrics: keys`` only for a caller with a proxy key."""
     svc = request.app[SERVICES]
     if svc.config.auth.metrics == "keys":
-        tenant_of(request, svc.config.auth)
+        tenant_of(request.headers, svc.config.auth)
     body = svc.metrics.render()
     return web.Response(
         body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
@@ -116,7 +117,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def ingest(request: web.Request) -> web.Response:
     """Store a transcript as if it had passed through the proxy, then form memory."""
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     background = _form_param(request)
     payload = await _json_body(request, svc)
     conversation = payload.get("conversation_id")
@@ -166,7 +167,7 @@ def _form_param(request: web.Request) -> bool:
 async def search(request: web.Request) -> web.Response:
     """What retrieval would return for ``q`` (``k`` fragments, ``budget`` tokens)."""
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     query = _question(request)
     k = _int_param(request, "k", 8, 1, 200)
     budget = _int_param(request, "budget", 600, 1, 100_000)
@@ -214,7 +215,7 @@ async def search(request: web.Request) -> web.Response:
 async def stats(request: web.Request) -> web.Response:
     """Sizes of the caller's memory: log, fragments (live), queue, failures, names."""
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     try:
         counts = await svc.tenants.get(tenant).stats()
     except MemoryCoreError as exc:
@@ -227,7 +228,7 @@ async def stats(request: web.Request) -> web.Response:
 async def area(request: web.Request) -> web.Response:
     """Why an area would be chosen for ``q``: foci, region, score terms, timings."""
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     query = _question(request)
     k = _int_param(request, "k", 8, 1, 200)
     memory = svc.tenants.get(tenant)
@@ -265,7 +266,7 @@ async def relations(request: web.Request) -> web.Response:
 
 def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     return svc.tenants.get(tenant), _int_param(request, "limit", 100, 1, 10_000)
 
 
@@ -280,7 +281,7 @@ async def _inspect(query: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any
 
 async def receipt(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
-    tenant = tenant_of(request, svc.config.auth)
+    tenant = tenant_of(request.headers, svc.config.auth)
     receipt_id = request.match_info["receipt_id"]
     body = await svc.tenants.get(tenant).receipt(receipt_id)
     if body is None:
@@ -297,7 +298,9 @@ def _json(body: BaseModel, status: int = 200) -> web.Response:
 
 async def _json_body(request: web.Request, svc: Services) -> dict[str, Any]:
     server = svc.config.server
-    raw = await read_body(request, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    raw = await read_body(
+        AiohttpIO(request), limit=server.max_body_bytes, timeout_s=server.body_timeout_s
+    )
     payload = load_json(raw)
     if not isinstance(payload, dict):
         raise ApiError(400, "request body must be a JSON object")

@@ -15,7 +15,9 @@ import json
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDictProxy
 
+from .client_io import ClientIO
 from .errors import ApiError
 
 __all__ = ["MAX_CONVERSATION_ID", "MAX_DEPTH", "check_conversation_id", "load_json", "read_body"]
@@ -29,16 +31,16 @@ MAX_CONVERSATION_ID = 200
 _JSON_TYPES = ("application/json", "text/json")
 
 
-async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> bytes:
+async def read_body(client: ClientIO, *, limit: int, timeout_s: float) -> bytes:
     """The body bytes; raises 413 past ``limit``, 408 after ``timeout_s``, 415 for a
     declared media type that is not JSON (no ``Content-Type`` at all is accepted)."""
-    _check_media_type(request)
-    if request.content_length is not None and request.content_length > limit:
-        raise _too_large(request.content_length, limit)
+    _check_media_type(client.headers)
+    if client.content_length is not None and client.content_length > limit:
+        raise _too_large(client.content_length, limit)
     try:
-        if request.content.is_eof():  # it all came with the head: nothing to wait for
-            return await request.read()  # (a timer and a task per request saved)
-        return await asyncio.wait_for(request.read(), timeout_s)
+        if client.body_ready():  # it all came with the head: nothing to wait for
+            return await client.read()  # (a timer and a task per request saved)
+        return await asyncio.wait_for(client.read(), timeout_s)
     except web.HTTPRequestEntityTooLarge as exc:
         raise _too_large(None, limit) from exc
     except TimeoutError as exc:
@@ -113,10 +115,11 @@ def _check_text(text: str) -> None:
         ) from exc
 
 
-def _check_media_type(request: web.Request) -> None:
-    if "Content-Type" not in request.headers:
+def _check_media_type(headers: CIMultiDictProxy[str]) -> None:
+    declared = headers.get("Content-Type")
+    if declared is None:
         return
-    kind = request.content_type.lower()
+    kind = declared.partition(";")[0].strip().lower()
     if kind in _JSON_TYPES or kind.endswith("+json"):
         return
     raise ApiError(

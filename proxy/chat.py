@@ -45,6 +45,7 @@ from memory_core.views import AreaSummary
 from policies import Decision, TurnContext
 
 from .body import check_conversation_id, read_body
+from .client_io import AiohttpIO, ClientIO
 from .errors import (
     ApiError,
     RetrievalSkipped,
@@ -66,7 +67,7 @@ from .wire import (
     splice_memory,
 )
 
-__all__ = ["chat_completions"]
+__all__ = ["answer_chat", "chat_completions"]
 
 T = TypeVar("T")
 RECEIPT_HEADER = "X-Memory-Receipt"
@@ -121,20 +122,24 @@ class _Exchange:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    svc = request.app[SERVICES]
+    """The aiohttp route (requests the front hands over, see :mod:`proxy.front`)."""
+    client = AiohttpIO(request)
+    await answer_chat(request.app[SERVICES], client)
+    assert client.response is not None
+    return client.response
+
+
+async def answer_chat(svc: Services, client: ClientIO) -> None:
+    """Answer one chat request through ``client``; never raises but for cancellation
+    (the client went away: its server cancels the task)."""
     ex = _Exchange(started=time.perf_counter())
     try:
-        response = await _handle(request, svc, ex)
+        await _handle(client, svc, ex)
     except ApiError as exc:
         ex.status, ex.error, ex.outcome = exc.status, exc.message, exc.code or exc.type
         svc.metrics.errors.labels(kind=exc.code or exc.type).inc()
-        response = web.Response(
-            status=exc.status,
-            body=exc.body(),
-            content_type="application/json",
-            headers=exc.headers,
-        )
-    except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
+        await client.send(exc.status, exc.body(), exc.headers)
+    except asyncio.CancelledError:
         _client_left(ex, "client closed the connection before the answer ended")
         svc.metrics.errors.labels(kind="client_disconnected").inc()
         _finish(svc, ex)
@@ -143,11 +148,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         ex.status, ex.outcome = 500, "internal_error"
         ex.error = f"{type(exc).__name__}: {exc}"
         svc.metrics.errors.labels(kind="internal").inc()
-        response = web.Response(
-            status=500, body=internal_error_body(exc), content_type="application/json"
-        )
+        await client.send(500, internal_error_body(exc), {})
     _finish(svc, ex)
-    return response
 
 
 def _finish(svc: Services, ex: _Exchange) -> None:
@@ -176,10 +178,10 @@ class _Outbound:
     forward: Forward
 
 
-async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.StreamResponse:
-    ex.tenant = tenant_of(request, svc.config.auth)
+async def _handle(client: ClientIO, svc: Services, ex: _Exchange) -> None:
+    ex.tenant = tenant_of(client.headers, svc.config.auth)
     server = svc.config.server
-    raw = await read_body(request, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
+    raw = await read_body(client, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
     large = len(raw) > _LARGE_BODY
     chat = ex.chat = await _off_loop(large, parse_chat, raw)
     upstream = svc.router.route(chat.model)
@@ -194,7 +196,7 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
     memory = await _memory(svc, ex)
     if memory is not None:
         memory.note_request()
-    decision = _decide(request, svc, ex, chat, memory)
+    decision = _decide(client, svc, ex, chat, memory)
     t = ex.mark("policy_ms", t)
     body = chat.body
     if decision.retrieve and memory is not None:
@@ -206,15 +208,17 @@ async def _handle(request: web.Request, svc: Services, ex: _Exchange) -> web.Str
             text, role = ex.recall.context.text, svc.config.memory.role
             raw = await _off_loop(large, splice_memory, raw, chat, text, role)
     headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
-    forward = forward_of(request, svc.config.memory.conversation_header)
+    conversation_header = svc.config.memory.conversation_header
+    forward = forward_of(client.headers.items(), client.query_string, conversation_header)
     out = _Outbound(upstream, body, raw, headers, memory, forward)
     if chat.stream:
-        return await _relay(request, svc, ex, out)
-    return await _forward(svc, ex, out)
+        await _relay(client, svc, ex, out)
+    else:
+        await _forward(client, svc, ex, out)
 
 
 def _decide(
-    request: web.Request,
+    client: ClientIO,
     svc: Services,
     ex: _Exchange,
     chat: ChatRequest,
@@ -222,9 +226,9 @@ def _decide(
 ) -> Decision:
     """Ask the policy whether to consult memory; also settles ingestion and identity."""
     assert ex.tenant is not None
-    header = request.headers.get("X-Memory")
+    header = client.headers.get("X-Memory")
     ex.ingest = svc.config.memory.ingest and (header or "").strip().lower() != "off"
-    ex.explicit_conversation = _conversation_header(request, svc.config.memory.conversation_header)
+    ex.explicit_conversation = _conversation_header(client, svc.config.memory.conversation_header)
     ex.conversation = conversation_id(chat.messages, ex.explicit_conversation)
     context = TurnContext(
         tenant=ex.tenant,
@@ -243,9 +247,9 @@ def _decide(
     return decision
 
 
-def _conversation_header(request: web.Request, name: str) -> str | None:
+def _conversation_header(client: ClientIO, name: str) -> str | None:
     """The client's explicit conversation id: printable, at most 200 characters."""
-    value = request.headers.get(name, "").strip()
+    value = client.headers.get(name, "").strip()
     return check_conversation_id(value, f"header {name}") if value else None
 
 
@@ -328,7 +332,7 @@ def _check_lag(lag_ms: float, budget_ms: float) -> None:
         raise RetrievalSkipped(f"the proxy is overloaded (event loop {lag_ms:.0f} ms late)")
 
 
-async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response:
+async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound) -> None:
     began = time.perf_counter()
     try:
         reply = await out.upstream.complete(out.body, out.raw, out.forward)
@@ -339,10 +343,10 @@ async def _forward(svc: Services, ex: _Exchange, out: _Outbound) -> web.Response
     await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     content_type, _, charset = reply.content_type.partition(";")
-    return web.Response(
-        status=reply.status,
-        body=reply.body,
-        headers=merged(reply.headers, out.headers),
+    await client.send(
+        reply.status,
+        reply.body,
+        merged(reply.headers, out.headers),
         content_type=content_type.strip() or "application/json",
         charset=charset.partition("=")[2].strip() or None,
     )
@@ -362,28 +366,23 @@ def _parse_reply(ex: _Exchange) -> None:
     ex.answer, ex.usage = answer_from_json(ex.reply)
 
 
-async def _relay(
-    request: web.Request, svc: Services, ex: _Exchange, out: _Outbound
-) -> web.StreamResponse:
+async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound) -> None:
     began = time.perf_counter()
     stream = await out.upstream.stream(out.body, out.raw, out.forward)
     ex.mark("upstream_first_byte_ms", began)
-    response = web.StreamResponse(
-        status=200,
-        headers=merged(
-            stream.headers,
-            {
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-                **out.headers,
-            },
-        ),
+    headers = merged(
+        stream.headers,
+        {
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            **out.headers,
+        },
     )
     chunks: list[bytes] = []
-    send = _Sender(request, response, svc.config.server.write_timeout_s)
+    send = _Sender(client, svc.config.server.write_timeout_s)
     try:
-        await response.prepare(request)
+        await client.start(200, headers)
         async for chunk in stream.chunks():
             chunks.append(chunk)
             await _relay_chunk(svc, ex, send, chunks, chunk)
@@ -408,7 +407,6 @@ async def _relay(
         await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     await send.quietly(None)
-    return response
 
 
 class _ClientTooSlow(ConnectionError):
@@ -420,17 +418,16 @@ class _Sender:
     would otherwise hold the handler and the upstream call (back-pressured) until the
     upstream's own timeout. Past the bound the connection is dropped."""
 
-    def __init__(self, request: web.Request, response: web.StreamResponse, limit_s: float):
-        self._request, self._response, self._limit_s = request, response, limit_s
+    def __init__(self, client: ClientIO, limit_s: float):
+        self._client, self._limit_s = client, limit_s
 
     async def __call__(self, data: bytes | None) -> None:
         """Write ``data`` (``None``: end the response)."""
-        write = self._response.write_eof() if data is None else self._response.write(data)
+        write = self._client.end() if data is None else self._client.write(data)
         try:
             await asyncio.wait_for(write, self._limit_s)
         except TimeoutError as exc:
-            if self._request.transport is not None:
-                self._request.transport.abort()
+            self._client.abort()
             raise _ClientTooSlow(f"the client read nothing for {self._limit_s:g} s") from exc
 
     async def quietly(self, data: bytes | None) -> None:

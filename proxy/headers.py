@@ -36,7 +36,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
-from aiohttp import web
 from multidict import CIMultiDict
 
 __all__ = [
@@ -117,10 +116,12 @@ class Forward:
         return values[-1] if values else None
 
 
-def forward_of(request: web.Request, conversation_header: str) -> Forward:
-    """The forwardable headers and query of a client request."""
-    headers = to_upstream(request.headers.items(), conversation_header)
-    return Forward(headers, request.rel_url.raw_query_string)
+def forward_of(
+    headers: Iterable[tuple[str, str]], query: str, conversation_header: str
+) -> Forward:
+    """The forwardable headers and query of a client request (its header pairs and raw
+    query string)."""
+    return Forward(to_upstream(headers, conversation_header), query)
 
 
 def to_upstream(items: Iterable[tuple[str, str]], conversation_header: str) -> dict[str, str]:

@@ -21,8 +21,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from aiohttp import web
-
 from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
 from memory_core.formation import Backends, FormationConfig
 from memory_core.graph import GraphSettings
@@ -48,15 +46,16 @@ _WARM_QUESTIONS = (
 )
 
 
-def tenant_of(request: web.Request, auth: AuthConfig) -> str:
-    """The tenant a request acts for; raises 401 for an unknown key in ``keys`` mode."""
+def tenant_of(headers: Mapping[str, str], auth: AuthConfig) -> str:
+    """The tenant a request with ``headers`` acts for; raises 401 for an unknown key in
+    ``keys`` mode."""
     if auth.mode == "open":
         return "default"
-    header = request.headers.get("Authorization", "")
+    header = headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
     key = key.strip() if scheme.lower() == "bearer" else ""
     if not key:
-        key = request.headers.get("X-Api-Key", "").strip()
+        key = headers.get("X-Api-Key", "").strip()
     tenant = auth.keys.get(key) if key else None
     if tenant is None:
         message = (
