@@ -16,16 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from aiohttp import web
-
 from memory_core import MemoryCoreError, MemoryStore
 from memory_core.blas import limit_blas_threads
 from memory_core.configuration import ConfigurationError
 from memory_core.formation import BackendError
 
-from .app import build_services, create_runner
+from .app import build_services
 from .config import Config, load_config
 from .errors import ConfigError
+from .server import ProxyServer
 from .services import Services
 
 __all__ = ["main"]
@@ -151,8 +150,7 @@ async def _serve(config: Config, services: Services) -> None:
     batch in its thread), the process exits without waiting for it: every write is a
     SQLite transaction, so that is as safe as a crash. A second signal exits at once.
     """
-    runner = create_runner(services)
-    await runner.setup()
+    server = ProxyServer(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -166,12 +164,11 @@ async def _serve(config: Config, services: Services) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        site = web.TCPSite(runner, config.server.host, config.server.port)
-        await site.start()
-        _banner(config, int(runner.addresses[0][1]))
+        await server.start(config.server.host, config.server.port)
+        _banner(config, server.port)
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await server.close()
     if not services.stopped_cleanly:
         _exit_now(0)
 

@@ -18,13 +18,12 @@ from typing import Any
 import openai
 import pytest
 import yaml
-from aiohttp import web
 
 from memory_core.formation import Backends, FormationConfig, build_backends
 from proxy import build_services, load_config
-from proxy.app import create_runner
 from proxy.fake_upstream import FakeUpstream
-from proxy.services import SERVICES, Services
+from proxy.server import ProxyServer
+from proxy.services import Services
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -37,7 +36,7 @@ class Proxy:
     config_path: Path
     data_dir: Path
     services: Services
-    runner: web.AppRunner
+    server: ProxyServer
 
     @property
     def base_url(self) -> str:
@@ -105,17 +104,14 @@ async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakePr
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         loaded = load_config(config_path)
         services = build_services(loaded, backends=backends)
-        runner = create_runner(services)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
+        server = ProxyServer(services)
+        await server.start("127.0.0.1", 0)
         proxy = Proxy(
-            f"http://127.0.0.1:{port}",
+            f"http://127.0.0.1:{server.port}",
             config_path,
             loaded.server.data_dir,
-            runner.app[SERVICES],
-            runner,
+            services,
+            server,
         )
         started.append(proxy)
         for _ in range(1200):  # warm-up done: the first request finds models loaded
@@ -126,7 +122,7 @@ async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakePr
 
     yield start
     for proxy in started:
-        await proxy.runner.cleanup()
+        await proxy.server.close()
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ def _routes(proxy: Proxy) -> set[tuple[str, str]]:
     """(path, method) of every route the app serves (aiohttp's implicit HEADs aside)."""
     return {
         (route.resource.canonical, route.method.lower())
-        for route in proxy.runner.app.router.routes()
+        for route in proxy.server.runner.app.router.routes()
         if route.resource is not None and route.method != "HEAD"
     }
 
