@@ -691,23 +691,26 @@ async def benchmark(stack: LocalStack, settings: Settings, pool: Sequence[str] =
             key = {"Authorization": f"Bearer {stack.litellm_key}"}
             targets["litellm"] = aiohttp.ClientSession(stack.litellm_url, headers=key,
                                                        timeout=timeout)
-        for session in targets.values():
+        # the preload and the receipts on connections of their own: chat clients' pooled
+        # connections carry chat requests only (as an SDK's do), which the front serves
+        admin = aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout)
+        for session in (*targets.values(), admin):
             await sessions.enter_async_context(session)
-        loaded = await preload(targets["proxy"], settings, pool)
+        loaded = await preload(admin, settings, pool)
         print_preload(loaded)
-        outcomes = await measure(targets, settings, Questions(random.Random(settings.seed + 1),
-                                                              pool))
+        ask = Questions(random.Random(settings.seed + 1), pool)
+        outcomes = await measure(targets, admin, settings, ask)
     return Report(settings, machine(), loaded, outcomes, litellm_version)
 
 
-async def measure(targets: dict[str, aiohttp.ClientSession], settings: Settings,
-                  ask: Questions) -> list[Outcome]:
+async def measure(targets: dict[str, aiohttp.ClientSession], admin: aiohttp.ClientSession,
+                  settings: Settings, ask: Questions) -> list[Outcome]:
     outcomes = []
     for scenario in SCENARIOS:
         outcome = await run_scenario(targets, scenario, settings, ask)
         if outcome.last_receipt is not None:
-            await inspect_receipt(targets["proxy"], outcome, outcome.last_receipt)
-            await receipt_stages(targets["proxy"], outcome)
+            await inspect_receipt(admin, outcome, outcome.last_receipt)
+            await receipt_stages(admin, outcome)
         outcomes.append(outcome)
     return outcomes
 
