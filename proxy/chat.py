@@ -8,7 +8,10 @@ upstream sends none) once it is. So every answer a client received whole is stor
 if the process is killed the next instant (bounded by ``memory.ingest_wait_ms``: past it
 the answer goes out and the write goes on). Forming memory and writing the request log
 happen afterwards, in background tasks; the receipt is queued on the tenant's writer
-thread before the response completes, so a client that reads it afterwards finds it.
+thread before the loop can read anything more from any client (before a stream's end; a
+whole answer's right after it is handed to the transport, so its building does not
+hold the interpreter while the answer is written), so a client that reads it afterwards
+finds it.
 
 Every request is counted and logged once, whatever its outcome: an error answered to
 the client, an internal failure (500), or a client that went away (outcome
@@ -341,7 +344,6 @@ async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outboun
         ex.mark("upstream_ms", began)
     ex.status, ex.reply = reply.status, reply.body
     await _store_once(svc, ex)
-    _queue_receipt(svc, ex, out.memory)
     content_type, _, charset = reply.content_type.partition(";")
     await client.send(
         reply.status,
@@ -350,6 +352,9 @@ async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outboun
         content_type=content_type.strip() or "application/json",
         charset=charset.partition("=")[2].strip() or None,
     )
+    # after the answer is written, yet before the loop runs anything else (``send`` does
+    # not suspend): a receipt read the client sends afterwards still finds it queued
+    _queue_receipt(svc, ex, out.memory)
 
 
 def _parse_reply(ex: _Exchange) -> None:

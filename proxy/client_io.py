@@ -56,7 +56,8 @@ class ClientIO(Protocol):
         content_type: str = "application/json",
         charset: str | None = None,
     ) -> None:
-        """Answer a whole response."""
+        """Answer a whole response, without suspending (it is handed to the transport or
+        to the server as it is: the caller relies on nothing else running meanwhile)."""
         ...
 
     async def start(self, status: int, headers: Mapping[str, str]) -> None:
