@@ -21,7 +21,9 @@ Limits, as aiohttp's: a connection that sends no complete head within
 ``server.header_timeout_s`` (or idles that long between requests) is closed; the body
 must arrive within ``server.body_timeout_s`` (the handler answers 408); a client that
 reads nothing for ``server.write_timeout_s`` is dropped (by the handler); a client that
-goes away cancels its request's handler. Pipelined requests are answered in order; while
+goes away cancels its request's handler; one that reads nothing of a whole answer for
+``server.write_timeout_s`` is dropped (here: the answer is handed to the transport at
+once). Pipelined requests are answered in order; while
 a request is answered, reading pauses once a head's worth of the next has arrived. A
 connection whose request body was not read whole is closed after its answer.
 """
@@ -198,6 +200,7 @@ class _Request:
         if self.closes():
             extra.append(("Connection", "close"))
         self._conn.write(_head_bytes(status, headers, extra) + body)
+        self._conn.watch_drain()
         self.status, self.started, self.ended = status, True, True
 
     async def start(self, status: int, headers: Mapping[str, str]) -> None:
@@ -232,6 +235,7 @@ class _Connection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._drain_timer: asyncio.TimerHandle | None = None
         self._paused_reading = False
         self._lost = False
         self.closing = False
@@ -266,6 +270,8 @@ class _Connection(asyncio.Protocol):
         self._lost = True
         self._front.connections.discard(self)
         self._stop_timer()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
         if self._task is not None and not self._task.done():
             self._task.cancel()
         if self._drained is not None and not self._drained.done():
@@ -279,6 +285,9 @@ class _Connection(asyncio.Protocol):
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._drained = None
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
 
     # -- writing (from the handler) ---------------------------------------------------
 
@@ -296,6 +305,15 @@ class _Connection(asyncio.Protocol):
         self.write(data)
         if self._drained is not None:
             await asyncio.shield(self._drained)
+
+    def watch_drain(self) -> None:
+        """After a whole answer was handed over unread by the client (the transport holds
+        more than its high-water mark): drop the connection unless the client reads some
+        of it within ``server.write_timeout_s``, as a stream's writes are bounded."""
+        if self._drained is None or self._drain_timer is not None:
+            return
+        limit = self._svc.config.server.write_timeout_s
+        self._drain_timer = asyncio.get_running_loop().call_later(limit, self.abort)
 
     def abort(self) -> None:
         if self._transport is not None:

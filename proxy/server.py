@@ -43,6 +43,11 @@ class ProxyServer:
         )
 
     @property
+    def front(self) -> FrontServer:
+        assert self._front is not None
+        return self._front
+
+    @property
     def port(self) -> int:
         """The bound port (the one chosen when ``port`` was 0)."""
         assert self._server is not None

@@ -309,3 +309,27 @@ async def test_shutdown_lets_a_request_in_flight_finish_and_closes_idle_connecti
         idle.close()
     finally:
         await slow.stop()
+
+
+async def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped(
+    upstream: Any, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url)
+    config["server"]["write_timeout_s"] = 0.5
+    proxy = await make_proxy(config)
+    upstream.script.append("x" * 20_000_000)  # far larger than the socket buffers
+    sock = socket.create_connection(("127.0.0.1", _port(proxy)))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    front = proxy.server.front
+    try:
+        sock.sendall(_request())  # ... and never read the answer
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            await proxy.settle()
+            if _chat_lines(proxy) and not front.connections:
+                break
+        (line,) = _chat_lines(proxy)
+        assert line["status"] == 200  # answered: handed to the transport
+        assert not front.connections  # then dropped, its buffer freed
+    finally:
+        sock.close()
