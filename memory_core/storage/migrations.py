@@ -260,12 +260,21 @@ def _m005_question_vectors(conn: Connection) -> None:
     )
 
 
+def _m006_superseded_index(conn: Connection) -> None:
+    """The superseded fragments' ids, alone in an index: a lookup checks its BM25 hits
+    (hundreds at a time) against it instead of reading each hit's row (a random page of
+    a table that holds every fragment's text and vector: 0.25 ms a lookup at 100k
+    fragments, against ~0.01 ms for this index, small and cached)."""
+    conn.execute("CREATE INDEX fragments_superseded ON fragments (id) WHERE superseded = 1")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
     ("003_receipts", _m003_receipts),
     ("004_formation", _m004_formation),
     ("005_question_vectors", _m005_question_vectors),
+    ("006_superseded_index", _m006_superseded_index),
 )
 
 
