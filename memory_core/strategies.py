@@ -36,9 +36,6 @@ class Strategy:
     uses_graph: bool
     """Reads the memory graph (so the proxy reads the graph before it is ready)."""
     run: Run
-    encodes_question: bool = False
-    """Encodes the question (so its encoding may start before the lookup does:
-    :meth:`.MemoryStore.encode_ahead`)."""
 
 
 def _area(
@@ -64,7 +61,6 @@ for _strategy in (
         "area (graph + bm25)",
         True,
         _area,
-        encodes_question=True,
     ),
     Strategy(
         "bm25",

@@ -290,8 +290,6 @@ class TenantMemory:
                 exclude_hashes=exclude_hashes,
             )
 
-        if STRATEGIES.get(strategy).encodes_question:  # admitted: its vector is due soon
-            self.store.encode_ahead(question)
         loop = asyncio.get_running_loop()
         try:
             work = self._readers.submit(run)
