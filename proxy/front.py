@@ -254,8 +254,7 @@ class _Connection(asyncio.Protocol):
             self._buffer += data
             self._next()
             return
-        missing = request.content_length or 0
-        missing -= len(request.body)
+        missing = (request.content_length or 0) - len(request.body)
         if missing > 0:
             request.body += data[:missing]
             data = data[missing:]

@@ -10,7 +10,6 @@ aiohttp's and the app's (post-answer work, formation).
 from __future__ import annotations
 
 import asyncio
-import socket
 
 from aiohttp import web
 
@@ -53,10 +52,6 @@ class ProxyServer:
         assert self._server is not None
         sockname = self._server.sockets[0].getsockname()
         return int(sockname[1])
-
-    @property
-    def sockets(self) -> tuple[socket.socket, ...]:
-        return tuple(self._server.sockets) if self._server is not None else ()
 
     async def close(self) -> None:
         """Stop listening, let in-flight requests finish within the grace, stop the app."""

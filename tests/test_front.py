@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from proxy.fake_upstream import FakeUpstream
 from proxy.front import MAX_HEAD, parse_head
-from proxy.server import ProxyServer
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
@@ -92,6 +92,13 @@ async def _exchange(port: int, payload: bytes, count: int) -> list[_Answer]:
             return [reader.next() for _ in range(count)]
 
     return await asyncio.get_running_loop().run_in_executor(None, run)
+
+
+async def _proxy_with(make_proxy: MakeProxy, upstream: FakeUpstream, **server: Any) -> Proxy:
+    """A proxy whose ``server:`` section has ``server`` on top of the test defaults."""
+    config = proxy_config(upstream.url)
+    config["server"].update(server)
+    return await make_proxy(config)
 
 
 def _chat_lines(proxy: Proxy) -> list[dict[str, Any]]:
@@ -224,10 +231,10 @@ async def test_a_head_past_the_limit_goes_to_aiohttp_which_refuses_it(proxy: Pro
     assert answer[0] in (400, 431) and answer[1]["server"] != "areamem"
 
 
-async def test_a_body_past_the_limit_is_refused(upstream: Any, make_proxy: MakeProxy) -> None:
-    config = proxy_config(upstream.url)
-    config["server"]["max_body_bytes"] = 2000
-    proxy = await make_proxy(config)
+async def test_a_body_past_the_limit_is_refused(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await _proxy_with(make_proxy, upstream, max_body_bytes=2000)
     (answer,) = await _exchange(_port(proxy), _request(b"x" * 5000), 1)
     assert answer[0] == 413 and b"server.max_body_bytes" in answer[2]
 
@@ -236,7 +243,7 @@ async def test_a_body_past_the_limit_is_refused(upstream: Any, make_proxy: MakeP
 
 
 async def test_an_answer_sent_before_the_body_arrived_closes_the_connection(
-    upstream: Any, make_proxy: MakeProxy
+    upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:
     config = proxy_config(upstream.url)
     config["auth"] = {"mode": "keys", "keys": {"sk-good": "alice"}}
@@ -271,11 +278,9 @@ async def test_a_client_that_leaves_mid_body_is_logged_as_gone(proxy: Proxy) -> 
 
 
 async def test_an_idle_keep_alive_connection_is_closed_after_the_header_timeout(
-    upstream: Any, make_proxy: MakeProxy
+    upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:
-    config = proxy_config(upstream.url)
-    config["server"]["header_timeout_s"] = 0.3
-    proxy = await make_proxy(config)
+    proxy = await _proxy_with(make_proxy, upstream, header_timeout_s=0.3)
 
     def run() -> tuple[int, bool, float]:
         with socket.create_connection(("127.0.0.1", _port(proxy)), timeout=10) as sock:
@@ -292,8 +297,6 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_header_timeout(
 async def test_shutdown_lets_a_request_in_flight_finish_and_closes_idle_connections(
     make_proxy: MakeProxy,
 ) -> None:
-    from proxy.fake_upstream import FakeUpstream
-
     slow = await FakeUpstream(first_token_s=0.3).start()
     try:
         proxy = await make_proxy(proxy_config(slow.url))
@@ -301,8 +304,7 @@ async def test_shutdown_lets_a_request_in_flight_finish_and_closes_idle_connecti
         idle = socket.create_connection(("127.0.0.1", _port(proxy)), timeout=10)
         answer = asyncio.ensure_future(_exchange(_port(proxy), _request(), 1))
         await asyncio.sleep(0.1)  # the request is at the upstream
-        server: ProxyServer = proxy.server
-        await server.close()
+        await proxy.server.close()
         ((status, headers, body),) = await answer
         assert status == 200 and b"echo: hello" in body and headers["connection"] == "close"
         assert await loop.run_in_executor(None, idle.recv, 10) == b""
@@ -312,11 +314,9 @@ async def test_shutdown_lets_a_request_in_flight_finish_and_closes_idle_connecti
 
 
 async def test_a_client_that_reads_nothing_of_a_whole_answer_is_dropped(
-    upstream: Any, make_proxy: MakeProxy
+    upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:
-    config = proxy_config(upstream.url)
-    config["server"]["write_timeout_s"] = 0.5
-    proxy = await make_proxy(config)
+    proxy = await _proxy_with(make_proxy, upstream, write_timeout_s=0.5)
     upstream.script.append("x" * 20_000_000)  # far larger than the socket buffers
     sock = socket.create_connection(("127.0.0.1", _port(proxy)))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
