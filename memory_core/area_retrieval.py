@@ -154,7 +154,9 @@ def retrieve_area(
     dense: list[int] = []
     if vector is not None and memory.vectors.shape[0]:
         wanted = max(scoring.candidates, scoring.seeds)
-        rows, _ = nearest(memory.vectors, memory.vector_codes, vector, wanted)
+        rows, _ = nearest(
+            memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted
+        )
         near = memory.vector_nodes[rows]
         terms.candidate[near[: scoring.candidates]] = True
         dense = [int(n) for n in near[: scoring.seeds]]

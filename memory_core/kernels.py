@@ -22,7 +22,7 @@ import numpy as np
 from .area_retrieval import reached_foci
 from .graph import DEFAULT_TRAVERSAL, EdgeList, GraphVersion, combine, pulse, select_area
 from .lexical import LexicalIndex
-from .nearest import codes, rescored, shortlist
+from .nearest import codes, prefixes, rescored, shortlist
 
 __all__ = ["compile_kernels"]
 
@@ -47,8 +47,9 @@ def compile_kernels() -> None:
             combine([activation, activation])
         vectors = np.eye(2, 384, dtype=np.float32)
         stored = codes(vectors)
-        stored.flags.writeable = False  # as the graph publishes them
-        shortlist(stored, codes(vectors[:1])[0], 1)
+        first = prefixes(stored)
+        stored.flags.writeable = first.flags.writeable = False  # as the graph publishes them
+        shortlist(stored, first, codes(vectors[:1])[0], 1, 1)
         vectors.flags.writeable = False  # as the graph publishes them
         rescored(vectors, np.zeros(1, np.int64), vectors[0].copy())
         reached_foci(np.zeros((1, 1)), np.ones(1, np.bool_), 0.5)

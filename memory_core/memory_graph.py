@@ -50,7 +50,7 @@ from .graph_holder import GraphHolder
 from .lexical import LexicalIndex, LexicalView
 from .log import stored_timestamp
 from .names import NameIndex
-from .nearest import WORDS, codes
+from .nearest import PREFIX_WORDS, WORDS, codes, prefixes
 from .storage import Connection, contexts, entities, fragments, read_snapshot, relations
 from .text import content_stems, normalise_name
 
@@ -82,6 +82,7 @@ class MemoryGraph:
     vectors: npt.NDArray[np.float32]  # one row per embedded fragment
     vector_nodes: npt.NDArray[np.int64]  # row of ``vectors`` -> fragment node
     vector_codes: npt.NDArray[np.uint64]  # row of ``vectors`` -> its SimHash code (.nearest)
+    vector_prefixes: npt.NDArray[np.uint64]  # the codes' first-pass words (.nearest.prefixes)
     vector_of: npt.NDArray[np.int64]  # node -> row of ``vectors``, -1 without one
     node_keys: Sequence[NodeKey]  # node -> what it stands for (shared, append-only)
     fragment_nodes: Mapping[int, int]  # the dictionaries are shared and only gain keys
@@ -145,6 +146,7 @@ class MemoryGraphIndex:
         self._vectors = AppendBuffer(np.float32, self._dim)
         self._vector_nodes = AppendBuffer(np.int64)
         self._vector_codes = AppendBuffer(np.uint64, WORDS)
+        self._vector_prefixes = AppendBuffer(np.uint64, PREFIX_WORDS)
         self._vector_of = AppendBuffer(np.int64)
         self._node_keys: list[NodeKey] = []
         self._fragment_nodes: dict[int, int] = {}
@@ -312,7 +314,9 @@ class MemoryGraphIndex:
             vector_of[np.asarray(batch.vector_nodes, np.int64) - batch.first_node] = rows
             self._vectors.extend(added)
             self._vector_nodes.extend(batch.vector_nodes)
-            self._vector_codes.extend(codes(added))
+            added_codes = codes(added)
+            self._vector_codes.extend(added_codes)
+            self._vector_prefixes.extend(prefixes(added_codes))
         self._vector_of.extend(vector_of)
         self._names.add(batch.names)
         self._fragments += len(batch.fragment_of)
@@ -336,6 +340,7 @@ class MemoryGraphIndex:
             self._vectors.view(),
             self._vector_nodes.view(),
             self._vector_codes.view(),
+            self._vector_prefixes.view(),
             self._vector_of.view(),
             self._node_keys,
             self._fragment_nodes,

@@ -56,7 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = [encoder.encode_question(q)[0] for q in questions]
     finally:
         store.close()
-    print(f"{vectors.shape[0]:,} vectors, {len(queries)} questions")
+    print(
+        f"{vectors.shape[0]:,} vectors, {len(queries)} questions; first pass: the "
+        f"{nearest_module.FIRST_PASS:,} nearest by {nearest_module.PREFIX_WORDS * 64}-bit prefix"
+    )
     rows = []
     for size in (int(s) for s in args.shortlists.split(",")):
         rows.append(_row(vectors, stored, queries, size))
@@ -94,6 +97,7 @@ def _row(
 ) -> list[str]:
     nearest_module.SHORTLIST = size
     nearest_module.EXACT_ROWS = 0  # always the shortlist, whatever the store's size
+    first = nearest_module.prefixes(stored)
     exact_ms, fast_ms, at20, at50, gaps = [], [], [], [], []
     for query in queries:
         began = time.perf_counter()
@@ -102,7 +106,7 @@ def _row(
         top = top[np.argsort(-sims[top], kind="stable")]
         exact_ms.append((time.perf_counter() - began) * 1000)
         began = time.perf_counter()
-        rows, found = nearest_module.nearest(vectors, stored, query, 50)
+        rows, found = nearest_module.nearest(vectors, stored, first, query, 50)
         fast_ms.append((time.perf_counter() - began) * 1000)
         at20.append(len(set(rows[:20].tolist()) & set(top[:20].tolist())) / 20)
         at50.append(len(set(rows.tolist()) & set(top.tolist())) / 50)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core import nearest as nearest_module
-from memory_core.nearest import BITS, WORDS, codes, nearest
+from memory_core.nearest import BITS, PREFIX_WORDS, WORDS, codes, nearest, prefixes
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -20,6 +20,10 @@ def _clustered(n: int, dim: int = 48, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((8, dim)) + 3.0
     return _unit(centres[rng.integers(0, 8, n)] + 0.6 * rng.standard_normal((n, dim)))
+
+
+def _search(vectors: np.ndarray, stored: np.ndarray, query: np.ndarray, k: int) -> tuple:
+    return nearest(vectors, stored, prefixes(stored), query, k)
 
 
 def _exact(vectors: np.ndarray, query: np.ndarray, k: int) -> list[int]:
@@ -43,7 +47,7 @@ def test_codes_are_fixed_bits_of_the_direction() -> None:
 def test_small_stores_are_searched_exactly(n: int, k: int, seed: int) -> None:
     vectors = _clustered(n, seed=seed)
     query = _clustered(1, seed=seed + 1)[0]
-    rows, sims = nearest(vectors, codes(vectors), query, k)
+    rows, sims = _search(vectors, codes(vectors), query, k)
     assert rows.tolist() == _exact(vectors, query, k)
     np.testing.assert_allclose(sims, vectors[rows] @ query, rtol=1e-6)
 
@@ -53,12 +57,13 @@ def test_a_large_store_returns_exact_cosines_of_a_shortlist_that_finds_the_neare
 ) -> None:
     monkeypatch.setattr(nearest_module, "EXACT_ROWS", 1_000)
     monkeypatch.setattr(nearest_module, "SHORTLIST", 600)
+    monkeypatch.setattr(nearest_module, "FIRST_PASS", 2_400)
     vectors = _clustered(6_000, dim=64, seed=3)
     stored = codes(vectors)
     found = []
     for q in range(20):
         query = _clustered(1, dim=64, seed=100 + q)[0]
-        rows, sims = nearest(vectors, stored, query, 20)
+        rows, sims = _search(vectors, stored, query, 20)
         assert len(set(rows.tolist())) == 20
         np.testing.assert_allclose(sims, vectors[rows] @ query, rtol=1e-6)
         assert (np.diff(sims) <= 0).all()
@@ -71,24 +76,59 @@ def test_a_shortlist_as_large_as_the_store_is_exact(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(nearest_module, "SHORTLIST", 500)
     vectors = _clustered(500, seed=5)
     query = _clustered(1, seed=6)[0]
-    rows, _ = nearest(vectors, codes(vectors), query, 30)
+    rows, _ = _search(vectors, codes(vectors), query, 30)
     assert rows.tolist() == _exact(vectors, query, 30)
 
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 400), keep=st.integers(1, 450), seed=st.integers(0, 10**6))
 def test_the_shortlist_keeps_the_closest_codes(n: int, keep: int, seed: int) -> None:
-    """``keep`` rows (all when fewer), none farther than any row left out, in row order."""
+    """With no first pass (it keeps every row): ``keep`` rows (all when fewer), none
+    farther than any row left out, in row order; ties at the cut-off: the lower rows."""
     vectors = _clustered(n, seed=seed)
     stored = codes(vectors)
     query = codes(_clustered(1, seed=seed + 7))[0]
-    kept = nearest_module.shortlist(stored, query, keep)
+    kept = nearest_module.shortlist(stored, prefixes(stored), query, keep, n)
     distance = np.bitwise_count(stored ^ query).sum(axis=1)
     assert kept.tolist() == sorted(set(kept.tolist()))
     assert kept.shape[0] == min(keep, n)
     left = np.setdiff1d(np.arange(n), kept)
     if left.shape[0] and kept.shape[0]:
         assert distance[kept].max() <= distance[left].min()
+        at_cut = distance[kept].max()
+        tied_left = left[distance[left] == at_cut]
+        if tied_left.shape[0]:
+            assert kept[distance[kept] == at_cut].max() < tied_left.min()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 400),
+    first=st.integers(1, 399),
+    keep=st.integers(1, 450),
+    seed=st.integers(0, 10**6),
+)
+def test_the_first_pass_keeps_the_closest_prefixes_and_the_second_ranks_them_whole(
+    n: int, first: int, keep: int, seed: int
+) -> None:
+    """The shortlist is the ``keep`` closest by whole code among the ``first`` closest
+    by prefix (what the brute force over both distances gives, ties by row)."""
+    vectors = _clustered(n, seed=seed)
+    stored = codes(vectors)
+    query = codes(_clustered(1, seed=seed + 7))[0]
+    kept = nearest_module.shortlist(stored, prefixes(stored), query, keep, first)
+    by_prefix = np.bitwise_count(stored[:, :PREFIX_WORDS] ^ query[:PREFIX_WORDS]).sum(axis=1)
+    whole = np.bitwise_count(stored ^ query).sum(axis=1)
+    passed = sorted(range(n), key=lambda i: (by_prefix[i], i))[:first]  # all when n <= first
+    expected = sorted(sorted(passed, key=lambda i: (whole[i], i))[:keep])
+    assert kept.tolist() == expected
+
+
+def test_prefixes_are_the_first_words_of_each_code() -> None:
+    stored = codes(_clustered(30))
+    first = prefixes(stored)
+    assert first.shape == (30, PREFIX_WORDS) and first.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(first, stored[:, :PREFIX_WORDS])
 
 
 def test_codes_missing_for_some_rows_fall_back_to_the_exact_search(
@@ -97,5 +137,7 @@ def test_codes_missing_for_some_rows_fall_back_to_the_exact_search(
     monkeypatch.setattr(nearest_module, "EXACT_ROWS", 10)
     vectors = _clustered(200, seed=9)
     query = _clustered(1, seed=10)[0]
-    rows, _ = nearest(vectors, codes(vectors[:50]), query, 15)
-    assert rows.tolist() == _exact(vectors, query, 15)
+    stored = codes(vectors)
+    for partial, first in ((stored[:50], prefixes(stored)), (stored, prefixes(stored[:50]))):
+        rows, _ = nearest(vectors, partial, first, query, 15)
+        assert rows.tolist() == _exact(vectors, query, 15)
