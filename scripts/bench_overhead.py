@@ -49,8 +49,16 @@ Usage (from the project root, with the project's virtual environment)::
     python scripts/bench_overhead.py --compare-litellm --retrieval area \\
         --preload-locomo ../shared/data/locomo/locomo_dev5.json
 
+``--store DIR`` keeps the preloaded store in ``DIR`` and reuses it in later runs with
+the same preload settings (source, fragments, turns per conversation, seed; written in
+``DIR/preload.json``): the first run preloads there through a proxy of its own, every
+run serves a copy of it, so each run starts from the same memory and a 100k-fragment run
+skips its ~8-minute preload. The store is reused as it is: remove the folder when
+formation has changed.
+
 Nothing leaves the machine: everything runs on 127.0.0.1 in a temporary folder that is
-removed at the end; the child processes are stopped on exit, error and Ctrl-C.
+removed at the end (a ``--store`` folder is kept); the child processes are stopped on
+exit, error and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ import os
 import platform
 import random
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -138,6 +147,7 @@ class Settings:
     compare_litellm: bool = False
     preload_locomo: str | None = None
     formation_workers: int = 1
+    store: str | None = None
 
 
 # --- synthetic chat text ------------------------------------------------------------------
@@ -433,6 +443,56 @@ async def preload_synthetic(session: aiohttp.ClientSession, settings: Settings) 
                    hits, search_ms)
 
 
+STORE_MANIFEST = "preload.json"
+"""What a ``--store`` folder holds besides the store: the preload's key and figures."""
+
+
+def preload_key(settings: Settings) -> dict[str, Any]:
+    """What a kept store must have been preloaded with to be reused."""
+    if settings.preload_locomo is not None:
+        return {"source": str(Path(settings.preload_locomo).resolve())}
+    return {"source": "synthetic", "fragments": settings.fragments,
+            "turns_per_conversation": settings.turns_per_conversation, "seed": settings.seed}
+
+
+def kept_preload(folder: Path, settings: Settings, pool: Sequence[str]) -> Preload:
+    """The preload kept in ``folder``; made there first (through a proxy of its own,
+    stopped before the manifest is written) when the folder is new or empty."""
+    manifest = folder / STORE_MANIFEST
+    if manifest.is_file():
+        try:
+            saved = json.loads(manifest.read_text(encoding="utf-8"))
+            key, loaded = saved["key"], Preload(**saved["preload"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BenchError(f"{manifest} is unreadable ({exc}); remove {folder}") from exc
+        if key != preload_key(settings):
+            raise BenchError(f"{folder} holds a store preloaded with {key}, not "
+                             f"{preload_key(settings)}: use another folder or remove it")
+        return loaded
+    if folder.exists() and any(folder.iterdir()):
+        raise BenchError(f"{folder} is not empty and holds no {STORE_MANIFEST} (an "
+                         "interrupted preload?): remove it or name another folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"preloading into {folder}, kept for later runs", flush=True)
+    with LocalStack(folder, settings.retrieval, False, settings.formation_workers) as stack:
+        loaded = asyncio.run(preload_only(stack, settings, pool))
+    manifest.write_text(json.dumps({"key": preload_key(settings),
+                                    "preload": dataclasses.asdict(loaded)}), encoding="utf-8")
+    return loaded
+
+
+async def preload_only(stack: LocalStack, settings: Settings, pool: Sequence[str]) -> Preload:
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    async with aiohttp.ClientSession(stack.proxy_url, headers={"Authorization": "Bearer sk-bench"},
+                                     timeout=timeout) as admin:
+        return await preload(admin, settings, pool)
+
+
+def copy_store(folder: Path, workdir: Path) -> None:
+    """The kept store (not its proxy's logs) into ``workdir``'s data folder."""
+    shutil.copytree(folder / "data", workdir / "data", ignore=shutil.ignore_patterns("logs"))
+
+
 async def fragments_stored(session: aiohttp.ClientSession) -> int:
     """Fragments in memory (``/memory/stats``): what the preload formed. The ingest
     answers' ``fragments_formed`` are not summed: concurrent calls that wait for one
@@ -677,9 +737,10 @@ class Report:
 
 
 async def benchmark(stack: LocalStack, settings: Settings, pool: Sequence[str] = (),
-                    litellm_version: str | None = None) -> Report:
-    """Preload through the proxy, then measure every scenario; ``pool`` holds the
-    memory-on questions of ``--preload-locomo`` (empty: synthetic)."""
+                    litellm_version: str | None = None, kept: Preload | None = None) -> Report:
+    """Preload through the proxy (unless ``kept``: the stack serves a kept store), then
+    measure every scenario; ``pool`` holds the memory-on questions of
+    ``--preload-locomo`` (empty: synthetic)."""
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     auth = {"Authorization": "Bearer sk-bench"}
     async with contextlib.AsyncExitStack() as sessions:
@@ -696,8 +757,8 @@ async def benchmark(stack: LocalStack, settings: Settings, pool: Sequence[str] =
         admin = aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout)
         for session in (*targets.values(), admin):
             await sessions.enter_async_context(session)
-        loaded = await preload(admin, settings, pool)
-        print_preload(loaded)
+        loaded = kept if kept is not None else await preload(admin, settings, pool)
+        print_preload(loaded, settings.store if kept is not None else None)
         ask = Questions(random.Random(settings.seed + 1), pool)
         outcomes = await measure(targets, admin, settings, ask)
     return Report(settings, machine(), loaded, outcomes, litellm_version)
@@ -822,7 +883,9 @@ def memory_lines(outcomes: Sequence[Outcome]) -> list[str]:
     return lines
 
 
-def print_preload(loaded: Preload) -> None:
+def print_preload(loaded: Preload, kept_in: str | None = None) -> None:
+    if kept_in is not None:
+        print(f"preload kept in {kept_in} (a copy served), made as follows:")
     print(f"preload ({loaded.source}): {loaded.turns:,} turns in {loaded.conversations} "
           f"conversations via /memory/ingest in {loaded.seconds:.1f} s "
           f"({loaded.turns / max(loaded.seconds, 1e-9):,.0f} turns/s); "
@@ -906,6 +969,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare-litellm", action="store_true",
                         help=f"also time LiteLLM's proxy in front of the same upstream "
                         f"(needs litellm[proxy]: {BENCH_EXTRA})")
+    parser.add_argument("--store", type=Path, metavar="DIR",
+                        help="keep the preloaded store in DIR and reuse it in later runs "
+                        "with the same preload settings (see the module docstring)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write all figures here")
     return parser.parse_args(argv)
 
@@ -922,6 +988,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         compare_litellm=args.compare_litellm,
         preload_locomo=str(args.preload_locomo) if args.preload_locomo else None,
         formation_workers=args.formation_workers,
+        store=str(args.store) if args.store else None,
     )
     if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
         raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
@@ -950,10 +1017,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         info = machine()
         print(f"machine: {info['cores']} cores ({info['usable_cores']} usable), "
               f"{info['platform']}, Python {info['python']}, aiohttp {info['aiohttp']}")
-        with (tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp,
-              LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm,
-                         settings.formation_workers) as stack):
-            report = asyncio.run(benchmark(stack, settings, pool, version))
+        with tempfile.TemporaryDirectory(prefix="areamem-bench-") as tmp:
+            kept = None
+            if settings.store is not None:
+                kept = kept_preload(Path(settings.store), settings, pool)
+                copy_store(Path(settings.store), Path(tmp))
+            with LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm,
+                            settings.formation_workers) as stack:
+                report = asyncio.run(benchmark(stack, settings, pool, version, kept))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)
         return 1

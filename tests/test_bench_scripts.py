@@ -118,6 +118,43 @@ def test_locomo_preload_replays_the_file_and_asks_its_questions(tmp_path: Path) 
     assert all(row["receipts"] == 8 and row["injected_fragments"] for row in memory_on)
 
 
+def test_a_kept_store_is_made_once_then_served_as_a_copy(tmp_path: Path) -> None:
+    """The first run preloads into the folder, the second serves a copy of it unchanged
+    (no preload: same figures, the kept store not written); other settings are refused."""
+    kept, out = tmp_path / "kept", tmp_path / "overhead.json"
+    code, output = _bench(*SMOKE, "--store", str(kept), "--json", str(out))
+    assert code == 0, output
+    assert f"preloading into {kept}" in output
+    first = json.loads(out.read_text())["preload"]
+    manifest = json.loads((kept / "preload.json").read_text())
+    assert manifest["key"] == {"source": "synthetic", "fragments": 100,
+                               "turns_per_conversation": 20, "seed": 7}
+    store = kept / "data" / "tenants" / "default.db"
+    before = store.stat().st_mtime_ns, store.stat().st_size
+    code, output = _bench(*SMOKE, "--store", str(kept), "--json", str(out))
+    assert code == 0, output
+    assert f"preload kept in {kept}" in output and "preloading into" not in output
+    report = json.loads(out.read_text())
+    assert report["preload"] == first and report["settings"]["store"] == str(kept)
+    assert all(row["receipts"] == 8 and row["injected_fragments"]
+               for row in report["scenarios"] if row["memory"])
+    assert (store.stat().st_mtime_ns, store.stat().st_size) == before
+    code, output = _bench(*SMOKE, "--fragments", "120", "--store", str(kept))
+    assert code == 1
+    assert "preloaded with" in output and "'fragments': 100" in output
+
+
+def test_a_store_folder_without_its_manifest_is_refused(bench: ModuleType,
+                                                        tmp_path: Path) -> None:
+    settings = bench.settings_from(bench.parse_args(SMOKE))
+    (tmp_path / "leftover").write_text("x")
+    with pytest.raises(bench.BenchError, match="holds no preload.json"):
+        bench.kept_preload(tmp_path, settings, [])
+    (tmp_path / "preload.json").write_text("{not json")
+    with pytest.raises(bench.BenchError, match="unreadable"):
+        bench.kept_preload(tmp_path, settings, [])
+
+
 def test_a_missing_locomo_file_fails_before_anything_starts(tmp_path: Path) -> None:
     code, output = _bench(*SMOKE, "--preload-locomo", str(tmp_path / "absent.json"))
     assert code == 1
