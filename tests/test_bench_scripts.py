@@ -148,7 +148,7 @@ def test_a_store_folder_without_its_manifest_is_refused(bench: ModuleType,
                                                         tmp_path: Path) -> None:
     settings = bench.settings_from(bench.parse_args(SMOKE))
     (tmp_path / "leftover").write_text("x")
-    with pytest.raises(bench.BenchError, match="holds no preload.json"):
+    with pytest.raises(bench.BenchError, match=r"holds no preload\.json"):
         bench.kept_preload(tmp_path, settings, [])
     (tmp_path / "preload.json").write_text("{not json")
     with pytest.raises(bench.BenchError, match="unreadable"):
