@@ -39,6 +39,7 @@ from .blas import limit_blas_threads
 from .errors import MemoryCoreError
 from .formation import Backends, FormationConfig, build_backends
 from .store import MemoryStore
+from .worker_priority import Priority
 
 __all__ = [
     "Failed",
@@ -61,10 +62,9 @@ taken from the next request's retrieval. Waiting this long forms a burst in one 
 NICENESS = 19
 """How much lower the worker's CPU priority is than the proxy's (``nice``): on a small
 machine formation and retrieval compete for the same cores, and a question must not wait
-for the formation of the previous answer; formation still gets every idle cycle (and a
-small share under load, unlike ``SCHED_IDLE``, which would starve it). In the proxy over
-five LoCoMo conversations, back to back: question encoding 8.5 -> 6.1 ms p50 from nice
-10 to 19."""
+for the formation of the previous answer. In the proxy over five LoCoMo conversations,
+back to back: question encoding 8.5 -> 6.1 ms p50 from nice 10 to 19. Where it may, the
+worker goes further, under ``SCHED_IDLE`` while it keeps up (:mod:`.worker_priority`)."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,11 @@ class Stop:
 
 @dataclass(frozen=True)
 class Ready:
-    """The worker loaded its backends and waits for work."""
+    """The worker loaded its backends and waits for work; ``priority``: how it yields the
+    CPU (:attr:`.worker_priority.Priority.mode`: ``idle`` or ``nice``)."""
 
     pid: int
+    priority: str = "nice"
 
 
 @dataclass(frozen=True)
@@ -134,23 +136,29 @@ def run(settings: WorkerSettings, conn: Connection) -> None:
     limit_blas_threads()
     backends = build_backends(settings.formation)
     backends.encoder.encode(["areamem formation worker warm-up"])
-    worker = _Worker(settings, backends, conn)
+    priority = Priority()
+    priority.start()
+    worker = _Worker(settings, backends, conn, priority)
     try:
-        conn.send(Ready(os.getpid()))
+        conn.send(Ready(os.getpid(), priority.mode))
         worker.serve()
     except (BrokenPipeError, EOFError):
         pass  # the supervisor is gone: what is queued waits for the next start
     finally:
         worker.close()
+        priority.stop()
 
 
 class _Worker:
     """Forms one tenant at a time, oldest request first; one store per tenant."""
 
-    def __init__(self, settings: WorkerSettings, backends: Backends, conn: Connection) -> None:
+    def __init__(
+        self, settings: WorkerSettings, backends: Backends, conn: Connection, priority: Priority
+    ) -> None:
         self._settings = settings
         self._backends = backends
         self._conn = conn
+        self._priority = priority
         self._parent = os.getppid()
         self._due: dict[str, None] = {}  # insertion-ordered set
         self._stores: dict[str, MemoryStore] = {}
@@ -166,6 +174,8 @@ class _Worker:
             del self._due[tenant]
             self._form(tenant)
             self._receive(wait=False)
+            if not self._due:
+                self._priority.done()
 
     def _gather(self) -> None:
         """Take what else arrives within :data:`GATHER_S` before forming: exchanges that
@@ -189,6 +199,7 @@ class _Worker:
                 self.stopping = True
             elif isinstance(message, Form):
                 self._due[message.tenant] = None
+                self._priority.busy()
 
     def _form(self, tenant: str) -> None:
         """Drain the tenant's queue pass by pass, reporting each commit; a stop asked

@@ -75,6 +75,7 @@ class WorkerState:
     alive: bool
     ready: bool
     restarts: int
+    priority: str | None  # how it yields the CPU, once ready: ``idle`` or ``nice``
 
 
 @dataclass
@@ -98,6 +99,7 @@ class _Slot:
     process: BaseProcess | None = None
     conn: Connection | None = None
     ready: bool = False
+    priority: str | None = None
     restarts: int = 0
     crashes: int = 0
     started: float = 0.0
@@ -165,6 +167,7 @@ class FormationWorkers:
                 bool(s.process and s.process.is_alive()),
                 s.ready,
                 s.restarts,
+                s.priority,
             )
             for s in self._slots
         ]
@@ -206,7 +209,7 @@ class FormationWorkers:
         )
         process.start()
         theirs.close()
-        slot.process, slot.conn, slot.ready = process, ours, False
+        slot.process, slot.conn, slot.ready, slot.priority = process, ours, False, None
         slot.started, slot.exited = time.monotonic(), asyncio.Event()
         self._loop.add_reader(ours.fileno(), self._on_readable, slot)
         self._loop.add_reader(process.sentinel, self._on_exit, slot)
@@ -299,7 +302,7 @@ class FormationWorkers:
 
     def _handle(self, slot: _Slot, message: object) -> None:
         if isinstance(message, Ready):
-            slot.ready = True
+            slot.ready, slot.priority = True, message.priority
         elif isinstance(message, Took):
             self._took(slot, message.tenant)
         elif isinstance(message, Formed):

@@ -115,6 +115,11 @@ class FormationWorker(_Body):
     alive: bool = Field(description="Whether its process runs.")
     ready: bool = Field(description="Whether it has loaded its models and takes work.")
     restarts: int = Field(description="How often it died and was started again.")
+    priority: str | None = Field(
+        description="How it yields the CPU to the proxy, once ready: ``idle`` (under "
+        "SCHED_IDLE while it keeps up, lifted to nice 19 when work waits), or ``nice`` "
+        "(nice 19 only, where the process may not leave SCHED_IDLE)."
+    )
 
 
 class Health(_Body):

@@ -69,11 +69,26 @@ def _formed_once(data_dir: Path) -> tuple[int, int, int, int]:
     return int(logged), int(formed), int(fragments), int(queued)
 
 
+def _assert_yields(worker: dict[str, Any]) -> None:
+    """The worker runs below the proxy: under SCHED_IDLE where it may come back from it
+    (its guard thread alone under the normal policy), else at nice 19; /healthz says
+    which."""
+    pid, tasks = worker["pid"], Path(f"/proc/{worker['pid']}/task")
+    policies = {os.sched_getscheduler(int(t.name)) for t in tasks.iterdir()}
+    assert os.getpriority(os.PRIO_PROCESS, pid) == 19
+    if worker["priority"] == "idle":
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        assert policies == {os.SCHED_IDLE, os.SCHED_OTHER}
+    else:
+        assert worker["priority"] == "nice" and policies == {os.SCHED_OTHER}
+
+
 async def test_a_fact_told_is_recalled_by_the_next_chat_within_seconds(
     upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:
     proxy = await make_proxy(proxy_config(upstream.url, memory=WORKERS))
-    await _worker_ready(proxy.url)
+    worker = await _worker_ready(proxy.url)
+    _assert_yields(worker)
     async with proxy.client() as client:
         await client.chat.completions.create(
             model="echo",
