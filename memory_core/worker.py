@@ -136,7 +136,7 @@ def run(settings: WorkerSettings, conn: Connection) -> None:
     limit_blas_threads()
     backends = build_backends(settings.formation)
     backends.encoder.encode(["areamem formation worker warm-up"])
-    priority = Priority()
+    priority = Priority(pending=lambda: conn.poll(0))  # poll reads nothing: safe beside recv
     priority.start()
     worker = _Worker(settings, backends, conn, priority)
     try:

@@ -4,15 +4,18 @@ On a small machine the worker and the proxy share the cores, and a chat request 
 wait for the formation of an earlier answer. ``nice 19`` alone was not enough: Linux's
 scheduler lets a running task finish its slice before a woken one takes the core, so
 every wake-up of the proxy (a request arriving, the upstream answering, a lookup's
-threads) could wait behind a slice of the worker. ``SCHED_IDLE`` gives the core up at
-once, but a task under it runs only on idle cores, so under load it would never form.
+threads) could wait behind a slice of the worker. Under ``SCHED_IDLE`` a woken task of
+the normal policy takes the core at once, but the worker then gets almost nothing of a
+busy core (a fifth of nice 19's share), so under load it would hardly form.
 
 So the worker runs under ``SCHED_IDLE`` while it keeps up, and a guard thread (left at
 ``nice 19`` under the normal policy, so it always gets its turn) lifts every thread of
 the process back to the normal policy, still at ``nice 19``, once work has waited
-:data:`STARVED_S` unfinished, until the worker has nothing left to do. What this
-bounds: formation never waits more than about :data:`STARVED_S` for the CPU beyond what
-``nice 19`` alone gives it.
+:data:`STARVED_S` unfinished, until the worker has nothing left to do. Work counts as
+known from when the worker's thread takes it (:meth:`Priority.busy`) or, should that
+thread itself be starved before it can, from when the guard first sees it waiting
+(``pending``: a message in the worker's pipe). What this bounds: formation never waits
+more than about :data:`STARVED_S` for the CPU beyond what ``nice 19`` alone gives it.
 
 Measured in the proxy over 100k fragments, 300 memory-on questions back to back with
 formation in the worker: client p50 17.1-17.6 ms under ``SCHED_IDLE`` against 18.4-19.2
@@ -61,8 +64,10 @@ class Priority:
         starved_s: float = STARVED_S,
         check_s: float = CHECK_S,
         clock: Callable[[], float] = time.monotonic,
+        pending: Callable[[], bool] = lambda: False,
     ) -> None:
         self._starved_s = starved_s
+        self._pending = pending
         self._check_s = check_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -114,7 +119,13 @@ class Priority:
         self._guard_tid = threading.get_native_id()
         ready.set()
         while not self._stopped.wait(self._check_s):
+            try:  # outside the lock: it may take a system call
+                waiting = self._pending()
+            except (OSError, EOFError, ValueError):  # the pipe is gone: the worker ends
+                waiting = False
             with self._lock:
+                if waiting and self._busy_since is None:
+                    self._busy_since = self._clock()  # work the worker has not taken yet
                 since = self._busy_since
                 if self._lifted or since is None or self._clock() - since < self._starved_s:
                     continue

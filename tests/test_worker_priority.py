@@ -33,7 +33,8 @@ _CHILD = textwrap.dedent(
     os.nice(19)
     allowed = _may_leave_idle()
     seen = {"allowed": allowed, "before": policy()}
-    priority = Priority(starved_s=0.15, check_s=0.01)
+    waiting = [False]
+    priority = Priority(starved_s=0.15, check_s=0.01, pending=lambda: waiting[0])
     seen["mode"] = priority.start()
     seen["started"] = policy()
     seen["guard"] = policy(priority._guard_tid) if priority._guard else None
@@ -44,13 +45,21 @@ _CHILD = textwrap.dedent(
     priority.busy(); priority.done()  # work done at once: never lifted
     seen["quick_lifts"] = priority.lifts
     priority.busy()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + (10 if priority.mode == "idle" else 0.3)
     while priority.lifts == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     seen["starved"], seen["lifts"] = policy(), priority.lifts
     seen["nice_kept"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     priority.done()
     seen["after_done"] = policy()
+    waiting[0] = True  # work waits that the worker's thread has not taken (starved itself)
+    deadline = time.monotonic() + (10 if priority.mode == "idle" else 0.3)
+    while priority.lifts < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen["pending_lifted"], seen["pending_lifts"] = policy(), priority.lifts
+    waiting[0] = False
+    priority.done()
+    seen["pending_done"] = policy()
     priority.stop()
     print(json.dumps(seen))
     """
@@ -70,7 +79,7 @@ def test_the_worker_yields_while_it_keeps_up_and_is_lifted_when_starved() -> Non
     assert seen["before"] == "other"
     if not seen["allowed"]:  # may not leave SCHED_IDLE: nice 19 only, nothing changed
         assert (seen["mode"], seen["started"], seen["guard"]) == ("nice", "other", None)
-        assert seen["lifts"] == 0
+        assert seen["lifts"] == seen["pending_lifts"] == 0
         return
     assert seen["mode"] == "idle"
     assert seen["started"] == "idle" and seen["new_thread"] == "idle"  # inherited
@@ -79,6 +88,8 @@ def test_the_worker_yields_while_it_keeps_up_and_is_lifted_when_starved() -> Non
     assert (seen["starved"], seen["lifts"]) == ("other", 1)
     assert seen["nice_kept"] == 19  # lifted to the normal policy, still at nice 19
     assert seen["after_done"] == "idle"
+    assert (seen["pending_lifted"], seen["pending_lifts"]) == ("other", 2)
+    assert seen["pending_done"] == "idle"
 
 
 def test_a_process_that_may_not_leave_idle_stays_at_nice(monkeypatch: pytest.MonkeyPatch) -> None:
