@@ -459,6 +459,8 @@ def kept_preload(folder: Path, settings: Settings, pool: Sequence[str]) -> Prelo
     """The preload kept in ``folder``; made there first (through a proxy of its own,
     stopped before the manifest is written) when the folder is new or empty."""
     manifest = folder / STORE_MANIFEST
+    if folder.exists() and not folder.is_dir():
+        raise BenchError(f"--store {folder} is not a folder")
     if manifest.is_file():
         try:
             saved = json.loads(manifest.read_text(encoding="utf-8"))
@@ -490,7 +492,10 @@ async def preload_only(stack: LocalStack, settings: Settings, pool: Sequence[str
 
 def copy_store(folder: Path, workdir: Path) -> None:
     """The kept store (not its proxy's logs) into ``workdir``'s data folder."""
-    shutil.copytree(folder / "data", workdir / "data", ignore=shutil.ignore_patterns("logs"))
+    try:
+        shutil.copytree(folder / "data", workdir / "data", ignore=shutil.ignore_patterns("logs"))
+    except OSError as exc:
+        raise BenchError(f"cannot copy the store kept in {folder}: {exc}") from exc
 
 
 async def fragments_stored(session: aiohttp.ClientSession) -> int:

@@ -153,6 +153,10 @@ def test_a_store_folder_without_its_manifest_is_refused(bench: ModuleType,
     (tmp_path / "preload.json").write_text("{not json")
     with pytest.raises(bench.BenchError, match="unreadable"):
         bench.kept_preload(tmp_path, settings, [])
+    with pytest.raises(bench.BenchError, match="is not a folder"):
+        bench.kept_preload(tmp_path / "leftover", settings, [])
+    with pytest.raises(bench.BenchError, match="cannot copy the store"):  # its data is gone
+        bench.copy_store(tmp_path, tmp_path / "work")
 
 
 def test_a_missing_locomo_file_fails_before_anything_starts(tmp_path: Path) -> None:
