@@ -150,7 +150,7 @@ def retrieve_area(
     clock.lap("pulse")
     vector = question_vector() if callable(question_vector) else question_vector
     clock.lap("wait_vector")
-    terms = _NodeTerms()
+    terms = _NodeTerms(memory.graph.n_nodes)
     dense: list[int] = []
     if vector is not None and memory.vectors.shape[0]:
         wanted = max(scoring.candidates, scoring.seeds)
@@ -158,7 +158,7 @@ def retrieve_area(
             memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted
         )
         near = memory.vector_nodes[rows]
-        terms.add_nodes(near[: scoring.candidates])
+        terms.candidate[near[: scoring.candidates]] = True
         dense = [int(n) for n in near[: scoring.seeds]]
         foci.append({n: 1.0 / len(dense) for n in dense})
         labels.append("dense")
@@ -204,27 +204,14 @@ def retrieve_area(
 
 
 class _NodeTerms:
-    """The fetch step's term values per candidate fragment node, kept as the nodes each
-    step brought and their values; :meth:`candidates` joins them into
-    :class:`.Candidates`. Sparse on purpose: a lookup at 100k fragments reaches ~8k
-    nodes of ~106k, and four term arrays over every node (zeroed, written, scanned per
-    lookup: 3.4 MB) cost more than the terms themselves once the memory they live in
-    is cold, as it is in the proxy between two lookups."""
+    """The fetch step's per-node term arrays (only fragment nodes matter) and which
+    nodes are candidates; :meth:`candidates` turns them into :class:`.Candidates`."""
 
-    def __init__(self) -> None:
-        self._nodes: list[npt.NDArray[np.int64]] = []  # every candidate node, repeats allowed
-        self._values: dict[str, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {
-            term: [] for term in ("activation", "convergence", "area", "bm25")
-        }
-
-    def add_nodes(self, nodes: npt.NDArray[np.int64]) -> None:
-        """Fragment ``nodes`` that are candidates whatever their terms (the dense ones)."""
-        self._nodes.append(np.asarray(nodes, np.int64))
-
-    def _set(self, term: str, nodes: npt.NDArray[np.int64], values: npt.NDArray[Any]) -> None:
-        self._values[term].append((nodes, np.asarray(values, np.float64)))
-        if not any(known is nodes for known in self._nodes):  # activation and convergence
-            self._nodes.append(nodes)
+    def __init__(self, n_nodes: int) -> None:
+        self.activation = np.zeros(n_nodes)
+        self.convergence = np.zeros(n_nodes)
+        self.area = np.zeros(n_nodes)
+        self.candidate = np.zeros(n_nodes, dtype=bool)
 
     def add_activation(
         self, memory: MemoryGraph, activation: Activation, n_foci: int, scoring: ScoringConfig
@@ -241,8 +228,9 @@ class _NodeTerms:
             np.ascontiguousarray(is_fragment, dtype=np.bool_),
             float(scoring.convergence_share),
         )
-        self._set("activation", nodes, totals / max(float(totals.max()), 1e-300))
-        self._set("convergence", nodes, reached / n_foci)
+        self.activation[nodes] = totals / max(float(totals.max()), 1e-300)
+        self.convergence[nodes] = reached / n_foci
+        self.candidate[nodes] = True
 
     def add_area(self, memory: MemoryGraph, area: Area) -> None:
         """The chosen area's own ranking of its fragments (pulse: activation x evenness
@@ -252,7 +240,8 @@ class _NodeTerms:
         inside = memory.fragment_of[area.fragments] >= 0
         nodes, ranks = area.fragments[inside], area.fragment_scores[inside]
         if nodes.shape[0] and float(ranks.max()) > 0:
-            self._set("area", nodes, ranks / float(ranks.max()))
+            self.area[nodes] = ranks / float(ranks.max())
+            self.candidate[nodes] = True
 
     def candidates(
         self, memory: MemoryGraph, hits: list[tuple[int, float]]
@@ -260,62 +249,32 @@ class _NodeTerms:
         """Every candidate fragment with its terms but the cosine (left to
         :func:`.rank_computing`): the graph's candidates and the BM25 hits (their BM25
         share over the best hit; a hit the pinned version does not hold yet is an imputed
-        row, see :mod:`.scoring`); and the node of each graph row (they come first, in
-        node order). A node given a term twice keeps the later value."""
+        row, see :mod:`.scoring`); and the node of each graph row (they come first)."""
+        bm25 = np.zeros(self.candidate.shape[0])
         best = max((score for _, score in hits), default=0.0)
-        bm25_nodes: list[int] = []
-        bm25_share: list[float] = []
         newer_ids: list[int] = []
         newer_share: list[float] = []
         for fragment_id, score in hits if best > 0 else ():
             share = score / best
             node = memory.fragment_nodes.get(fragment_id)
             if node is not None and memory.has(node):
-                bm25_nodes.append(node)
-                bm25_share.append(share)
+                bm25[node] = share
+                self.candidate[node] = True
             else:
                 newer_ids.append(fragment_id)
                 newer_share.append(share)
-        if bm25_nodes:
-            self._set("bm25", np.asarray(bm25_nodes, np.int64), np.asarray(bm25_share))
-        nodes = _union(self._nodes)
-        nodes = nodes[memory.fragment_of[nodes] >= 0]
-        columns = {term: self._column(term, nodes) for term in self._values}
+        nodes = np.flatnonzero(self.candidate & (memory.fragment_of[: bm25.shape[0]] >= 0))
         zeros = np.zeros(len(newer_ids))
         candidates = Candidates.of(
             np.concatenate([memory.fragment_of[nodes], np.asarray(newer_ids, np.int64)]),
-            bm25=np.concatenate([columns["bm25"], newer_share]),
-            activation=np.concatenate([columns["activation"], zeros]),
-            convergence=np.concatenate([columns["convergence"], zeros]),
+            bm25=np.concatenate([bm25[nodes], newer_share]),
+            activation=np.concatenate([self.activation[nodes], zeros]),
+            convergence=np.concatenate([self.convergence[nodes], zeros]),
             similarity=np.zeros(nodes.shape[0] + len(newer_ids)),
-            area=np.concatenate([columns["area"], zeros]),
+            area=np.concatenate([self.area[nodes], zeros]),
             imputed=np.concatenate([np.zeros(nodes.shape[0], bool), np.ones(len(newer_ids), bool)]),
         )
         return candidates, nodes
-
-    def _column(self, term: str, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """``term``'s value for each of ``nodes`` (sorted), 0 where none was given."""
-        column = np.zeros(nodes.shape[0])
-        if not nodes.shape[0]:
-            return column
-        for given, values in self._values[term]:
-            at = np.searchsorted(nodes, given)
-            found = (at < nodes.shape[0]) & (nodes[np.minimum(at, nodes.shape[0] - 1)] == given)
-            column[at[found]] = values[found]
-        return column
-
-
-def _union(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    """The sorted distinct nodes of ``parts``. The largest part (the pulse's, in node
-    order) is already sorted, so a stable sort (a merge of sorted runs) beats
-    ``np.unique``'s quicksort."""
-    if not parts:
-        return np.empty(0, np.int64)
-    joined = np.concatenate(parts)
-    joined.sort(kind="stable")
-    keep = np.ones(joined.shape[0], bool)
-    keep[1:] = joined[1:] != joined[:-1]
-    return joined[keep]
 
 
 def _pulse(
