@@ -484,9 +484,7 @@ def kept_preload(folder: Path, settings: Settings, pool: Sequence[str]) -> Prelo
 
 
 async def preload_only(stack: LocalStack, settings: Settings, pool: Sequence[str]) -> Preload:
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(stack.proxy_url, headers={"Authorization": "Bearer sk-bench"},
-                                     timeout=timeout) as admin:
+    async with client_session(stack.proxy_url) as admin:
         return await preload(admin, settings, pool)
 
 
@@ -578,6 +576,16 @@ async def graph_read(session: aiohttp.ClientSession, query: str) -> None:
 
 
 # --- measurement --------------------------------------------------------------------------
+
+
+BENCH_AUTH = {"Authorization": "Bearer sk-bench"}
+"""What the bench sends areamem and the direct upstream (auth is open on both)."""
+
+
+def client_session(url: str, headers: Mapping[str, str] = BENCH_AUTH) -> aiohttp.ClientSession:
+    """A session to ``url`` with the bench's headers and per-request timeout."""
+    return aiohttp.ClientSession(url, headers=dict(headers),
+                                 timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
 
 
 @dataclass(frozen=True)
@@ -757,26 +765,25 @@ async def benchmark(stack: LocalStack, settings: Settings, pool: Sequence[str] =
     """Preload through the proxy (unless ``kept``: the stack serves a kept store), then
     measure every scenario; ``pool`` holds the memory-on questions of
     ``--preload-locomo`` (empty: synthetic)."""
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    auth = {"Authorization": "Bearer sk-bench"}
     async with contextlib.AsyncExitStack() as sessions:
         targets = {
-            "direct": aiohttp.ClientSession(stack.upstream_url, headers=auth, timeout=timeout),
-            "proxy": aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout),
+            "direct": client_session(stack.upstream_url),
+            "proxy": client_session(stack.proxy_url),
         }
         if stack.litellm:
             key = {"Authorization": f"Bearer {stack.litellm_key}"}
-            targets["litellm"] = aiohttp.ClientSession(stack.litellm_url, headers=key,
-                                                       timeout=timeout)
+            targets["litellm"] = client_session(stack.litellm_url, key)
         # the preload and the receipts on connections of their own: chat clients' pooled
         # connections carry chat requests only (as an SDK's do), which the front serves
-        admin = aiohttp.ClientSession(stack.proxy_url, headers=auth, timeout=timeout)
+        admin = client_session(stack.proxy_url)
         for session in (*targets.values(), admin):
             await sessions.enter_async_context(session)
-        loaded = kept if kept is not None else await preload(admin, settings, pool)
-        if kept is not None:
+        if kept is None:
+            loaded = await preload(admin, settings, pool)
+        else:
+            loaded = kept
             await graph_read(admin, loaded.probe)
-        print_preload(loaded, settings.store if kept is not None else None)
+        print_preload(loaded, None if kept is None else settings.store)
         ask = Questions(random.Random(settings.seed + 1), pool)
         outcomes = await measure(targets, admin, settings, ask)
     return Report(settings, machine(), loaded, outcomes, litellm_version)
