@@ -15,8 +15,9 @@ Why: in a real lookup the codes are cold (the question's encoding and the pulse 
 since the last lookup), and reading them is what the pass costs: at 100k fragments the
 one 1024-bit pass read 12.8 MB and took 1.66 ms inside lookups (0.61 ms run back to back
 on its own, where they stay cached); the two passes read 3.2 MB plus 8,192 rows and take
-0.99 ms inside lookups, with recall@20 against the exact search 0.9997 against 1.0 (200
-questions on the 100k benchmark store; ``/tmp`` probe, figures in docs/evaluation.md).
+0.99 ms inside lookups, with the same recall@20 against the exact search (0.9948 with one
+pass or two; recall@50 0.9974 -> 0.9966: ``scripts/bench_nearest.py`` on the 100k
+benchmark store, figures in docs/evaluation.md).
 
 Invariants:
 

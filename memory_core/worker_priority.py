@@ -78,7 +78,7 @@ class Priority:
         self._guard_tid = -1
         self.mode = "nice"
         self.lifts = 0
-        """How many times the guard lifted a starved worker (for tests and health)."""
+        """How many times the guard lifted a starved worker (tests read it)."""
 
     def start(self) -> str:
         """Go under ``SCHED_IDLE`` when the process may come back from it; returns the
