@@ -78,7 +78,8 @@ class Priority:
         self._guard_tid = -1
         self.mode = "nice"
         self.lifts = 0
-        """How many times the guard lifted a starved worker (tests read it)."""
+        """How many times the guard lifted a starved worker (tests read it). Counted once
+        every thread is lifted, so a thread that sees it grow also sees itself lifted."""
 
     def start(self) -> str:
         """Go under ``SCHED_IDLE`` when the process may come back from it; returns the
@@ -130,8 +131,8 @@ class Priority:
                 if self._lifted or since is None or self._clock() - since < self._starved_s:
                     continue
                 self._lifted = True
-                self.lifts += 1
                 self._set_all(os.SCHED_OTHER)
+                self.lifts += 1  # after the threads are set: a reader of it sees them lifted
 
     def _set_all(self, policy: int) -> None:
         """Every thread of the process but the guard to ``policy`` (the nice value is
