@@ -352,7 +352,7 @@ def test_interpretations_are_recorded(tmp_path: Path, backends: Backends) -> Non
         ("ner:lexical:capitalised-quoted-known@1", "linking:alias-fuzzy-context@1")
     ]
     assert _query(store, "SELECT DISTINCT interpretation FROM relations ORDER BY 1") == [
-        ("relations:patterns:areamem-patterns@1",),
+        ("relations:patterns:areamem-patterns@2",),
         ("relations:structural:co-occurrence@1",),
     ]
     (segmentation,) = _query(store, "SELECT DISTINCT interpretation FROM segments")

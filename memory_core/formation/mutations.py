@@ -10,8 +10,16 @@ compared with the live relations of the same subject and predicate:
   ``disputed`` and stay retrievable; no single truth is chosen silently);
 - otherwise *new*.
 
+A claim and its denial (``likes`` and ``not_likes``, see
+:func:`memory_core.formation.relations.opposite`) about the same subject and object are
+compared first: a denial marked as an update ("I don't like jazz anymore", "I sold my
+car") is a *change* that supersedes the live relations it denies, and so is a claim
+marked as an update after its denial ("now I like jazz again", "I bought a car"); unmarked,
+either is a *conflict* (both sides disputed). A functional claim that reverses a denial
+also supersedes the other values it replaces, as any change does.
+
 The mutation row keeps both sides: the new relation and the one it reaffirms, replaces or
-contradicts.
+contradicts (for a change, the newest relation it superseded).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 from ..storage import Connection
 from ..storage import relations as relation_rows
 from ..storage.relations import LiveRelation
-from .relations import is_functional
+from .relations import is_functional, opposite
 
 __all__ = ["record_relation"]
 
@@ -45,12 +53,7 @@ def record_relation(
     A relation from a fragment of an abandoned branch is stored as ``superseded`` and
     compared with nothing: it must not change what the live branch holds.
     """
-    if abandoned:
-        live: list[LiveRelation] = []
-    elif obj_id is not None and not is_functional(predicate):
-        live = relation_rows.live_for(conn, subject, predicate, obj_id)  # all _classify needs
-    else:
-        live = relation_rows.live(conn, subject, predicate)
+    live, contrary = ([], []) if abandoned else _compared(conn, subject, predicate, obj_id, value)
     relation_id = relation_rows.insert(
         conn,
         subject_id=subject,
@@ -69,10 +72,23 @@ def record_relation(
         kind, other, reason = "new", None, "from a fragment of an abandoned branch"
     else:
         kind, other, reason = _classify(
-            conn, relation_id, predicate, obj_id, value, live, correction
+            conn, relation_id, predicate, obj_id, value, live, contrary, correction
         )
     relation_rows.insert_mutation(conn, relation_id, kind, other, reason, now)
     return relation_id
+
+
+def _compared(
+    conn: Connection, subject: int, predicate: str, obj_id: int | None, value: str | None
+) -> tuple[list[LiveRelation], list[LiveRelation]]:
+    """What the claim is compared with: the live relations of its subject and predicate
+    (for a several-valued predicate and an entity object, only what ``_classify`` needs:
+    ``relations.live_for``), and those that deny it (:func:`_contrary`)."""
+    if obj_id is not None and not is_functional(predicate):
+        live = relation_rows.live_for(conn, subject, predicate, obj_id)
+    else:
+        live = relation_rows.live(conn, subject, predicate)
+    return live, _contrary(conn, subject, predicate, obj_id, value)
 
 
 def _same(row: LiveRelation, obj_id: int | None, value: str | None) -> bool:
@@ -84,6 +100,22 @@ def _same(row: LiveRelation, obj_id: int | None, value: str | None) -> bool:
     )
 
 
+def _contrary(
+    conn: Connection, subject: int, predicate: str, obj_id: int | None, value: str | None
+) -> list[LiveRelation]:
+    """The live relations that deny this claim (or that it denies): the same subject and
+    object under the opposite predicate, newest first. For an entity object, one index
+    walk answers the usual "none" (see ``relations.live_for``)."""
+    denied = opposite(predicate)
+    if denied is None:
+        return []
+    if obj_id is not None:
+        newest = relation_rows.live_for(conn, subject, denied, obj_id)
+        if not newest or not _same(newest[0], obj_id, value):
+            return []
+    return [row for row in relation_rows.live(conn, subject, denied) if _same(row, obj_id, value)]
+
+
 def _classify(
     conn: Connection,
     relation_id: int,
@@ -91,11 +123,21 @@ def _classify(
     obj_id: int | None,
     value: str | None,
     live: list[LiveRelation],
+    contrary: list[LiveRelation],
     correction: bool,
 ) -> tuple[str, int | None, str]:
+    if contrary and correction:
+        replaced = [row[0] for row in contrary]
+        if is_functional(predicate):
+            replaced += [row[0] for row in live if not _same(row, obj_id, value)]
+        relation_rows.supersede(conn, replaced)
+        return "change", max(replaced), f"the fragment reverses relation {contrary[0][0]}"
     same = [row for row in live if _same(row, obj_id, value)]
     if same:
         return "reaffirmation", same[0][0], f"restates relation {same[0][0]}"
+    if contrary:
+        relation_rows.dispute(conn, [row[0] for row in contrary], relation_id)
+        return "conflict", contrary[0][0], f"denies relation {contrary[0][0]}; left unresolved"
     if not live or not is_functional(predicate):
         return (
             "new",
