@@ -10,8 +10,12 @@ lock is retried (:func:`.storage.retry_busy`), so lock contention never loses an
 exchange. Every method is synchronous and thread-safe; callers in an event loop run them
 in executors. The store runs no SQL itself: :mod:`.storage` does.
 
-Receipts are bounded: only the newest ``receipt_limit`` are kept, older ones are
-deleted as new ones are saved (one range delete on the row id, nearly free).
+Receipts are bounded: only the newest ``receipt_limit`` are kept, and none older than
+``receipt_max_age_s`` (30 days by default); older ones are deleted as new ones are saved
+(range deletes on the row id and on the time index, nearly free).
+
+Each lookup renders its block with the token counter of the model the request names
+(:func:`.tokens.counter_for`), unless the store was given one counter for all.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from typing import Any
 
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
 from .asked import AskedQuestions
+from .coverage import foci as coverage_foci
 from .errors import StorageError
+from .evidence import NO_EVIDENCE, Evidence, gather
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
 from .graph import GraphSettings
 from .inspect import list_contexts, list_entities, list_relations
@@ -35,16 +41,21 @@ from .log import AppendResult, LogMessage, append_messages
 from .memory_graph import MemoryGraph, MemoryGraphIndex
 from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
+from .reconstruction_config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from .retrieval import Hit, fetch_hits, question_excerpt, search
 from .storage import Storage, question_vectors, receipts, retry_busy, stats, transaction
 from .storage.entities import alias_names
+from .storage.fragments import documents_using
 from .strategies import STRATEGIES
-from .tokens import TokenCounter, default_counter
+from .text import stem
+from .tokens import TokenCounter, counter_for
 
-__all__ = ["DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
+__all__ = ["DEFAULT_RECEIPT_AGE_S", "DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
 
 DEFAULT_RECEIPT_LIMIT = 10_000
 """Receipts a store keeps by default (the newest ones)."""
+DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
+"""How long a store keeps a receipt by default."""
 _EXCLUDED_SLACK = 200
 
 
@@ -55,6 +66,10 @@ class Recall:
     hits: tuple[Hit, ...]
     context: Reconstruction
     area: Mapping[str, Any] | None = None  # area retrieval: graph version, foci, region
+    tokenizer: str = ""
+    """The name of the counter the block's budget was counted with."""
+    evidence: Evidence = NO_EVIDENCE
+    """The statements and corrections the block was rendered from (before the budget)."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +105,20 @@ class MemoryStore:
         backends: Backends | None = None,
         graph: GraphSettings | None = None,
         receipt_limit: int = DEFAULT_RECEIPT_LIMIT,
+        receipt_max_age_s: float = DEFAULT_RECEIPT_AGE_S,
+        reconstruction: ReconstructionConfig | None = None,
     ) -> None:
         if receipt_limit < 1:
             raise ValueError(f"receipt_limit must be at least 1, got {receipt_limit}")
+        if not receipt_max_age_s > 0:
+            raise ValueError(f"receipt_max_age_s must be above 0, got {receipt_max_age_s}")
         self.path = path
         self._receipt_limit = receipt_limit
+        self._receipt_max_age_s = receipt_max_age_s
         self._clock = clock
-        self._counter = counter or default_counter()
+        self._fixed_counter = counter
+        self._counter = counter or counter_for(None)
+        self._reconstruction = reconstruction or DEFAULT_RECONSTRUCTION
         self._formation = formation or FormationConfig()
         self._backends = backends
         self._former: Former | None = None
@@ -114,8 +136,13 @@ class MemoryStore:
 
     @property
     def counter(self) -> TokenCounter:
-        """The token counter used for budgets."""
+        """The token counter used for budgets when no model is named."""
         return self._counter
+
+    def counter_for(self, model: str | None) -> TokenCounter:
+        """The counter for a request naming ``model``: the store's own when it was given
+        one, else the model's tokenizer (:func:`.tokens.counter_for`)."""
+        return self._fixed_counter or counter_for(model)
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
@@ -227,12 +254,13 @@ class MemoryStore:
         limit: int,
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
+        model: str | None = None,
     ) -> Recall:
         """Retrieve and reconstruct by the strategy registered as ``strategy``
         (:data:`.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`, ``bm25``
-        :meth:`recall`)."""
+        :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
         run = STRATEGIES.get(strategy).run
-        return run(self, question, limit, budget_tokens, exclude_hashes)
+        return run(self, question, limit, budget_tokens, exclude_hashes, model)
 
     def recall(
         self,
@@ -241,16 +269,16 @@ class MemoryStore:
         limit: int,
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
+        model: str | None = None,
     ) -> Recall:
         """Retrieve and reconstruct memory for ``question`` (read as its
         :func:`.question_excerpt`)."""
         question = question_excerpt(question)
         with self._read_lock:
             hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
-        context = reconstruct(
-            hits, budget_tokens=budget_tokens, counter=self._counter, question=question
-        )
-        return Recall(tuple(hits), context)
+            evidence = self._evidence(question, hits)
+            held = self._held(question, None)
+        return self._rendered(question, hits, evidence, budget_tokens, model, None, None, held)
 
     def recall_area(
         self,
@@ -259,6 +287,7 @@ class MemoryStore:
         limit: int,
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
+        model: str | None = None,
     ) -> Recall:
         """Retrieve by area (graph activation fused with BM25) and reconstruct.
 
@@ -272,14 +301,107 @@ class MemoryStore:
             extra = min(len(exclude_hashes), _EXCLUDED_SLACK)
             graph, result = self._area(question, limit + extra)
             hits = fetch_hits(self._reader, result.fragment_ids)
-        excluded = set(exclude_hashes)
-        kept = [h for h in hits if h.log_hash not in excluded][:limit]
+            excluded = set(exclude_hashes)
+            kept = [h for h in hits if h.log_hash not in excluded][:limit]
+            evidence = self._evidence(question, kept, graph, result)
+            held = self._held(question, graph)
+        similarity = {s.fragment_id: s.terms.get("similarity", 0.0) for s in result.scores}
+        area = summary(graph, result, kept=[h.fragment_id for h in kept])
+        return self._rendered(
+            question, kept, evidence, budget_tokens, model, similarity, area, held
+        )
+
+    def render(
+        self, question: str, recall: Recall, *, limit: int, budget_tokens: int
+    ) -> Reconstruction:
+        """``recall``'s block again from its ``limit`` best hits only (the evaluation
+        measures the block at several sizes): the evidence of the dropped hits goes too."""
+        hits = recall.hits[:limit]
+        question = question_excerpt(question)
+        with self._read_lock:
+            evidence = self._evidence(question, list(hits))
+            held = self._held(question, self._graph.current())
+        similarity = None
+        if recall.area is not None:
+            similarity = {
+                int(f["id"]): float(f["terms"].get("similarity", 0.0))
+                for f in recall.area.get("fragments", ())
+            }
+        return reconstruct(
+            hits,
+            budget_tokens=budget_tokens,
+            counter=self._counter,
+            question=question,
+            evidence=evidence,
+            config=self._reconstruction,
+            similarity=similarity,
+            held=lambda word: held.get(word, 0),
+        )
+
+    def _held(self, question: str, graph: MemoryGraph | None) -> dict[str, int]:
+        """How many fragments of memory use each content focus of ``question`` (caller
+        holds the read lock): the graph's word counts when it is read, else the full-text
+        index, counted up to what the note's threshold needs."""
+        coverage = self._reconstruction.coverage
+        words = [word for word, _, _ in coverage_foci(question, coverage)]
+        if graph is not None:
+            return {w: graph.term_df.get(stem(w), 0) for w in words}
+        need = coverage.held_min_fragments
+        return {w: documents_using(self._reader, w, limit=need) for w in words}
+
+    def _evidence(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        graph: MemoryGraph | None = None,
+        result: AreaResult | None = None,
+    ) -> Evidence:
+        """The statements and corrections of ``hits`` and of the chosen area (caller
+        holds the read lock)."""
+        fragments: list[int] = []
+        entities: set[int] = set()
+        if graph is not None and result is not None and result.area is not None:
+            chosen = result.area.chosen
+            if chosen is not None:
+                for node in chosen.region.nodes:
+                    kind, key = graph.node_keys[int(node)]
+                    if kind == "fragment" and isinstance(key, int):
+                        fragments.append(key)
+                    elif kind == "entity" and isinstance(key, int):
+                        entities.add(key)
+        return gather(
+            self._reader,
+            hits,
+            max_statements=self._reconstruction.max_statements,
+            area_fragments=fragments,
+            area_entities=entities,
+            question=question,
+            facts=self._reconstruction.facts,
+        )
+
+    def _rendered(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        evidence: Evidence,
+        budget_tokens: int,
+        model: str | None,
+        similarity: Mapping[int, float] | None,
+        area: Mapping[str, Any] | None,
+        held: Mapping[str, int],
+    ) -> Recall:
+        counter = self.counter_for(model)
         context = reconstruct(
-            kept, budget_tokens=budget_tokens, counter=self._counter, question=question
+            hits,
+            budget_tokens=budget_tokens,
+            counter=counter,
+            question=question,
+            evidence=evidence,
+            config=self._reconstruction,
+            similarity=similarity,
+            held=lambda word: held.get(word, 0),
         )
-        return Recall(
-            tuple(kept), context, summary(graph, result, kept=[h.fragment_id for h in kept])
-        )
+        return Recall(tuple(hits), context, area, getattr(counter, "name", ""), evidence)
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
@@ -351,11 +473,17 @@ class MemoryStore:
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory; the oldest receipts beyond
-        ``receipt_limit`` are deleted in the same transaction."""
+        ``receipt_limit``, and those older than ``receipt_max_age_s``, are deleted in the
+        same transaction."""
 
         def save() -> None:  # retried whole: a transaction of its own
             receipts.save(
-                self._writer, receipt_id, body, now=self._clock(), keep=self._receipt_limit
+                self._writer,
+                receipt_id,
+                body,
+                now=self._clock(),
+                keep=self._receipt_limit,
+                max_age_s=self._receipt_max_age_s,
             )
 
         with self._write_lock:

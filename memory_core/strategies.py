@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STRATEGIES", "Strategy"]
 
-Run = Callable[["MemoryStore", str, int, int, Collection[str]], "Recall"]
-"""``(store, question, limit, budget_tokens, exclude_hashes) -> Recall``."""
+Run = Callable[["MemoryStore", str, int, int, Collection[str], str | None], "Recall"]
+"""``(store, question, limit, budget_tokens, exclude_hashes, model) -> Recall``."""
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,29 @@ class Strategy:
 
 
 def _area(
-    store: MemoryStore, question: str, limit: int, budget: int, exclude: Collection[str]
+    store: MemoryStore,
+    question: str,
+    limit: int,
+    budget: int,
+    exclude: Collection[str],
+    model: str | None,
 ) -> Recall:
-    return store.recall_area(question, limit=limit, budget_tokens=budget, exclude_hashes=exclude)
+    return store.recall_area(
+        question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
+    )
 
 
 def _bm25(
-    store: MemoryStore, question: str, limit: int, budget: int, exclude: Collection[str]
+    store: MemoryStore,
+    question: str,
+    limit: int,
+    budget: int,
+    exclude: Collection[str],
+    model: str | None,
 ) -> Recall:
-    return store.recall(question, limit=limit, budget_tokens=budget, exclude_hashes=exclude)
+    return store.recall(
+        question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
+    )
 
 
 STRATEGIES: Registry[Strategy] = Registry("retrieval strategy")

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from memory_core import MemoryCoreError, default_counter
+from memory_core import MemoryCoreError
 from memory_core.formation import Backends, build_backends
 from memory_core.worker import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
@@ -73,10 +73,12 @@ def build_services(
         ),
         tenants=Tenants(
             config.server.data_dir,
-            default_counter(),
+            None,  # each lookup counts with the requested model's tokenizer
             config.formation,
             backends or build_backends(config.formation),
             graph=config.retrieval,
+            reconstruction=config.reconstruction,
+            receipt_max_age_s=config.memory.receipts_keep_days * 86_400,
             strategy=config.memory.retrieval,
             events=log.write,
             max_lookups=config.memory.max_concurrent_retrievals,
@@ -169,6 +171,7 @@ async def _start(svc: Services) -> None:
     except Exception as exc:  # ready anyway: the first requests load what failed here
         svc.log.write({"event": "warm_up_failed", "error": f"{type(exc).__name__}: {exc}"})
     if svc.state == "starting":
+        svc.lag.forget()  # warm-up's own lateness (models loading) says nothing of load
         svc.state = "ready"
     elapsed = round((time.perf_counter() - began) * 1000, 1)
     svc.log.write({"event": "ready", "warm_up_ms": elapsed, "tenants": len(tenants)})

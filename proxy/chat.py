@@ -57,7 +57,16 @@ from .errors import (
     internal_error_body,
 )
 from .headers import Forward, forward_of, merged
-from .schemas import Receipt, ReceiptArea, ReceiptDecision, ReceiptFragment
+from .schemas import (
+    Receipt,
+    ReceiptArea,
+    ReceiptCitation,
+    ReceiptCoverage,
+    ReceiptDecision,
+    ReceiptFocus,
+    ReceiptFragment,
+    ReceiptStatement,
+)
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
 from .upstream import Upstream
@@ -296,6 +305,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
             exclude_hashes=excluded,
             strategy=settings.retrieval,
             deadline=deadline,
+            model=chat.model,
         )
 
     try:
@@ -557,6 +567,32 @@ def _receipt(ex: _Exchange, created_at: float) -> Receipt:
         upstream_status=ex.status,
         graph_version=area.get("graph_version") if area else None,
         graph_area=AreaSummary.model_validate(area) if area else None,
+        statements=[
+            ReceiptStatement(
+                kind=s.kind,
+                text=s.text,
+                relation_ids=list(s.relation_ids),
+                fragment_ids=list(s.fragment_ids),
+            )
+            for s in recall.context.statements
+        ]
+        if recall
+        else [],
+        citations=[ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations]
+        if recall
+        else [],
+        coverage=_coverage(recall) if recall else None,
+        tokenizer=recall.tokenizer if recall else "",
+    )
+
+
+def _coverage(recall: Recall) -> ReceiptCoverage:
+    coverage = recall.context.coverage
+    return ReceiptCoverage(
+        foci=[
+            ReceiptFocus(focus=v.focus, covered=v.covered, where=v.where) for v in coverage.verdicts
+        ],
+        nothing_found=coverage.nothing_found,
     )
 
 

@@ -40,6 +40,11 @@ from memory_core.configuration import (
 from memory_core.formation import FormationConfig
 from memory_core.formation.config import FormationSection
 from memory_core.graph import GraphSettings, RetrievalSection
+from memory_core.reconstruction_config import (
+    DEFAULT_RECONSTRUCTION,
+    ReconstructionConfig,
+    ReconstructionSection,
+)
 from memory_core.strategies import STRATEGIES
 from policies import DEFAULT_POLICY_PATH, load_policy
 
@@ -180,6 +185,8 @@ class MemoryConfig(ConfigModel):
     conversation_header: Name = "X-Conversation-Id"
     retrieval: Annotated[str, AfterValidator(_strategy)] = "area"
     """A name in :data:`memory_core.strategies.STRATEGIES` (``area`` or ``bm25``)."""
+    receipts_keep_days: float = Field(30.0, gt=0, le=36_500)
+    """How long a tenant keeps each receipt (pruned as new ones are saved)."""
     formation_grace_ms: float = Field(250.0, ge=0)
     context_turns: int = Field(0, ge=0)
     formation_max_defer_ms: float = Field(5000.0, ge=0)
@@ -215,6 +222,7 @@ class ConfigFile(ConfigModel):
     logging: LoggingConfig = LoggingConfig()
     formation: FormationSection = FormationSection()
     retrieval: RetrievalSection = RetrievalSection()
+    reconstruction: ReconstructionSection = ReconstructionSection()
     policy: Annotated[str | dict[str, Any] | None, BeforeValidator(_policy_location)] = None
 
 
@@ -236,6 +244,7 @@ class Config:
     policy_key: str | None
     formation: FormationConfig = field(default_factory=FormationConfig)
     retrieval: GraphSettings = field(default_factory=GraphSettings)
+    reconstruction: ReconstructionConfig = DEFAULT_RECONSTRUCTION
 
     @property
     def log_file(self) -> Path:
@@ -272,6 +281,7 @@ def load_config(
         policy_key=policy_key,
         formation=file.formation.config(),
         retrieval=file.retrieval.settings(),
+        reconstruction=file.reconstruction.config(),
     )
 
 

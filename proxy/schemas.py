@@ -254,6 +254,39 @@ class ReceiptArea(_Body):
     fragments: list[ReceiptFragment] = Field(description="Retrieved fragments, best first.")
 
 
+class ReceiptStatement(_Body):
+    """A statement of the injected block and what it was rendered from."""
+
+    kind: str = Field(
+        description="``fact``, ``change`` (current, then superseded) or ``conflict``."
+    )
+    text: str = Field(description="The statement as injected (without the leading ``- ``).")
+    relation_ids: list[int] = Field(description="The stored relations it renders.")
+    fragment_ids: list[int] = Field(description="The fragments it cites.")
+
+
+class ReceiptCitation(_Body):
+    """What a citation number of the injected block stands for."""
+
+    number: int = Field(description="The ``[n]`` of the block.")
+    fragment_id: int = Field(description="The stored fragment it names.")
+
+
+class ReceiptFocus(_Body):
+    """One content focus of the question and whether the block holds it."""
+
+    focus: str = Field(description="The word, as the question wrote it (lowercased).")
+    covered: bool = Field(description="Whether a rendered fragment, statement or speaker holds it.")
+    where: str | None = Field(description="``fragment <id>``, ``statement`` or ``speaker``.")
+
+
+class ReceiptCoverage(_Body):
+    """The coverage verdict of the question's foci (``reconstruction.coverage``)."""
+
+    foci: list[ReceiptFocus] = Field(description="Every content focus, in question order.")
+    nothing_found: bool = Field(description="No focus covered and nothing similar found.")
+
+
 class Receipt(_Body):
     """What one request that consulted memory did (``X-Memory-Receipt`` names it)."""
 
@@ -275,6 +308,16 @@ class Receipt(_Body):
     graph_area: AreaSummary | None = Field(
         description="The area query: foci, region, score terms (area retrieval)."
     )
+    statements: list[ReceiptStatement] = Field(
+        default_factory=list, description="Every statement of the injected block."
+    )
+    citations: list[ReceiptCitation] = Field(
+        default_factory=list, description="Each citation number of the block and its fragment."
+    )
+    coverage: ReceiptCoverage | None = Field(
+        default=None, description="Which of the question's foci the block holds."
+    )
+    tokenizer: str = Field(default="", description="The tokenizer the budget was counted with.")
 
 
 # --- memory admin ------------------------------------------------------------------------

@@ -42,6 +42,11 @@ class LoopLag:
     def recent_ms(self) -> float:
         return max(self._samples) * 1000
 
+    def forget(self) -> None:
+        """Drop the samples so far (the loop ran late while the process started up)."""
+        self._samples.clear()
+        self._samples.append(0.0)
+
     async def watch(self) -> None:
         """Sample until cancelled."""
         loop = asyncio.get_running_loop()

@@ -24,8 +24,10 @@ from typing import Any, Protocol, TypeVar
 from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
 from memory_core.formation import Backends, FormationConfig
 from memory_core.graph import GraphSettings
+from memory_core.reconstruction_config import ReconstructionConfig
+from memory_core.store import DEFAULT_RECEIPT_AGE_S
 from memory_core.strategies import STRATEGIES
-from memory_core.tokens import TokenCounter
+from memory_core.tokens import TokenCounter, warm_tokenizers
 
 from .config import AuthConfig
 from .errors import ApiError, RetrievalSkipped
@@ -267,8 +269,10 @@ class TenantMemory:
         exclude_hashes: Collection[str],
         strategy: str = "bm25",
         deadline: float = math.inf,
+        model: str | None = None,
     ) -> Recall:
-        """Retrieval by the named ``strategy`` (:data:`memory_core.strategies.STRATEGIES`).
+        """Retrieval by the named ``strategy`` (:data:`memory_core.strategies.STRATEGIES`),
+        the block counted with ``model``'s tokenizer.
 
         Raises :class:`RetrievalSkipped` at once when the reader threads already have
         their limit of lookups, or when this one would start after ``deadline``
@@ -288,6 +292,7 @@ class TenantMemory:
                 limit=limit,
                 budget_tokens=budget_tokens,
                 exclude_hashes=exclude_hashes,
+                model=model,
             )
 
         loop = asyncio.get_running_loop()
@@ -351,11 +356,13 @@ class Tenants:
     def __init__(
         self,
         data_dir: Path,
-        counter: TokenCounter,
+        counter: TokenCounter | None,
         formation: FormationConfig,
         backends: Backends,
         *,
         graph: GraphSettings | None = None,
+        reconstruction: ReconstructionConfig | None = None,
+        receipt_max_age_s: float = DEFAULT_RECEIPT_AGE_S,
         strategy: str = "bm25",
         events: Events | None = None,
         max_lookups: int = 4,
@@ -366,6 +373,8 @@ class Tenants:
         self._formation = formation
         self._backends = backends
         self._graph = graph
+        self._reconstruction = reconstruction
+        self._receipt_max_age_s = receipt_max_age_s
         self._strategy = strategy
         self._warm_graph = STRATEGIES.get(strategy).uses_graph
         self._events = events
@@ -387,6 +396,8 @@ class Tenants:
                     formation=self._formation,
                     backends=self._backends,
                     graph=self._graph,
+                    reconstruction=self._reconstruction,
+                    receipt_max_age_s=self._receipt_max_age_s,
                 )
                 memory = self._open[tenant] = TenantMemory(
                     tenant, store, self._readers, self._events, self._gate, self._remote
@@ -413,7 +424,9 @@ class Tenants:
         encoder.encode(["areamem warm-up"])
         encoder.encode(["areamem warm-up", "a second text"])
         encoder.encode_question("areamem warm-up?")
-        self._counter.count("areamem warm-up")
+        if self._counter is not None:
+            self._counter.count("areamem warm-up")
+        warm_tokenizers()  # each lookup counts with its model's tokenizer
         for tenant in tenants:  # on a reader thread, as a request's lookup would run
             memory = self.get(tenant, warm_graph=False)
             self._readers.submit(memory.warm, self._strategy).result()

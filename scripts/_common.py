@@ -15,6 +15,10 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
+from tqdm import tqdm
+
+from memory_core import LogMessage, MemoryStore, TokenCounter
+from memory_core.evaluation.locomo import Conversation, as_message, load_locomo
 from memory_core.storage import integrity_check
 from memory_core.storage.log import logged_turns
 
@@ -26,16 +30,44 @@ __all__ = [
     "compare_turns",
     "format_ms",
     "integrity_check",
+    "locomo_conversations",
     "percentile",
     "proc_status",
     "process_status",
     "prometheus_samples",
     "render_table",
+    "replay_locomo",
     "select_indices",
     "sigterm_as_interrupt",
     "stored_turns",
     "tenant_databases",
 ]
+
+
+def locomo_conversations(path: Path, spec: str) -> list[Conversation]:
+    """The conversations ``spec`` selects (:func:`select_indices`) from a LoCoMo file;
+    :class:`~memory_core.evaluation.locomo.LocomoError` or ValueError say what is wrong."""
+    samples = load_locomo(path)
+    return [samples[i] for i in select_indices(spec, len(samples))]
+
+
+def replay_locomo(
+    conv: Conversation, path: Path, counter: TokenCounter | None = None
+) -> MemoryStore:
+    """A store at ``path`` holding ``conv``, ingested session by session with formation
+    after each, as the proxy would have (a progress bar on stderr)."""
+    store = MemoryStore(path, counter=counter)
+    history: list[LogMessage] = []
+    bar = tqdm(total=len(conv.turns), desc=f"ingest {conv.sample_id}", unit="turn", leave=False)
+    for session in conv.sessions():
+        history.extend(
+            LogMessage(as_message(conv, t), t.ts.timestamp(), t.dia_id) for t in session
+        )
+        store.append(history, conversation=conv.sample_id, source="ingest")
+        store.form_all()
+        bar.update(len(session))
+    bar.close()
+    return store
 
 
 def select_indices(spec: str, count: int) -> list[int]:

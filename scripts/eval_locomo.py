@@ -47,21 +47,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import select_indices
+from _common import locomo_conversations, replay_locomo
 from tqdm import tqdm
 
-from memory_core import LogMessage, MemoryStore, TokenCounter, default_counter
+from memory_core import MemoryStore, TokenCounter, default_counter
 from memory_core.embeddings import MiniLMEncoder
 from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from memory_core.evaluation.locomo import (
     Conversation,
     LocomoError,
-    Turn,
-    as_message,
-    load_locomo,
 )
 from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
-from memory_core.reconstruction import reconstruct
 
 METHODS = ("bm25", "dense", "hybrid", "memory", "memory-bm25")
 STORE_METHODS = {"memory", "memory-bm25"}
@@ -110,8 +106,7 @@ Ranker = Callable[[str, int], tuple[list[str], ContextAt]]
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
-        samples = load_locomo(args.data)
-        conversations = [samples[i] for i in select_indices(args.conversations, len(samples))]
+        conversations = locomo_conversations(args.data, args.conversations)
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
@@ -195,10 +190,10 @@ def _build(
             rankers[name] = _baseline_ranker(built[name], ids, docs, doc_tokens)
     if STORE_METHODS & set(methods):
         began = time.perf_counter()
-        store = _replay(conv, tmp / f"{conv.sample_id}.db", counter)
+        store = replay_locomo(conv, tmp / f"{conv.sample_id}.db", counter)
         for name in sorted(STORE_METHODS & set(methods)):
             results[name].build_s += time.perf_counter() - began
-            rankers[name] = _memory_ranker(store, counter, area=name == "memory")
+            rankers[name] = _memory_ranker(store, area=name == "memory")
     return rankers
 
 
@@ -216,37 +211,17 @@ def _baseline_ranker(
     return rank
 
 
-def _replay(conv: Conversation, path: Path, counter: TokenCounter) -> MemoryStore:
-    """Ingest the conversation session by session, as the proxy would have."""
-    store = MemoryStore(path, counter=counter)
-    history: list[LogMessage] = []
-    bar = tqdm(total=len(conv.turns), desc=f"ingest {conv.sample_id}", unit="turn", leave=False)
-    for session in conv.sessions():
-        history.extend(_message(conv, turn) for turn in session)
-        store.append(history, conversation=conv.sample_id, source="ingest")
-        store.form_all()
-        bar.update(len(session))
-    bar.close()
-    return store
-
-
-def _message(conv: Conversation, turn: Turn) -> LogMessage:
-    return LogMessage(as_message(conv, turn), turn.ts.timestamp(), turn.dia_id)
-
-
-def _memory_ranker(store: MemoryStore, counter: TokenCounter, *, area: bool) -> Ranker:
+def _memory_ranker(store: MemoryStore, *, area: bool) -> Ranker:
     recall = store.recall_area if area else store.recall
 
     def rank(question: str, k: int) -> tuple[list[str], ContextAt]:
-        hits = recall(question, limit=k, budget_tokens=1_000_000).hits
+        found = recall(question, limit=k, budget_tokens=1_000_000)
 
         def context_at(n: int) -> tuple[int, str]:
-            block = reconstruct(
-                hits[:n], budget_tokens=1_000_000, counter=counter, question=question
-            )
+            block = store.render(question, found, limit=n, budget_tokens=1_000_000)
             return block.tokens, block.text
 
-        return [str(h.ext_id) for h in hits if h.ext_id], context_at
+        return [str(h.ext_id) for h in found.hits if h.ext_id], context_at
 
     return rank
 

@@ -37,6 +37,19 @@ CASES = [
     ("auth", "auth:\n  mode: open\n  metrics: keys\n", 6, "auth.metrics", "needs auth.mode"),
     ("auth", "auth:\n  keys:\n    sk-1: ../etc\n", 5, "auth.keys", "tenant '../etc' must be"),
     ("auth", "auth:\n  mode: keys\n", 4, "auth.keys", "at least one key"),
+    # reconstruction
+    ("reconstruction", "reconstruction:\n  facts: some\n", 5, "reconstruction.facts",
+     "must be 'question' or 'all', got 'some'"),
+    ("reconstruction", "reconstruction:\n  max_statements: -1\n", 5,
+     "reconstruction.max_statements", "must be >= 0"),
+    ("reconstruction", "reconstruction:\n  disputed_marker: '[x]'\n", 5,
+     "reconstruction.disputed_marker", "must not contain control characters or any of"),
+    ("reconstruction", "reconstruction:\n  coverage:\n    max_covered_share: 2\n", 6,
+     "reconstruction.coverage.max_covered_share", "must be <= 1"),
+    ("reconstruction", "reconstruction:\n  coverage:\n    notes: true\n", 6,
+     "reconstruction.coverage.notes", "did you mean 'note'?"),
+    ("memory", "memory:\n  receipts_keep_days: 0\n", 5, "memory.receipts_keep_days",
+     "must be > 0"),
     # upstreams
     (
         "upstreams",

@@ -239,3 +239,41 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     assert report["methods"]["bm25"]["recall"]["1"]["4"] == 1.0
     assert (tmp_path / "p.png").stat().st_size > 10_000
     assert "R@1 all" in result.stdout
+
+
+def test_check_faithfulness_checks_every_block_and_reports_the_shares(tmp_path: Path) -> None:
+    sample = json.loads(json.dumps(SAMPLE))
+    sample["conversation"]["session_10"].append(
+        {"speaker": "Ana", "dia_id": "D10:2", "text": "Actually I moved to Porto, I live in Porto."}
+    )
+    sample["conversation"]["session_1"].append(
+        {"speaker": "Ana", "dia_id": "D1:3", "text": "I live in Braga, near the park."}
+    )
+    sample["qa"].append(
+        {"question": "Where does Ana live?", "answer": "Porto", "evidence": ["D10:2"],
+         "category": 4}
+    )  # fmt: skip
+    data = _write(tmp_path, [sample])
+    out = tmp_path / "faithful.json"
+    result = subprocess.run(
+        [sys.executable, "scripts/check_faithfulness.py", "--data", str(data), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["questions"] == 3
+    assert report["passed"] == {"citations": 1.0, "statements": 1.0, "fragments": 1.0}
+    assert report["statements"].get("change") == 1  # Braga -> Porto, for the last question
+    assert report["mean_tokens"] > 0 and 0 <= report["coverage_note"] <= 1
+    assert "citations faithful" in result.stdout and "100.0%" in result.stdout
+    bad = subprocess.run(
+        [sys.executable, "scripts/check_faithfulness.py", "--data", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert bad.returncode == 2 and "check_faithfulness:" in bad.stderr

@@ -94,7 +94,10 @@ def test_empty_budget_or_no_hits_gives_no_text(tmp_path: Path) -> None:
     store = _store(tmp_path)
     _say(store, "c", "Something about kayaks.")
     assert store.recall("kayaks", limit=5, budget_tokens=10).context.text == ""
-    assert store.recall("volcano", limit=5, budget_tokens=500).context.text == ""
+    nothing = store.recall("volcano", limit=5, budget_tokens=500).context
+    assert nothing.cited == () and nothing.text.endswith(
+        "Notes:\nMemory holds nothing about: volcano\n</retrieved_memory>"
+    )  # the coverage note is the whole block
 
 
 def test_invalid_messages_are_refused_without_storing(tmp_path: Path) -> None:
@@ -135,3 +138,24 @@ def test_token_counter_works_offline() -> None:
     counter = default_counter()
     assert counter.name == "tiktoken:o200k_base"
     assert counter.count("hello world") == 2
+
+
+def test_receipts_are_pruned_by_age_and_by_number(tmp_path: Path) -> None:
+    now = [1_700_000_000.0]
+    store = MemoryStore(
+        tmp_path / "m.db", clock=lambda: now[0], receipt_limit=3, receipt_max_age_s=30 * DAY
+    )
+    store.save_receipt("rcpt_old", {"n": 0})
+    now[0] += 29 * DAY
+    store.save_receipt("rcpt_young", {"n": 1})
+    assert store.receipt("rcpt_old") == {"n": 0}  # 29 days: kept
+    now[0] += 2 * DAY
+    store.save_receipt("rcpt_new", {"n": 2})
+    assert store.receipt("rcpt_old") is None  # 31 days: pruned as the next one is saved
+    assert store.receipt("rcpt_young") == {"n": 1}
+    for i in range(3):
+        store.save_receipt(f"rcpt_{i}", {"n": 3 + i})
+    assert store.receipt("rcpt_young") is None and store.receipt("rcpt_new") is None
+    assert [store.receipt(f"rcpt_{i}") for i in range(3)] == [{"n": 3}, {"n": 4}, {"n": 5}]
+    with pytest.raises(ValueError, match="receipt_max_age_s"):
+        MemoryStore(tmp_path / "other.db", receipt_max_age_s=0)

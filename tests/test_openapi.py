@@ -362,4 +362,6 @@ async def test_a_receipt_stored_before_the_typed_contract_is_still_served(
     _check(schema["content"]["application/json"]["schema"], document["components"], served, "old")
     area = served["graph_area"]
     assert area.pop("fragments") == [] and area.pop("visited") is None
+    added = {"statements": [], "citations": [], "coverage": None, "tokenizer": ""}
+    assert {k: served.pop(k) for k in added} == added  # fields receipts gained since: empty
     assert served == old

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from memory_core import Reconstruction, default_counter
 from memory_core.reconstruction import reconstruct, speaker_label
+from memory_core.reconstruction_config import CoverageConfig, ReconstructionConfig
 from memory_core.retrieval import Hit
 
 COUNTER = default_counter()
@@ -40,8 +41,15 @@ def _hit(
     return Hit(fid, 1.0, text, "user", speaker, conversation, ts, f"h{fid}", None)
 
 
+NO_NOTES = ReconstructionConfig(coverage=CoverageConfig(note=False, when_empty=False))
+"""Fragments alone: these tests are about the fragments' layout and selection (the
+coverage note has its own tests, in test_faithful_reconstruction.py)."""
+
+
 def _render(hits: list[Hit], question: str | None = None, budget: int = 10_000) -> str:
-    return reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=question).text
+    return reconstruct(
+        hits, budget_tokens=budget, counter=COUNTER, question=question, config=NO_NOTES
+    ).text
 
 
 def _body(text: str, speaker: str = "Melanie") -> str:
@@ -178,7 +186,9 @@ def test_budget_and_rank_invariants_hold_for_any_input(
     result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=question)
     assert result.tokens == COUNTER.count(result.text) <= budget
     assert result.cited == tuple(range(len(result.cited)))  # a prefix of the ranking
-    assert bool(result.text) == bool(result.cited)
+    noted = "\nNotes:\nMemory holds nothing about: " in result.text
+    assert bool(result.text) == bool(result.cited) or noted
+    assert noted == bool(result.coverage.noted and result.text)
     if result.text:
         assert result.text.startswith(HEADER) and result.text.endswith("</retrieved_memory>")
 
@@ -346,7 +356,14 @@ def test_stored_text_never_leaves_the_block(
     assert result.text.splitlines() == lines  # no line separator but "\n"
     labels = {speaker_label(h) for h in hits}
     assert all(label and not set(label) & set(":[]<>\n") for label in labels)
-    for line in lines[2:-1]:
+    body = lines[2:-1]
+    if "Notes:" in body:  # the coverage note (question words only) closes the block
+        at = body.index("Notes:")
+        assert body[at + 1 :] == [
+            f"Memory holds nothing about: {', '.join(result.coverage.noted[:6])}"
+        ]
+        body = body[:at]
+    for line in body:
         if line.startswith("[") and line.endswith("]"):
             assert not set(line[1:-1]) & set("[]<>")
         elif not _DATE_HEADING.fullmatch(line):

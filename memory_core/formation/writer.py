@@ -20,6 +20,8 @@ from ..storage import contexts as context_rows
 from ..storage import entities as entity_rows
 from ..storage import fragments as fragment_rows
 from ..storage import log as log_rows
+from ..storage import relations as relation_rows
+from ..storage.evidence import CHANGE_LINK
 from ..text import query_terms
 from .config import FormationConfig
 from .contexts import ContextCache, ContextState
@@ -296,7 +298,7 @@ class GraphWriter:
             subject = self._endpoint(claim.subject, item)
             obj_id = self._endpoint(claim.obj, item) if claim.obj_is_entity else None
             value = None if claim.obj_is_entity else claim.obj
-            record_relation(
+            relation_id = record_relation(
                 self._conn,
                 subject,
                 claim.predicate,
@@ -312,6 +314,22 @@ class GraphWriter:
                 abandoned=item.superseded,
             )
             self.counts["relations"] += 1
+            self._correction_link(item, relation_id)
+
+    def _correction_link(self, item: Item, relation_id: int) -> None:
+        """A claim that changed an earlier one makes its fragment correct that one's, in
+        whatever conversation it was said (both name the same entity): the turn-order
+        ``corrects`` link only sees the turn before."""
+        replaced = relation_rows.replaced_fragment(self._conn, relation_id)
+        if replaced is not None and replaced != item.fragment_id:
+            fragment_rows.insert_link_once(
+                self._conn,
+                item.fragment_id,
+                replaced,
+                "corrects",
+                f"{CHANGE_LINK}@1",
+                self._now,
+            )
 
     def _declared_aliases(self, item: Item) -> None:
         """Aliases the fragment declares ("X, also known as Y") are learned before its

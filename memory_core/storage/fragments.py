@@ -30,11 +30,13 @@ __all__ = [
     "LinkRow",
     "describe",
     "document_tokens",
+    "documents_using",
     "fetch_hits",
     "formed_after",
     "fts_tokenizer",
     "head",
     "insert",
+    "insert_link_once",
     "insert_links",
     "links_since",
     "nodes_since",
@@ -269,6 +271,32 @@ def insert_links(
         "INSERT INTO fragment_links (src, dst, kind, interpretation, created_at)"
         " VALUES (?,?,?,?,?)",
         [(src, dst, kind, interpretation, now) for kind in kinds],
+    )
+
+
+def documents_using(conn: Connection, word: str, *, limit: int) -> int:
+    """How many live fragments the full-text index finds ``word`` in (at most ``limit``:
+    the caller needs to know only whether memory holds it at all)."""
+    if not word.isalnum():
+        return 0
+    with reading("cannot search fragments"):
+        row = conn.execute(
+            "SELECT count(*) FROM (SELECT rowid FROM fragments_fts WHERE fragments_fts MATCH ?"
+            " LIMIT ?)",
+            (f'"{word}"', limit),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def insert_link_once(
+    conn: Connection, src: int, dst: int, kind: str, interpretation: str, now: float
+) -> None:
+    """A link ``src -> dst`` of ``kind`` unless one is already stored."""
+    conn.execute(
+        "INSERT INTO fragment_links (src, dst, kind, interpretation, created_at)"
+        " SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM fragment_links"
+        " WHERE src = ? AND dst = ? AND kind = ?)",
+        (src, dst, kind, interpretation, now, src, dst, kind),
     )
 
 

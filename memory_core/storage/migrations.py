@@ -268,6 +268,15 @@ def _m006_superseded_index(conn: Connection) -> None:
     conn.execute("CREATE INDEX fragments_superseded ON fragments (id) WHERE superseded = 1")
 
 
+def _m007_evidence_indexes(conn: Connection) -> None:
+    """What reconstruction looks up per question (:mod:`.evidence`): the relations of the
+    fragments it renders, and the change that replaced a relation; and the receipts'
+    times, which pruning by age walks (:mod:`.receipts`)."""
+    conn.execute("CREATE INDEX relations_fragment ON relations (fragment_id)")
+    conn.execute("CREATE INDEX mutations_other ON mutations (other_id) WHERE other_id IS NOT NULL")
+    conn.execute("CREATE INDEX receipts_created ON receipts (created_at)")
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -275,6 +284,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("004_formation", _m004_formation),
     ("005_question_vectors", _m005_question_vectors),
     ("006_superseded_index", _m006_superseded_index),
+    ("007_evidence_indexes", _m007_evidence_indexes),
 )
 
 

@@ -1,8 +1,9 @@
 """Receipts: what a request that used memory was given, kept for later explanation.
 
-Bounded: only the newest ``keep`` receipts are kept; saving one deletes the older ones in
-the same transaction with one range delete on the row id (row ids only grow, so the
-newest ``keep`` rows have the largest ids), which is nearly free.
+Bounded in number and in age: only the newest ``keep`` receipts are kept, none older
+than ``max_age_s``; saving one deletes the others in the same transaction, with one range
+delete on the row id (row ids only grow, so the newest ``keep`` rows have the largest
+ids) and one on the time index (``receipts_created``), each nearly free.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ __all__ = ["load", "save"]
 
 
 def save(
-    conn: Connection, receipt_id: str, body: Mapping[str, Any], *, now: float, keep: int
+    conn: Connection,
+    receipt_id: str,
+    body: Mapping[str, Any],
+    *,
+    now: float,
+    keep: int,
+    max_age_s: float = float("inf"),
 ) -> None:
     """Store (or replace) a receipt as JSON, in its own transaction, keeping the newest
-    ``keep``."""
+    ``keep`` of those saved within ``max_age_s`` of ``now``."""
     text = json.dumps(body, ensure_ascii=False, default=str)
     with transaction(conn):
         conn.execute(
@@ -29,6 +36,8 @@ def save(
         )
         newest = conn.last_insert_rowid()
         conn.execute("DELETE FROM receipts WHERE rowid <= ?", (newest - keep,))
+        if max_age_s != float("inf"):
+            conn.execute("DELETE FROM receipts WHERE created_at < ?", (now - max_age_s,))
 
 
 def load(conn: Connection, receipt_id: str) -> dict[str, Any] | None:

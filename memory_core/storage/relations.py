@@ -27,6 +27,7 @@ __all__ = [
     "insert_mutation",
     "live",
     "live_for",
+    "replaced_fragment",
     "restore_for_logs",
     "supersede",
     "supersede_for_logs",
@@ -98,6 +99,17 @@ def live_for(
         if row is not None:
             return [row]
     return []
+
+
+def replaced_fragment(conn: Connection, relation_id: int) -> int | None:
+    """The fragment of the relation that ``relation_id`` replaced (its mutation is a
+    change), or None."""
+    row = conn.execute(
+        "SELECT r.fragment_id FROM mutations m JOIN relations r ON r.id = m.other_id"
+        " WHERE m.relation_id = ? AND m.kind = 'change'",
+        (relation_id,),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def insert(
