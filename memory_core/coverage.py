@@ -22,13 +22,17 @@ content focus of the question gets a verdict:
   "puppies" meets "puppy" and "Málaga" meets "malaga"; a synonym does not (a false
   "nothing about" is the worse error, and a synonym a memory holds is rarely one it
   holds nowhere else). :class:`Coverage` reports each verdict for the receipt.
-* The note names every uncovered focus except a common verb (:data:`_COMMON_VERBS`, or
-  a preposition such as "towards") in a question most of whose foci are covered (more
-  than ``max_covered_share``): such a word is usually how the question words the
-  relation, not what it is about ("what did Gina receive from the dance contest?" when
-  memory says she "won a trophy" there). Names (written capitalised past the start of a
-  sentence) and the other words are always named. Before this rule, on the LoCoMo dev
-  set, such verbs ("receive", "promote", "choose") were most of what the notes named.
+* The note names an uncovered focus that is a name (written capitalised past the start
+  of a sentence: "Barcelona", "Jean") always; another word only when at most
+  ``max_covered_share`` of the question's foci are covered ("did she mention her cat?":
+  half) and it is not a common verb (:data:`_COMMON_VERBS`: "receive", "choose"). A word
+  missing from a question whose other words memory holds is mostly how the question
+  says it, not what it is about ("how many attended the party she hosted?" when memory
+  says she "threw" it), and a verb is how a question relates what it names ("what did
+  Gina receive from the contest?" when memory says she "won a trophy" there). Months and
+  weekdays are never foci: a date is in the fragments' headings, not in their words. On
+  the LoCoMo dev set, before these rules, months, verbs and such words were most of what
+  the notes named (``docs/evaluation.md``).
 * *Nothing found*: foci exist, none is covered, and no rendered fragment is at least
   ``empty_below_similarity`` similar to the question by embedding (when similarities are
   known); the block is then the note alone (``when_empty``), since what was found is
@@ -68,6 +72,14 @@ _QUESTION_WORDS = (
     "days", "today", "tonight", "recently", "lately", "currently", "nowadays", "usually",
     "often", "sometimes", "really", "actually", "exactly", "maybe", "perhaps", "probably",
     "likely",
+    # months and weekdays (English, Portuguese, Spanish): dates head the fragments
+    "january", "february", "march", "april", "june", "july", "august", "september",
+    "october", "november", "december", "monday", "tuesday", "wednesday", "thursday",
+    "friday", "saturday", "sunday", "janeiro", "fevereiro", "março", "abril", "maio",
+    "junho", "julho", "agosto", "setembro", "outubro", "novembro", "dezembro", "enero",
+    "febrero", "marzo", "mayo", "junio", "julio", "septiembre", "octubre", "noviembre",
+    "diciembre", "segunda", "terça", "quarta", "quinta", "sexta", "sábado", "domingo",
+    "lunes", "martes", "miércoles", "jueves", "viernes",
     # Portuguese
     "que", "quê", "qual", "quais", "quem", "onde", "aonde", "quando", "como", "porque",
     "porquê", "quanto", "quanta", "quantos", "quantas", "você", "voce", "vocês", "tu", "eu",
@@ -222,7 +234,7 @@ def assess(
     noted = tuple(
         v.focus
         for v, (_, key, _) in zip(verdicts, wanted, strict=True)
-        if not v.covered and (v.name or mostly_missing or key not in _RELATIONAL)
+        if not v.covered and (v.name or (mostly_missing and key not in _RELATIONAL))
     )
     return Coverage(tuple(verdicts), nothing, noted)
 
