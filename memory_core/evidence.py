@@ -31,7 +31,6 @@ most :data:`MAX_SIDES` sides, and one question makes at most five small indexed 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,9 +38,9 @@ from .inert import label
 from .predicates import phrase
 from .storage import Connection
 from .storage import evidence as rows
-from .storage.evidence import CHANGE_LINK, RelationRow
+from .storage.evidence import TURN_ORDER_LINK, RelationRow
 from .storage.fragments import Hit, fetch_hits
-from .text import content_stems
+from .text import content_stems, opens_as_correction
 
 __all__ = ["MAX_SIDES", "MAX_SOURCES", "Claim", "Evidence", "Statement", "gather"]
 
@@ -52,11 +51,6 @@ MAX_SIDES = 4
 MAX_NAME_CHARS = 64
 MAX_VALUE_CHARS = 80
 _MAX_CORRECTIONS = 8
-_OPENS_AS_CORRECTION = re.compile(
-    r"\W*(no|nope|actually|correction|sorry,? i meant|i meant|wait,? no|na verdade|afinal|"
-    r"não|nao|corrijo|corrigindo|en realidad|perdón,? quise decir|quise decir|me equivoqué)\b",
-    re.IGNORECASE,
-)
 _MAX_HOPS = 3
 
 
@@ -140,13 +134,14 @@ def gather(
 
 
 def _explicit(src: int, dst: int, how: str, known: Mapping[int, Hit]) -> bool:
-    """Whether a ``corrects`` link is shown: one that a change of a relation made, or a
-    turn-order one whose correcting turn opens as a correction ("No, ...", "Actually",
-    "na verdade", "en realidad"). The turn-order heuristic also links a reply that merely
-    contains "now" or "any more"; shown as "corrected by", that would mislead."""
+    """Whether a ``corrects`` link is shown: one that a change of a relation or a
+    correction on the same topic made, or a turn-order one whose correcting turn opens as
+    a correction ("No, ...", "Actually", "na verdade", "en realidad"). The turn-order
+    heuristic also links a reply that merely contains "now" or "any more"; shown as
+    "corrected by", that would mislead."""
     if src not in known or dst not in known:
         return False
-    return how.startswith(CHANGE_LINK) or _OPENS_AS_CORRECTION.match(known[src].text) is not None
+    return not how.startswith(TURN_ORDER_LINK) or opens_as_correction(known[src].text)
 
 
 def _about(statement: Statement, asked: frozenset[str]) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "WORD",
     "content_stems",
     "normalise_name",
+    "opens_as_correction",
     "query_terms",
     "split_sentences",
     "stem",
@@ -130,3 +131,17 @@ def split_sentences(text: str) -> list[str]:
         else:
             parts.extend(s for s in _SENTENCE_END.split(piece.strip()) if s)
     return parts
+
+
+_OPENS_AS_CORRECTION = re.compile(
+    r"\W*(no|nope|actually|correction|sorry,? i meant|i meant|wait,? no|na verdade|afinal|"
+    r"não|nao|corrijo|corrigindo|en realidad|perdón,? quise decir|quise decir|me equivoqué)\b",
+    re.IGNORECASE,
+)
+
+
+def opens_as_correction(text: str) -> bool:
+    """Whether ``text`` opens as a correction of something said before ("No, ...",
+    "Actually, ...", "Na verdade", "En realidad"; English, Portuguese, Spanish). Stricter
+    than a correction marker anywhere in the text (a reply that merely says "now")."""
+    return _OPENS_AS_CORRECTION.match(text) is not None

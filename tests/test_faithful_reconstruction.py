@@ -186,6 +186,25 @@ def test_an_undated_correction_invents_no_order_or_dates(
     assert "(corrected by [" in text
 
 
+def test_a_correction_on_the_same_topic_in_another_conversation_is_shown_with_it(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """No claim the patterns read: the later turn opens as a correction, on the same
+    topic (context), by the same speaker, sharing its words: it corrects that turn."""
+    store = _store(tmp_path, backends)
+    first = "My favourite café in town is Bica, on Rua Augusta with the blue door."
+    _say(store, "coffee", "Ana", first)
+    again = "Actually, Bica is not on Rua Augusta, the café is on Rua da Prata."
+    _say(store, "later", "Ana", again, ts=T0 + 10 * DAY)
+    _say(store, "other", "Rui", "Actually, I found a café on Rua Augusta.", ts=T0 + 11 * DAY)
+    text = store.recall_area("Where is the café Bica?", limit=8, budget_tokens=600).context.text
+    lines = _numbered_lines(text)
+    (old,) = [n for n, line in lines.items() if "blue door" in line]
+    (new,) = [n for n, line in lines.items() if "Rua da Prata" in line]
+    assert lines[old].endswith(f"(corrected by [{new}])")
+    assert not any("Rui" in line for line in lines.values())  # another speaker corrects nothing
+
+
 async def test_relates_to_is_never_rendered_as_a_cause(
     tmp_path: Path, backends: Backends, upstream: FakeUpstream
 ) -> None:

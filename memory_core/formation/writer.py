@@ -21,8 +21,8 @@ from ..storage import entities as entity_rows
 from ..storage import fragments as fragment_rows
 from ..storage import log as log_rows
 from ..storage import relations as relation_rows
-from ..storage.evidence import CHANGE_LINK
-from ..text import query_terms
+from ..storage.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
+from ..text import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
 from .contexts import ContextCache, ContextState
 from .interfaces import Backends, Vectors
@@ -41,6 +41,8 @@ _ANAPHORA = re.compile(
     re.IGNORECASE,
 )
 _LINKER = "linking:alias-fuzzy-context@1"
+_TOPIC_LOOKBACK = 50
+"""Newest members of a context a topic correction looks through for what it corrects."""
 
 
 class GraphWriter:
@@ -165,7 +167,7 @@ class GraphWriter:
         )
 
     def _links(self, item: Item, previous: int) -> None:
-        label = "links:structural:turn-order@1"
+        label = f"{TURN_ORDER_LINK}@1"
         row = fragment_rows.head(self._conn, previous, self._config.max_text_chars)
         assert row is not None, "a segment's last fragment always exists"
         prev_role, prev_text = row
@@ -315,7 +317,30 @@ class GraphWriter:
             )
             self.counts["relations"] += 1
             self._correction_link(item, relation_id)
+        if context_id is not None:
+            self._topic_correction(item, context_id)
 
+    def _topic_correction(self, item: Item, context_id: int) -> None:
+        """A turn that opens as a correction ("Actually, ...", "Na verdade, ...")
+        corrects the same speaker's latest turn on the same topic (its context) in
+        another conversation, when the two share a content word: what a correction says
+        it corrects, without a claim the patterns could read (the turn before, in the
+        same conversation, is the turn-order link's)."""
+        canonical = self._canonical(item)
+        if not item.name or not opens_as_correction(canonical):
+            return
+        words = content_stems(canonical)
+        members = context_rows.latest_members(
+            self._conn, context_id, item.fragment_id, limit=_TOPIC_LOOKBACK
+        )
+        for fid, conversation, speaker, head in members:
+            if conversation == item.conversation or speaker != item.name:
+                continue
+            if words & content_stems(head):
+                fragment_rows.insert_link_once(
+                    self._conn, item.fragment_id, fid, "corrects", f"{TOPIC_LINK}@1", self._now
+                )
+            return
     def _correction_link(self, item: Item, relation_id: int) -> None:
         """A claim that changed an earlier one makes its fragment correct that one's, in
         whatever conversation it was said (both name the same entity): the turn-order

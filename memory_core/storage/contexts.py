@@ -27,6 +27,7 @@ __all__ = [
     "extend_segment",
     "insert",
     "label_of",
+    "latest_members",
     "memberships_since",
     "open_segment",
     "primary_context",
@@ -186,6 +187,24 @@ def primary_context(conn: Connection, fragment_id: int) -> int | None:
         (fragment_id,),
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def latest_members(
+    conn: Connection, context_id: int, before: int, *, limit: int
+) -> list[tuple[int, str, str | None, str]]:
+    """``(fragment id, conversation, speaker, canonical head)`` of the context's newest
+    live members before fragment ``before``, newest first, at most ``limit`` (an index
+    walk from the newest membership back: a context of any size costs ``limit`` rows)."""
+    return [
+        (int(fid), str(conversation), None if speaker is None else str(speaker), str(head))
+        for fid, conversation, speaker, head in conn.execute(
+            "SELECT f.id, f.conversation_id, f.speaker, substr(f.canonical, 1, 2000)"
+            " FROM fragment_contexts fc JOIN fragments f ON f.id = fc.fragment_id"
+            " WHERE fc.context_id = ? AND fc.fragment_id < ? AND f.superseded = 0"
+            " ORDER BY fc.rowid DESC LIMIT ?",
+            (context_id, before, limit),
+        )
+    ]
 
 
 def segment_tail(

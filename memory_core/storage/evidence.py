@@ -16,6 +16,8 @@ from .db import JSON_IN, Connection, json_array, reading
 
 __all__ = [
     "CHANGE_LINK",
+    "TOPIC_LINK",
+    "TURN_ORDER_LINK",
     "RelationRow",
     "corrections",
     "disputed_with",
@@ -27,6 +29,11 @@ __all__ = [
 CHANGE_LINK = "links:relations:change"
 """The interpretation (before its ``@version``) of the ``corrects`` links that formation
 adds when a claim changes a relation stated in another fragment."""
+TOPIC_LINK = "links:topic:correction"
+"""... and of those it adds when a turn that opens as a correction follows, in another
+conversation, the same speaker's latest turn on the same topic (context)."""
+TURN_ORDER_LINK = "links:structural:turn-order"
+"""... and of the turn-order links (a reply with a correction marker to the turn before)."""
 
 _SELECT = (
     "SELECT r.id, r.subject_id, s.name, r.predicate, r.object_id,"
