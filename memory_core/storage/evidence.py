@@ -134,18 +134,18 @@ def disputed_with(
 def corrections(
     conn: Connection, fragment_ids: Sequence[int], *, limit: int
 ) -> list[tuple[int, int, str]]:
-    """``(correcting, corrected, interpretation)`` of the ``corrects`` links with either
-    end among ``fragment_ids``, both ends live (a pair linked twice: its first link)."""
+    """``(correcting, corrected, interpretation)`` of the ``corrects`` links whose
+    corrected end is among ``fragment_ids`` (the block marks a fragment it shows with
+    what corrects it), both ends live (a pair linked twice: its first link)."""
     if not fragment_ids:
         return []
-    ids = json_array(fragment_ids)
     with reading("cannot read fragment links"):
         rows = conn.execute(
             "SELECT l.src, l.dst, min(l.interpretation) FROM fragment_links l"
             " JOIN fragments a ON a.id = l.src AND a.superseded = 0"
             " JOIN fragments b ON b.id = l.dst AND b.superseded = 0"
-            f" WHERE l.kind = 'corrects' AND (l.dst {JSON_IN} OR l.src {JSON_IN})"
-            " AND l.src <> l.dst GROUP BY l.src, l.dst ORDER BY min(l.id) LIMIT ?",
-            (ids, ids, limit),
+            f" WHERE l.dst {JSON_IN} AND l.kind = 'corrects' AND l.src <> l.dst"
+            " GROUP BY l.src, l.dst ORDER BY min(l.id) LIMIT ?",
+            (json_array(fragment_ids), limit),
         )
         return [(int(src), int(dst), str(how)) for src, dst, how in rows]

@@ -270,9 +270,13 @@ def _m006_superseded_index(conn: Connection) -> None:
 
 def _m007_evidence_indexes(conn: Connection) -> None:
     """What reconstruction looks up per question (:mod:`.evidence`): the relations of the
-    fragments it renders, and the change that replaced a relation; and the receipts'
-    times, which pruning by age walks (:mod:`.receipts`)."""
-    conn.execute("CREATE INDEX relations_fragment ON relations (fragment_id)")
+    fragments it renders, co-occurrence aside (a partial index: a fragment's dozens of
+    co-occurrence rows are never read), and the change that replaced a relation; and the
+    receipts' times, which pruning by age walks (:mod:`.receipts`)."""
+    conn.execute(  # co-occurrence rows (most of the table) are never rendered: not in it
+        "CREATE INDEX relations_fragment ON relations (fragment_id)"
+        " WHERE predicate <> 'co_occurs_with'"
+    )
     conn.execute("CREATE INDEX mutations_other ON mutations (other_id) WHERE other_id IS NOT NULL")
     conn.execute("CREATE INDEX receipts_created ON receipts (created_at)")
 
