@@ -327,16 +327,10 @@ class MemoryStore:
                 int(f["id"]): float(f["terms"].get("similarity", 0.0))
                 for f in recall.area.get("fragments", ())
             }
-        return reconstruct(
-            hits,
-            budget_tokens=budget_tokens,
-            counter=self._counter,
-            question=question,
-            evidence=evidence,
-            config=self._reconstruction,
-            similarity=similarity,
-            held=lambda word: held.get(word, 0),
+        again = self._rendered(
+            question, hits, evidence, budget_tokens, None, similarity, None, held
         )
+        return again.context
 
     def _held(self, question: str, graph: MemoryGraph | None) -> dict[str, int]:
         """How many fragments of memory use each content focus of ``question`` (caller
