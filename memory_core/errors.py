@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidInputError", "MemoryCoreError", "StorageBusyError", "StorageError"]
+__all__ = [
+    "DreamBusyError",
+    "InvalidInputError",
+    "MemoryChangedError",
+    "MemoryCoreError",
+    "SnapshotNotFoundError",
+    "StorageBusyError",
+    "StorageError",
+]
 
 
 class MemoryCoreError(Exception):
@@ -19,3 +27,16 @@ class StorageBusyError(StorageError):
 
 class InvalidInputError(MemoryCoreError):
     """A transcript or message handed to memory_core is not of the expected shape."""
+
+
+class SnapshotNotFoundError(MemoryCoreError):
+    """No snapshot with that id (never taken, or pruned)."""
+
+
+class DreamBusyError(MemoryCoreError):
+    """A consolidation cycle or a rollback already runs for this tenant."""
+
+
+class MemoryChangedError(MemoryCoreError):
+    """Memory was rolled back or consolidated by another process since the graph was read:
+    a lookup now would mix two states, so it is refused until the graph is read again."""

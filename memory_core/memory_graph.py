@@ -33,9 +33,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,6 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .buffer import AppendBuffer
+from .dream.config import DreamConfig
+from .dream.weights import relation_weight
 from .errors import StorageError
 from .graph import DEFAULT_MAX_DELTA_EDGES, EdgeList, EdgeType, GraphVersion, NodeKind
 from .graph.csr import isin_sorted
@@ -52,6 +56,8 @@ from .log import stored_timestamp
 from .names import NameIndex
 from .nearest import PREFIX_WORDS, WORDS, codes, prefixes
 from .storage import Connection, contexts, entities, fragments, read_snapshot, relations
+from .storage import dream as dream_rows
+from .storage import history as history_rows
 from .text import content_stems, normalise_name
 
 __all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey"]
@@ -94,6 +100,7 @@ class MemoryGraph:
     fragments: int  # fragment nodes in this version
     closed_words: npt.NDArray[np.int64]  # sorted word nodes used by too many fragments
     lexical: LexicalView  # BM25 over this version's fragments (.lexical)
+    generation: int = 0  # memory's generation read (.storage.history: cycles, rollbacks)
 
     @property
     def version(self) -> int:
@@ -118,9 +125,16 @@ class MemoryGraphIndex:
     may call it from the reader); ``current`` is one reference read and never blocks.
     """
 
-    def __init__(self, *, max_delta_edges: int = DEFAULT_MAX_DELTA_EDGES, dim: int = 384) -> None:
+    def __init__(
+        self,
+        *,
+        max_delta_edges: int = DEFAULT_MAX_DELTA_EDGES,
+        dim: int = 384,
+        dream: DreamConfig | None = None,
+    ) -> None:
         self._max_delta = max_delta_edges
         self._dim = dim
+        self._dream = dream or DreamConfig()
         self._lock = threading.Lock()
         self._holder: GraphHolder | None = None
         self._snapshot: MemoryGraph | None = None
@@ -139,6 +153,7 @@ class MemoryGraphIndex:
                 "relations",
                 "fragment_links",
                 "aliases",
+                "context_links",
             ),
             0,
         )
@@ -160,6 +175,7 @@ class MemoryGraphIndex:
         self._names = NameIndex()
         self._fragments = 0
         self._lexical = LexicalIndex()
+        self._generation = -1
 
     @property
     def started(self) -> bool:
@@ -170,24 +186,38 @@ class MemoryGraphIndex:
         """The latest published snapshot (None before the first refresh)."""
         return self._snapshot
 
-    def refresh(self, conn: Connection) -> MemoryGraph:
-        """Read what was formed since the last refresh and publish it as a new version."""
+    def refresh(
+        self, conn: Connection, *, publishing: AbstractContextManager[object] | None = None
+    ) -> MemoryGraph:
+        """Read what was formed since the last refresh and publish it as a new version.
+
+        When memory's generation moved since the last read (a consolidation cycle or a
+        rollback rewrote rows rather than adding them), the whole store is read again.
+        ``publishing``, when given, is entered around the publication only (the store
+        makes it the moment its readers move to the new state).
+        """
         with self._lock:
             try:
                 # one read transaction: whole formation passes only
                 with read_snapshot(conn, "cannot read the memory graph"):
+                    generation = history_rows.state(conn).generation
+                    if generation != self._generation:
+                        self._reset()
                     batch = self._read(conn)
-                return self._publish(batch)
+                with publishing or contextlib.nullcontext():
+                    return self._publish(batch, generation)
             except BaseException:
                 self._reset()  # the maps may be ahead of the graph: start again next time
                 raise
 
-    def reload(self, conn: Connection) -> MemoryGraph:
+    def reload(
+        self, conn: Connection, *, publishing: AbstractContextManager[object] | None = None
+    ) -> MemoryGraph:
         """Read the whole store again and publish it as a new version (after a rollback or
         anything else that changed rows instead of adding them)."""
         with self._lock:
             self._reset()
-        return self.refresh(conn)
+        return self.refresh(conn, publishing=publishing)
 
     def _read(self, conn: Connection) -> _Batch:
         batch = _Batch(first_node=len(self._node_keys))
@@ -229,6 +259,8 @@ class MemoryGraphIndex:
 
     def _read_edges(self, conn: Connection, batch: _Batch) -> None:
         fragment, entity, context = self._fragment_nodes, self._entity_nodes, self._context_nodes
+        dream = dream_rows.state(conn)
+        cycle, seen = int(dream["cycle"]), int(dream["relations"])
         for rowid, fid, cid, weight in self._rows(
             conn, "fragment_contexts", contexts.memberships_since
         ):
@@ -247,18 +279,35 @@ class MemoryGraphIndex:
                 mid,
                 EdgeType.MENTIONS,
             )
-        for rid, subject, obj, fid, confidence in self._rows(
+        for rid, subject, obj, fid, confidence, predicate, strength, last in self._rows(
             conn, "relations", relations.edges_since
         ):
-            if obj is None:  # a value, not an entity: no edge (reconstruction reads it)
-                continue
+            if obj is None or obj == subject:  # a value (reconstruction reads it), or a
+                continue  # claim about itself (two names merged into one entity)
+            weight = relation_weight(
+                predicate,
+                float(confidence),
+                strength,
+                last,
+                fresh=rid > seen,
+                cycle=cycle,
+                config=self._dream,
+            )
             batch.edge(
                 self._node("entity", entity, subject),
                 self._node("entity", entity, obj),
-                float(confidence),
+                weight,
                 rid,
                 EdgeType.RELATION,
                 self._node("fragment", fragment, fid),
+            )
+        for lid, a, b, similarity in self._rows(conn, "context_links", contexts.links_since):
+            batch.edge(
+                self._node("context", context, a),
+                self._node("context", context, b),
+                float(similarity),
+                lid,
+                EdgeType.RELATED_CONTEXT,
             )
         for lid, src, dst, kind in self._rows(conn, "fragment_links", fragments.links_since):
             batch.edge(
@@ -300,7 +349,7 @@ class MemoryGraphIndex:
             raise StorageError(f"memory graph: {kind} {row_id} is referenced before it exists")
         return int(node)
 
-    def _publish(self, batch: _Batch) -> MemoryGraph:
+    def _publish(self, batch: _Batch, generation: int) -> MemoryGraph:
         new_kinds = np.asarray(batch.kinds, np.int8)
         edges = batch.edges()
         fragment_of = np.full(new_kinds.shape[0], -1, np.int64)
@@ -332,6 +381,7 @@ class MemoryGraphIndex:
         else:
             graph = self._holder.current()
         self._full = False
+        self._generation = generation
         cap = max(2, math.floor(_MAX_WORD_SHARE * self._fragments))
         closed = sorted(n for t, n in self._term_nodes.items() if self._term_df[t] > cap)
         self._snapshot = MemoryGraph(
@@ -352,6 +402,7 @@ class MemoryGraphIndex:
             self._fragments,
             np.asarray(closed, np.int64),
             self._lexical.view(),
+            generation,
         )
         return self._snapshot
 

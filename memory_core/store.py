@@ -20,21 +20,28 @@ Each lookup renders its block with the token counter of the model the request na
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import history
 from .area_retrieval import AreaResult, explain, retrieve_area, summary
 from .asked import AskedQuestions
 from .coverage import foci as coverage_foci
-from .errors import StorageError
+from .dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
+from .errors import MemoryChangedError, StorageError
 from .evidence import NO_EVIDENCE, Evidence, gather
+from .exclusive import exclusive
 from .formation import Backends, FormationConfig, FormationResult, Former, build_backends
 from .graph import GraphSettings
+from .history import Restored
+from .history_diff import diff_of
+from .history_views import Diff, HistoryState
 from .inspect import list_contexts, list_entities, list_relations
 from .kernels import compile_kernels
 from .log import AppendResult, LogMessage, append_messages
@@ -43,9 +50,19 @@ from .names import NameIndex
 from .reconstruction import Reconstruction, reconstruct
 from .reconstruction_config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from .retrieval import Hit, fetch_hits, question_excerpt, search
-from .storage import Storage, question_vectors, receipts, retry_busy, stats, transaction
+from .storage import (
+    Storage,
+    question_vectors,
+    read_snapshot,
+    receipts,
+    retry_busy,
+    stats,
+    transaction,
+)
+from .storage import history as history_rows
 from .storage.entities import alias_names
 from .storage.fragments import documents_using
+from .storage.history import HeldRow, SnapshotRow
 from .strategies import STRATEGIES
 from .text import stem
 from .tokens import TokenCounter, counter_for
@@ -82,6 +99,8 @@ class StoreStats:
     queued: int
     failed: int
     names: int
+    held: int = 0
+    """Log rows a rollback holds back from formation (see :mod:`.history`)."""
 
 
 _ENCODE_START_WAIT_S = 0.005
@@ -107,6 +126,8 @@ class MemoryStore:
         receipt_limit: int = DEFAULT_RECEIPT_LIMIT,
         receipt_max_age_s: float = DEFAULT_RECEIPT_AGE_S,
         reconstruction: ReconstructionConfig | None = None,
+        dream: DreamConfig | None = None,
+        judge: Judge | None = None,
     ) -> None:
         if receipt_limit < 1:
             raise ValueError(f"receipt_limit must be at least 1, got {receipt_limit}")
@@ -123,7 +144,11 @@ class MemoryStore:
         self._backends = backends
         self._former: Former | None = None
         self._settings = graph or GraphSettings()
-        self._graph = MemoryGraphIndex(max_delta_edges=self._settings.max_delta_edges)
+        self._dream = dream or DreamConfig()
+        self._judge = judge
+        self._graph = MemoryGraphIndex(
+            max_delta_edges=self._settings.max_delta_edges, dream=self._dream
+        )
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
         self._asked = AskedQuestions()
         self._closed = False
@@ -274,7 +299,7 @@ class MemoryStore:
         """Retrieve and reconstruct memory for ``question`` (read as its
         :func:`.question_excerpt`)."""
         question = question_excerpt(question)
-        with self._read_lock:
+        with self._lookup():
             hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
             evidence = self._evidence(question, hits)
             held = self._held(question, None)
@@ -297,7 +322,7 @@ class MemoryStore:
         request's own turns (a 30,000-turn history must not rank 30,000 fragments).
         """
         question = question_excerpt(question)
-        with self._read_lock:
+        with self._lookup():
             extra = min(len(exclude_hashes), _EXCLUDED_SLACK)
             graph, result = self._area(question, limit + extra)
             hits = fetch_hits(self._reader, result.fragment_ids)
@@ -318,7 +343,7 @@ class MemoryStore:
         measures the block at several sizes): the evidence of the dropped hits goes too."""
         hits = recall.hits[:limit]
         question = question_excerpt(question)
-        with self._read_lock:
+        with self._lookup():
             evidence = self._evidence(question, list(hits))
             held = self._held(question, self._graph.current())
         similarity = None
@@ -400,9 +425,17 @@ class MemoryStore:
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
         question = question_excerpt(question)
-        with self._read_lock:
+        with self._lookup():
             graph, result = self._area(question, limit)
             return explain(self._reader, graph, result)
+
+    @contextlib.contextmanager
+    def _lookup(self) -> Iterator[None]:
+        """The read lock and one read transaction: every row a lookup reads comes from one
+        committed state, and while a rollback or a cycle is being published that is the
+        state the current graph was read from (see :meth:`_transition`)."""
+        with self._read_lock, read_snapshot(self._reader, "memory lookup failed"):
+            yield
 
     def _area(self, question: str, limit: int) -> tuple[MemoryGraph, AreaResult]:
         """Run area retrieval (caller holds the read lock). The question is encoded on
@@ -429,6 +462,13 @@ class MemoryStore:
         # the proxy: a third of the questions waited 1-3 ms for their vector).
         started.wait(_ENCODE_START_WAIT_S)
         graph = self._current_graph()
+        generation = history_rows.state(self._reader).generation
+        if generation != graph.generation:
+            raise MemoryChangedError(
+                f"memory of {self.path.name} changed wholesale (generation {graph.generation}"
+                f" -> {generation}: a cycle or a rollback made elsewhere); its graph is being"
+                " read again"
+            )
         result = retrieve_area(
             self._reader,
             graph,
@@ -484,17 +524,179 @@ class MemoryStore:
             retry_busy(save)
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
-        """A stored receipt, or None."""
-        with self._read_lock:
-            return receipts.load(self._reader, receipt_id)
+        """A stored receipt, or None (read through the connection that writes them: the
+        reader may be held at an earlier state while a rollback is published)."""
+        with self._write_lock:
+            return receipts.load(self._writer, receipt_id)
 
     def stats(self) -> StoreStats:
         """Counts of what the store holds."""
         with self._read_lock:
             c = stats.counts(self._reader)
         return StoreStats(
-            c.log_messages, c.fragments, c.live_fragments, c.queued, c.failed, len(self.names)
+            c.log_messages,
+            c.fragments,
+            c.live_fragments,
+            c.queued,
+            c.failed,
+            len(self.names),
+            c.held,
         )
+
+    # -- history: snapshots, rollback ------------------------------------------------
+
+    def snapshots(self, *, limit: int = 100, before: int | None = None) -> list[SnapshotRow]:
+        """The newest ``limit`` snapshots (older than ``before``), newest first."""
+        with self._read_lock:
+            return history_rows.snapshots(self._reader, limit=limit, before=before)
+
+    def snapshot(self, snapshot_id: int) -> SnapshotRow | None:
+        with self._read_lock:
+            return history_rows.snapshot(self._reader, snapshot_id)
+
+    def held_rows(self, *, limit: int = 100) -> list[HeldRow]:
+        """Log rows a rollback holds back from formation, oldest first."""
+        with self._read_lock:
+            return history_rows.held_rows(self._reader, limit=limit)
+
+    def history_state(self) -> HistoryState:
+        """Where memory's history stands (read in one transaction)."""
+        with self._read_lock, read_snapshot(self._reader, "cannot read memory's history"):
+            state = history_rows.state(self._reader)
+            entries, size = history_rows.journal_size(self._reader)
+            return HistoryState(
+                head=history_rows.head(self._reader),
+                generation=state.generation,
+                last_rollback_at=state.last_rollback_at,
+                journal_entries=entries,
+                journal_bytes=size,
+                held=history_rows.held_count(self._reader),
+            )
+
+    def rollback(self, target: int) -> Restored:
+        """Restore derived memory to snapshot ``target``; the log rows memory no longer
+        holds the formation of (and those still queued) are held until released (see
+        :mod:`.history`). Queries in flight, and those that start before the new graph
+        is published, read the state before; later ones the state after. Raises
+        :class:`DreamBusyError` when a cycle or another rollback runs for this tenant,
+        :class:`SnapshotNotFoundError` for an unknown snapshot."""
+        with (
+            exclusive(self.path, f"a rollback to snapshot {target}"),
+            self._form_lock,
+            self._transition(),
+        ):
+            return history.rollback(self._forming, target, now=self._clock())
+
+    def dream(
+        self,
+        *,
+        trigger: str = "demand",
+        form: Callable[[], int] | None = None,
+        on_step: Step | None = None,
+    ) -> DreamReport:
+        """One whole consolidation cycle: held rows released, everything queued formed
+        (by ``form``, else here), then :meth:`consolidate`. Raises :class:`DreamBusyError`
+        when a cycle or a rollback runs for this tenant."""
+        step = on_step or (lambda _: None)
+        with exclusive(self.path, "a consolidation cycle"):
+            step("releasing")
+            released = self.release_held()
+            step("forming")
+            formed = form() if form is not None else self.form_all()
+            return self.consolidate(
+                trigger=trigger, formed=formed, released=released, on_step=on_step
+            )
+
+    def consolidate(
+        self,
+        *,
+        trigger: str,
+        formed: int = 0,
+        released: int = 0,
+        on_step: Step | None = None,
+    ) -> DreamReport:
+        """The consolidation of a cycle (caller holds the tenant's lock,
+        :func:`.exclusive.exclusive`, and has formed what was queued): see
+        :mod:`.dream.cycle`. Lookups read the state before until the new graph is read."""
+        dreamer = Dreamer(self._forming, self._dream, self._dream_judge(), clock=self._clock)
+        with self._form_lock, self._transition():
+            return dreamer.run(trigger=trigger, formed=formed, released=released, on_step=on_step)
+
+    def _dream_judge(self) -> Judge:
+        if self._judge is None:
+            self._judge = build_judge(self._dream)
+        return self._judge
+
+    def release_held(self) -> int:
+        """Queue every held log row for formation again; how many."""
+        with self._form_lock:
+            return history.release(self._forming, self._clock())
+
+    def diff(self, first: int, second: int, *, limit: int = 200) -> Diff:
+        """What changed in entities, relations and contexts from snapshot ``first``'s
+        state to ``second``'s (either order), with sources."""
+        with self._read_lock, read_snapshot(self._reader, "cannot diff snapshots"):
+            path = history.path_between(self._reader, first, second)
+            return diff_of(self._reader, path, first=first, second=second, limit=limit)
+
+    def materialize(self, target: int, dest: Path) -> None:
+        """A copy of this store's file at ``dest`` whose memory is snapshot ``target``'s
+        (for answers "as of" it; costs a copy of the file)."""
+        with self._read_lock:
+            history.materialize(self._reader, target, dest, now=self._clock())
+
+    def check_generation(self) -> bool:
+        """Read the graph again if another process rolled memory back or consolidated it
+        (lookups meanwhile go without memory, never reading a mix); whether it did."""
+        graph = self._graph.current()
+        if graph is None:
+            return False
+        with self._read_lock:
+            generation = history_rows.state(self._reader).generation
+        if generation == graph.generation:
+            return False
+        with self._form_lock:
+            self.names = NameIndex(alias_names(self._forming))
+            self._prepared(self._graph.reload(self._forming))
+        return True
+
+    @contextlib.contextmanager
+    def _transition(self) -> Iterator[None]:
+        """Around a change of memory's generation made here (caller holds the formation
+        lock): the reader is held at the state before until the graph of the state after
+        is read, then both move at once, so no lookup reads a mix of two states and the
+        lookups meanwhile are served from the state before."""
+        pinned = self._graph.started
+        if pinned:
+            with self._read_lock:
+                self._reader.execute("BEGIN")
+                history_rows.state(self._reader)  # the read transaction starts here
+        try:
+            yield
+        except BaseException:
+            if pinned:
+                with self._read_lock:
+                    self._unpin()
+            raise
+        self.names = NameIndex(alias_names(self._forming))
+        if not pinned:
+            return
+        try:
+            self._prepared(self._graph.reload(self._forming, publishing=self._moving()))
+        finally:
+            with self._read_lock:
+                self._unpin()
+
+    @contextlib.contextmanager
+    def _moving(self) -> Iterator[None]:
+        """The moment lookups move to the new state: the reader let go, the graph published."""
+        with self._read_lock:
+            self._unpin()
+            yield
+
+    def _unpin(self) -> None:
+        if self._reader.in_transaction:
+            self._reader.execute("COMMIT")
 
     def entities(self, *, limit: int = 100, name: str | None = None) -> list[dict[str, Any]]:
         """Entities with aliases and contexts (see :mod:`.inspect`)."""

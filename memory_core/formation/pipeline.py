@@ -56,7 +56,7 @@ import numpy as np
 from ..errors import MemoryCoreError
 from ..log import stored_timestamp
 from ..names import NameIndex
-from ..storage import Connection, question_vectors, transaction
+from ..storage import Connection, journal, question_vectors, transaction
 from ..storage import contexts as context_rows
 from ..storage import log as log_rows
 from ..storage.log import MAX_ATTEMPTS
@@ -124,6 +124,8 @@ class Former:
         self._timer = timer
         self._entities: EntityCache | None = None
         self._contexts: ContextCache | None = None
+        self._version: int | None = None
+        """``derived_version`` the caches reflect (see :meth:`_write`)."""
         self._name_vectors: dict[str, Vectors] = {}
         self._used_vectors: list[str] = []  # question vectors this pass took
         self.timings: dict[str, float] = {}
@@ -176,12 +178,12 @@ class Former:
     def _pass(self, rows: Sequence[Item]) -> FormationResult:
         failures: list[Failure] = []
         self._used_vectors = []
-        items = self._prepare([i for i in rows if i.text], failures)
+        prepared = self._prepare([i for i in rows if i.text], failures)
         with self._timed("write"):
-            counts = self._write(rows, items, failures)
+            counts, kept, items = self._write(rows, prepared, failures)
         names = tuple(dict.fromkeys(m.surface for i in items for m in i.mentions))
-        skipped = sum(r.failed is not None for r in rows)
-        return FormationResult(len(rows) - skipped, skipped, names, **counts)
+        skipped = sum(r.failed is not None for r in kept)
+        return FormationResult(len(kept) - skipped, skipped, names, **counts)
 
     def _fail(self, rows: Sequence[Item], exc: BaseException) -> FormationResult:
         """Record why the attempt failed (retried on later passes, up to a limit)."""
@@ -217,13 +219,22 @@ class Former:
 
     def _entity_cache(self) -> EntityCache:
         if self._entities is None:
-            self._entities = load_entities(self._conn)
+            self._load_caches()
+        assert self._entities is not None
         return self._entities
 
     def _context_cache(self) -> ContextCache:
         if self._contexts is None:
-            self._contexts = load_contexts(self._conn)
+            self._load_caches()
+        assert self._contexts is not None
         return self._contexts
+
+    def _load_caches(self) -> None:
+        """Read entities and contexts; the version is read first, so a write that lands
+        while they load makes the next write reload them (never the reverse)."""
+        self._version = journal.derived_version(self._conn)
+        self._entities = load_entities(self._conn)
+        self._contexts = load_contexts(self._conn)
 
     # -- stages before any write -----------------------------------------------------------
 
@@ -437,11 +448,25 @@ class Former:
 
     def _write(
         self, rows: Sequence[Item], items: Sequence[Item], failures: Sequence[Failure]
-    ) -> Counts:
-        entities, contexts = self._entity_cache(), self._context_cache()
+    ) -> tuple[Counts, Sequence[Item], Sequence[Item]]:
+        """The one write transaction; returns its counts and the rows and items it formed.
+
+        Inside it (holding the write lock) the pass checks what changed since its rows
+        were read: rows no longer queued (held back by a rollback, or formed by another
+        former) are left out, and caches that another writer of derived memory (a
+        consolidation cycle, a rollback, another former) made stale are read again.
+        """
         now = self._clock()
-        writer = GraphWriter(self._conn, self._b, self._config, entities, contexts, now)
-        with transaction(self._conn):
+        outcome = journal.Outcome()
+        with transaction(self._conn, outcome=outcome):
+            version = journal.derived_version(self._conn)
+            if version != self._version:
+                self._load_caches()
+            queued = set(log_rows.still_queued(self._conn, [r.log_id for r in rows]))
+            rows = [r for r in rows if r.log_id in queued]
+            items = [i for i in items if i.log_id in queued]
+            entities, contexts = self._entity_cache(), self._context_cache()
+            writer = GraphWriter(self._conn, self._b, self._config, entities, contexts, now)
             _mark_superseded(self._conn, items)
             question_vectors.drop(self._conn, self._used_vectors, now - question_vectors.KEEP_S)
             writer.write(items, failures)
@@ -449,7 +474,8 @@ class Former:
             save_contexts(self._conn, contexts)
             log_rows.dequeue(self._conn, [r.log_id for r in rows if not r.failed])
             log_rows.set_errors(self._conn, [(r.failed, r.log_id) for r in rows if r.failed])
-        return writer.counts
+        self._version = version + (1 if outcome.recorded else 0)
+        return writer.counts, rows, items
 
 
 def _mark_superseded(conn: Connection, items: Sequence[Item]) -> None:

@@ -40,3 +40,4 @@ class EdgeType(IntEnum):
     AT_TIME = 8  # fragment -> time node
     IS_A = 9  # entity -> concept
     USES_TERM = 10  # fragment -> word (a content word the fragment uses)
+    RELATED_CONTEXT = 11  # context -> context (a link a consolidation cycle drew)

@@ -98,6 +98,7 @@ DEFAULT_TRAVERSAL = Traversal(
         EdgeType.AT_TIME: (0.2, 0.2),
         EdgeType.IS_A: (1.0, 0.5),
         EdgeType.USES_TERM: (1.0, 0.5),
+        EdgeType.RELATED_CONTEXT: (0.5, 0.5),
     }
 )
 """Named preset: mentions, relations and dialogue links (next both ways, answers doubled:

@@ -13,7 +13,11 @@ connection and take or return typed rows:
 - :mod:`.entities`: entities, aliases, mentions;
 - :mod:`.relations`: relations and their mutation records;
 - :mod:`.receipts`: receipts; :mod:`.stats`: counts;
-- :mod:`.question_vectors`: question vectors kept for formation.
+- :mod:`.question_vectors`: question vectors kept for formation;
+- :mod:`.journal`: every transaction's changes to derived memory (session extension);
+  :mod:`.changesets`: combining, inverting, reading and applying them;
+  :mod:`.history`: snapshots, held rows and the bookkeeping row;
+- :mod:`.dream`: what the Dreamer reads and writes.
 
 Invariants:
 
@@ -39,6 +43,7 @@ from .connections import Storage
 from .db import (
     Connection,
     connect,
+    copy_database,
     integrity_check,
     read_snapshot,
     reading,
@@ -51,6 +56,7 @@ __all__ = [
     "Connection",
     "Storage",
     "connect",
+    "copy_database",
     "integrity_check",
     "read_snapshot",
     "reading",

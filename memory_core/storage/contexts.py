@@ -28,6 +28,7 @@ __all__ = [
     "insert",
     "label_of",
     "latest_members",
+    "links_since",
     "memberships_since",
     "open_segment",
     "primary_context",
@@ -230,6 +231,16 @@ def segment_tail(
 def context_ids_since(conn: Connection, after: int) -> list[tuple[int]]:
     """``(id,)`` of the contexts with an id above ``after``, in id order."""
     return list(conn.execute("SELECT id FROM contexts WHERE id > ? ORDER BY id", (after,)))
+
+
+def links_since(conn: Connection, after: int) -> list[tuple[int, int, int, float]]:
+    """``(id, a, b, similarity)`` of the links between contexts above ``after``, in id
+    order (a consolidation cycle draws them)."""
+    return list(
+        conn.execute(
+            "SELECT id, a, b, similarity FROM context_links WHERE id > ? ORDER BY id", (after,)
+        )
+    )
 
 
 def memberships_since(conn: Connection, after: int) -> list[MembershipRow]:

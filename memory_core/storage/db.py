@@ -31,11 +31,13 @@ from typing import TypeAlias, TypeVar
 import apsw
 
 from ..errors import StorageBusyError, StorageError
+from . import journal as _journal
 
 __all__ = [
     "JSON_IN",
     "Connection",
     "connect",
+    "copy_database",
     "integrity_check",
     "json_array",
     "open_plain",
@@ -108,10 +110,16 @@ def connect(path: Path, *, readonly: bool = False) -> Connection:
 
 
 @contextlib.contextmanager
-def transaction(conn: Connection) -> Iterator[Connection]:
+def transaction(
+    conn: Connection, *, journal: bool = True, outcome: _journal.Outcome | None = None
+) -> Iterator[Connection]:
     """Run the block atomically: commit on success, roll back on any exception.
 
-    Outermost: ``BEGIN IMMEDIATE`` (the write lock first, see the module docstring).
+    Outermost: ``BEGIN IMMEDIATE`` (the write lock first, see the module docstring), and
+    with ``journal`` what the block changes in derived memory is appended to the journal
+    before the commit (:mod:`.journal`); only migrations and the history's own
+    operations (which record their changes themselves) pass False; ``outcome``, when
+    given, says afterwards whether the transaction journaled anything.
     Nested (a transaction is already open on ``conn``, ours or apsw's ``with conn``): a
     savepoint, so helpers compose without knowing whether one is open. apsw errors
     leave as :class:`StorageError` (:class:`StorageBusyError` for lock contention).
@@ -119,6 +127,9 @@ def transaction(conn: Connection) -> Iterator[Connection]:
     try:
         if conn.in_transaction:
             with _savepoint(conn):
+                yield conn
+        elif journal:
+            with _journaled(conn, outcome or _journal.Outcome()):
                 yield conn
         else:
             with _immediate(conn):
@@ -160,6 +171,20 @@ def _immediate(conn: Connection) -> Iterator[None]:
         if conn.in_transaction:  # an error may already have ended it
             conn.execute("ROLLBACK")
         raise
+
+
+@contextlib.contextmanager
+def _journaled(conn: Connection, outcome: _journal.Outcome) -> Iterator[None]:
+    """An immediate transaction whose changes to derived memory are journaled."""
+    recorder = _journal.Recorder(conn)
+    outcome.recorded = False
+    try:
+        with _immediate(conn):
+            yield
+            recorded = _journal.record(conn, recorder)
+        outcome.recorded = recorded
+    finally:
+        recorder.close()
 
 
 @contextlib.contextmanager
@@ -229,3 +254,22 @@ def integrity_check(path: Path) -> str:
     finally:
         conn.close()
     return "; ".join(rows)[:500] or "(no answer)"
+
+
+def copy_database(source: Connection, path: Path) -> None:
+    """A consistent copy of ``source``'s database at ``path`` (created private), made
+    with SQLite's backup API in one step: one read of every page at one instant, writers
+    going on meanwhile (WAL). For a full copy; a snapshot never needs one."""
+    _prepare_file(path)
+    try:
+        dest = apsw.Connection(str(path))
+    except apsw.Error as exc:
+        raise StorageError(f"cannot create {path}: {exc}") from exc
+    try:
+        with dest.backup("main", source, "main") as backup:
+            while not backup.done:
+                backup.step(-1)
+    except apsw.Error as exc:
+        raise StorageError(f"cannot copy memory to {path}: {exc}") from exc
+    finally:
+        dest.close()

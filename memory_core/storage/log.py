@@ -33,6 +33,7 @@ __all__ = [
     "record_branch",
     "record_failures",
     "set_errors",
+    "still_queued",
     "stored_ids",
     "superseded_among",
     "unsupersede",
@@ -208,6 +209,17 @@ def queued(conn: Connection, limit: int) -> list[QueuedRow]:
                 (MAX_ATTEMPTS, limit),
             )
         ]
+
+
+def still_queued(conn: Connection, log_ids: Iterable[int]) -> list[int]:
+    """Those of ``log_ids`` still in the queue (a rollback may have held them since, or
+    another former formed them)."""
+    return [
+        row[0]
+        for row in conn.execute(
+            f"SELECT log_id FROM queue WHERE log_id {JSON_IN}", (json_array(log_ids),)
+        )
+    ]
 
 
 def count_attempts(conn: Connection, errors: Iterable[tuple[str, int]]) -> None:

@@ -281,6 +281,91 @@ def _m007_evidence_indexes(conn: Connection) -> None:
     conn.execute("CREATE INDEX receipts_created ON receipts (created_at)")
 
 
+def _m008_history(conn: Connection) -> None:
+    """Snapshots of derived memory (:mod:`.history`), the journal that feeds them
+    (:mod:`.journal`), rows held back from formation by a rollback, and what the Dreamer
+    keeps (:mod:`.dream`): its state and watermarks, its merges, the links it draws
+    between contexts and the support of each group of restated relations.
+
+    ``memory_state`` (one row) and ``held`` are bookkeeping, never rolled back; the
+    Dreamer's tables are derived memory, recorded by the journal like formation's.
+    """
+    conn.execute(
+        """
+        CREATE TABLE memory_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            generation INTEGER NOT NULL DEFAULT 0,
+            derived_version INTEGER NOT NULL DEFAULT 0,
+            last_rollback_at REAL
+        );
+        INSERT INTO memory_state (id) VALUES (1);
+        CREATE TABLE journal (
+            id INTEGER PRIMARY KEY,
+            changeset BLOB NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY,
+            parent INTEGER,
+            kind TEXT NOT NULL CHECK (kind IN ('cycle', 'rollback', 'checkpoint')),
+            target INTEGER,
+            created_at REAL NOT NULL,
+            changeset BLOB NOT NULL,
+            bytes INTEGER NOT NULL,
+            rows_changed INTEGER NOT NULL,
+            counts TEXT NOT NULL,
+            report TEXT NOT NULL
+        );
+        CREATE TABLE held (
+            log_id INTEGER PRIMARY KEY REFERENCES log(id),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            held_at REAL NOT NULL,
+            snapshot_id INTEGER
+        );
+        CREATE TABLE dream_state (
+            key TEXT PRIMARY KEY,
+            value REAL NOT NULL
+        );
+        CREATE TABLE merges (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('entity', 'context')),
+            survivor INTEGER NOT NULL,
+            merged INTEGER NOT NULL,
+            merged_name TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            cycle INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX merges_survivor ON merges (kind, survivor);
+        CREATE TABLE context_links (
+            id INTEGER PRIMARY KEY,
+            a INTEGER NOT NULL REFERENCES contexts(id),
+            b INTEGER NOT NULL REFERENCES contexts(id),
+            similarity REAL NOT NULL,
+            reason TEXT NOT NULL,
+            cycle INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (a, b)
+        );
+        CREATE INDEX context_links_b ON context_links (b);
+        CREATE TABLE relation_groups (
+            id INTEGER PRIMARY KEY,
+            subject_id INTEGER NOT NULL,
+            predicate TEXT NOT NULL,
+            object_key TEXT NOT NULL,
+            support INTEGER NOT NULL,
+            strength REAL NOT NULL,
+            last_cycle INTEGER NOT NULL,
+            UNIQUE (subject_id, predicate, object_key)
+        );
+        CREATE INDEX relation_groups_object ON relation_groups (object_key);
+        CREATE INDEX segments_context ON segments (context_id);
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -289,12 +374,13 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("005_question_vectors", _m005_question_vectors),
     ("006_superseded_index", _m006_superseded_index),
     ("007_evidence_indexes", _m007_evidence_indexes),
+    ("008_history", _m008_history),
 )
 
 
 def migrate(conn: Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
-    with transaction(conn):
+    with transaction(conn, journal=False):
         conn.execute(
             "CREATE TABLE IF NOT EXISTS migrations"
             " (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -304,7 +390,7 @@ def migrate(conn: Connection) -> list[str]:
     for name, migration in MIGRATIONS:
         if name in done:
             continue
-        with transaction(conn):
+        with transaction(conn, journal=False):  # schema changes are never rolled back
             migration(conn)
             conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
         applied.append(name)

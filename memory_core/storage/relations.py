@@ -25,6 +25,7 @@ __all__ = [
     "edges_since",
     "insert",
     "insert_mutation",
+    "label_row",
     "live",
     "live_for",
     "replaced_fragment",
@@ -39,9 +40,10 @@ LiveRelation = tuple[int, int | None, str | None]
 """``(id, object_id, object_value)`` of a live (active or disputed) relation."""
 Stored: TypeAlias = object
 """A value as stored (a time may be anything: see :mod:`.values`)."""
-RelationEdgeRow = tuple[int, int, int | None, int, float]
-"""``(id, subject_id, object_id, fragment_id, confidence)``: a relation as the memory graph
-reads it."""
+RelationEdgeRow = tuple[int, int, int | None, int, float, str, float | None, int | None]
+"""``(id, subject_id, object_id, fragment_id, confidence, predicate, strength, last_cycle)``:
+a relation as the memory graph reads it, with its claim's group as the Dreamer measured
+it (``strength``, ``last_cycle``: None before a cycle saw it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,19 @@ def live_for(
         if row is not None:
             return [row]
     return []
+
+
+def label_row(
+    conn: Connection, relation_id: int
+) -> tuple[int, str, int | None, str | None, int] | None:
+    """``(subject_id, predicate, object_id, object_value, fragment_id)`` of a relation."""
+    with reading("cannot read relations"):
+        row = conn.execute(
+            "SELECT subject_id, predicate, object_id, object_value, fragment_id"
+            " FROM relations WHERE id = ?",
+            (relation_id,),
+        ).fetchone()
+    return None if row is None else (row[0], row[1], row[2], row[3], row[4])
 
 
 def replaced_fragment(conn: Connection, relation_id: int) -> int | None:
@@ -206,11 +221,14 @@ def restore_for_logs(conn: Connection, log_ids: Sequence[int]) -> None:
 
 
 def edges_since(conn: Connection, after: int) -> list[RelationEdgeRow]:
-    """Relations with an id above ``after``, in id order."""
+    """Relations with an id above ``after``, in id order, with their group's strength and
+    last cycle (entity objects only: a value has no group the graph uses)."""
     return list(
         conn.execute(
-            "SELECT id, subject_id, object_id, fragment_id, confidence FROM relations"
-            " WHERE id > ? ORDER BY id",
+            "SELECT r.id, r.subject_id, r.object_id, r.fragment_id, r.confidence, r.predicate,"
+            " g.strength, g.last_cycle FROM relations r LEFT JOIN relation_groups g"
+            " ON g.subject_id = r.subject_id AND g.predicate = r.predicate"
+            " AND g.object_key = 'e:' || r.object_id WHERE r.id > ? ORDER BY r.id",
             (after,),
         )
     )

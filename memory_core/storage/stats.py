@@ -36,13 +36,15 @@ TABLES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """Log rows, fragments (all and live), queued rows and rows formation gave up."""
+    """Log rows, fragments (all and live), queued rows, rows formation gave up and rows a
+    rollback holds back."""
 
     log_messages: int
     fragments: int
     live_fragments: int
     queued: int
     failed: int
+    held: int = 0
 
 
 def counts(conn: Connection) -> Counts:
@@ -52,7 +54,8 @@ def counts(conn: Connection) -> Counts:
             "SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fragments),"
             " (SELECT count(*) FROM fragments WHERE superseded = 0),"
             " (SELECT count(*) FROM queue WHERE attempts < ?),"
-            " (SELECT count(*) FROM queue WHERE attempts >= ?)",
+            " (SELECT count(*) FROM queue WHERE attempts >= ?),"
+            " (SELECT count(*) FROM held)",
             (MAX_ATTEMPTS, MAX_ATTEMPTS),
         ).fetchone()
     assert row is not None

@@ -1,0 +1,108 @@
+"""The Dreamer's settings: the ``dream:`` section of config.yaml, read into frozen values.
+
+When a cycle runs is the policy's business (the ``dream:`` section of the trigger policy,
+:mod:`policies.dream`); this section says how one consolidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from ..configuration import ConfigModel, ConfigurationError, Document, Name, validate
+from ..errors import MemoryCoreError
+from ..formation.config import LLMConfig
+
+__all__ = [
+    "DEFAULT_CONSOLIDATION_MODEL",
+    "DreamConfig",
+    "DreamConfigError",
+    "DreamSection",
+    "parse_dream",
+]
+
+DEFAULT_CONSOLIDATION_MODEL = "areamem-consolidation"
+"""The served model the ``llm`` backend asks by default (DESIGN.md §8 names a fine-tuned
+consolidation model; any chat model that follows a JSON schema works)."""
+
+Similarity = Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class DreamConfigError(MemoryCoreError, ValueError):
+    """A ``dream`` setting built in code is invalid."""
+
+
+def _backend(name: str) -> str:
+    from .judges import JUDGES  # the judges import this module
+
+    return JUDGES.check(name)
+
+
+def _consolidation_llm() -> LLMConfig:
+    return LLMConfig(model=DEFAULT_CONSOLIDATION_MODEL)
+
+
+@dataclass(frozen=True)
+class DreamConfig:
+    """How a consolidation cycle decides (see :class:`DreamSection` for each value)."""
+
+    backend: str = "rules"
+    llm: LLMConfig = field(default_factory=_consolidation_llm)
+    entity_similarity: float = 0.45
+    context_merge: float = 0.9
+    context_link: float = 0.75
+    max_links_per_context: int = 3
+    max_strength: float = 0.99
+    cooccurrence_decay: float = 0.9
+    cooccurrence_floor: float = 0.25
+    max_pairs: int = 1000
+    batch_size: int = 16
+    keep_snapshots: int = 1000
+    max_reported: int = 200
+
+
+class DreamSection(ConfigModel):
+    """The ``dream:`` section of config.yaml as written."""
+
+    backend: Annotated[Name, AfterValidator(_backend)] = "rules"
+    """``rules`` (offline) or ``llm`` (the model of ``llm`` decides each candidate)."""
+    llm: LLMConfig = Field(default_factory=_consolidation_llm)
+    entity_similarity: Similarity = DreamConfig.entity_similarity
+    """Two entities that share a name are one when their mention contexts agree at least
+    this much (cosine of their context vectors), or when memory says one is the other
+    (an alias statement or a translation)."""
+    context_merge: Similarity = DreamConfig.context_merge
+    """Two contexts from different conversations whose centroids are this similar are one
+    topic: merged."""
+    context_link: Similarity = DreamConfig.context_link
+    """... this similar: related topics, linked (an edge of the graph between them)."""
+    max_links_per_context: int = Field(DreamConfig.max_links_per_context, ge=0, le=100)
+    max_strength: Share = DreamConfig.max_strength
+    """The strength of a restated claim (1 - prod(1 - confidence) over its sources) stops
+    here."""
+    cooccurrence_decay: Annotated[float, Field(gt=0.0, le=1.0)] = DreamConfig.cooccurrence_decay
+    """Each cycle a co-occurrence is not seen again, its edges weigh this much less."""
+    cooccurrence_floor: Share = DreamConfig.cooccurrence_floor
+    """... never below this share of their weight."""
+    max_pairs: int = Field(DreamConfig.max_pairs, ge=1, le=100_000)
+    """Candidate pairs (entities; contexts) judged per cycle at most."""
+    batch_size: int = Field(DreamConfig.batch_size, ge=1, le=200)
+    """Candidates per request to the ``llm`` backend."""
+    keep_snapshots: int = Field(DreamConfig.keep_snapshots, ge=1, le=1_000_000)
+    """Snapshots kept (the oldest beyond are dropped: no rollback reaches them)."""
+    max_reported: int = Field(DreamConfig.max_reported, ge=1, le=100_000)
+    """Decisions of each kind listed in a cycle's report (all are counted)."""
+
+    def config(self) -> DreamConfig:
+        return DreamConfig(**{name: getattr(self, name) for name in type(self).model_fields})
+
+
+def parse_dream(raw: Any, key: str = "dream") -> DreamConfig:
+    """Typed settings from a ``dream`` mapping built in code (None means defaults)."""
+    try:
+        return validate(DreamSection, raw, Document.of(raw), (key,)).config()
+    except ConfigurationError as exc:
+        raise DreamConfigError(f"{exc.key}: {exc.reason}") from None
