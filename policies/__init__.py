@@ -3,13 +3,27 @@
 A YAML policy (see `policies.schema` for the format and ``default.yaml`` for the
 commented default) is parsed into immutable values; `PolicyEngine.decide` turns one
 request's `TurnContext` into a `Decision` with a human-readable reason; `PolicyStore`
-hot-reloads the file, keeping the previous policy when an edit is invalid. No network,
-no SQL, no side effects at import.
+hot-reloads the file, keeping the previous policy when an edit is invalid. The file's
+``dream:`` section becomes `Policy.dream`, a `DreamPolicy` whose `decide` says when an
+automatic consolidation cycle runs for a tenant. No network, no SQL, no side effects at
+import.
 """
 
 from pathlib import Path
 
 from policies.context import EntityIndex, TurnContext
+from policies.dream import (
+    DreamDecision,
+    DreamOverride,
+    DreamPolicy,
+    DreamRule,
+    DreamSettings,
+    DreamState,
+    IdleRule,
+    IntervalRule,
+    MaterialRule,
+    ScheduleRule,
+)
 from policies.engine import HEADER_NAME, Decision, PolicyEngine
 from policies.errors import PolicyError
 from policies.policy import Cooldown, Override, Policy, Settings
@@ -35,9 +49,18 @@ __all__ = [
     "AlwaysRule",
     "Cooldown",
     "Decision",
+    "DreamDecision",
+    "DreamOverride",
+    "DreamPolicy",
+    "DreamRule",
+    "DreamSettings",
+    "DreamState",
     "EntityIndex",
     "EveryNTurnsRule",
     "FirstTurnRule",
+    "IdleRule",
+    "IntervalRule",
+    "MaterialRule",
     "MentionsEntityRule",
     "Override",
     "PatternRule",
@@ -46,6 +69,7 @@ __all__ = [
     "PolicyError",
     "PolicyStore",
     "Rule",
+    "ScheduleRule",
     "Settings",
     "Similarity",
     "TopicShiftRule",

@@ -4,7 +4,8 @@ Everything here is an immutable value, so a `Policy` can be shared by concurrent
 and swapped whole on hot reload. `Policy.effective` resolves the settings for one request:
 base values, then the first model override whose glob matches, then the tenant override;
 a key an override sets replaces the value below it entirely (a `cooldown` or `rules` in an
-override is not merged with the base one).
+override is not merged with the base one). The policy also carries the `DreamPolicy` of
+its ``dream:`` section, which has tenant overrides of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TypeVar
 
+from policies.dream import DreamPolicy
 from policies.rules import Rule, default_rules
 
 __all__ = [
@@ -102,13 +104,14 @@ class Policy:
     """A whole parsed policy file. `source` is its path, or ``"<inline>"``.
 
     Model globs match case-insensitively (fnmatch syntax), first match wins; tenant
-    names match exactly.
+    names match exactly. `dream` says when automatic consolidation cycles run.
     """
 
     source: str = "<inline>"
     base: Settings = Settings()
     models: tuple[Override, ...] = ()
     tenants: tuple[Override, ...] = ()
+    dream: DreamPolicy = field(default_factory=DreamPolicy)
 
     def effective(self, model: str, tenant: str) -> Settings:
         """Settings for a request to `model` by `tenant`: base, then model, then tenant."""

@@ -25,21 +25,42 @@ The format (``policies/default.yaml`` is the commented reference)::
         "gpt-4o-mini*": {budget_tokens: 300}
       tenants:               # exact tenant name; applied after the model override
         alice: {enabled: false}
+    dream:                   # when an automatic consolidation cycle runs for a tenant
+      enabled: true          #   automatic cycles on/off (on-demand cycles are not affected)
+      min_messages: 1        #   none with fewer messages logged since the last cycle (>= 1)
+      after_rollback_s: 3600 #   none within this many seconds after a rollback (>= 0)
+      rules:                 #   in order; the first that matches starts a cycle
+        - type: idle                     # no chat request of the tenant for `seconds`
+          seconds: 600                   #   > 0
+        - type: material                 # at least `messages` messages since the last cycle
+          messages: 500                  #   >= 1
+        - type: schedule                 # daily at these UTC times, once per time
+          at: ["03:30", "15:00"]         #   non-empty; each "HH:MM" (quote them)
+        - type: interval                 # the last cycle (or the first new message) is
+          hours: 24                      #   at least this old, > 0
+      tenants:               #   exact tenant name: any key of ``dream`` but ``tenants``
+        alice: {enabled: false}
 
 Any rule may carry ``name:`` (shown in decision reasons instead of its type), and a rule
-with no parameters may be written as a bare string (``- always``). An override may set
-any top-level key except ``overrides``; a key it sets replaces the value below entirely.
+with no parameters may be written as a bare string (``- always``; ``- idle`` for a dream
+rule with its default parameters). An override may set any top-level key except
+``overrides`` and ``dream``, a dream override any key of ``dream`` except ``tenants``; a
+key an override sets replaces the value below entirely.
 
 Absent keys take their defaults (enabled, 600 tokens, 8 fragments, no cooldown, and the
 rules first_turn, pattern with `DEFAULT_PATTERNS`, mentions_entity); an empty document is
-the default policy. A key written with no value is an empty section for ``cooldown`` and
-``overrides`` (and their children) and an error elsewhere; ``rules: []`` means no rule.
+the default policy. The ``dream`` section's defaults are the values shown above with the
+rules idle and material; a dream rule's parameter defaults to the value shown (600 s,
+500 messages, 24 h), except that a schedule needs ``at``. A key written with no value is
+an empty section for ``cooldown``, ``overrides`` and ``dream`` (and their children) and
+an error elsewhere; ``rules: []`` means no rule (in ``dream``: no automatic cycle).
 
 Validation is strict: unknown keys, duplicate keys, wrong types, negative or zero counts,
-unknown rule types, bad or empty-matching regexes and broken YAML all raise `PolicyError`
-with the file, the 1-based line of the offending key and its path (list items counted
-from 1, like rules in decision reasons: ``rules[2] (pattern).patterns[1]``). The format
-is a set of pydantic models read through the project's one configuration mechanism
+unknown rule types, bad or empty-matching regexes, times of day that are not ``"HH:MM"``
+and broken YAML all raise `PolicyError` with the file, the 1-based line of the offending
+key and its path (list items counted from 1, like rules in decision reasons:
+``rules[2] (pattern).patterns[1]``, ``dream.rules[3] (schedule).at[1]``). The format is
+a set of pydantic models read through the project's one configuration mechanism
 (:mod:`memory_core.configuration`: YAML composed with lines, strict frozen models, one
 error form), then turned into the engine's immutable values.
 """
@@ -61,6 +82,17 @@ from memory_core.configuration import (
     Name,
     read_yaml,
     validate,
+)
+from policies.dream import (
+    DreamOverride,
+    DreamPolicy,
+    DreamRule,
+    DreamSettings,
+    IdleRule,
+    IntervalRule,
+    MaterialRule,
+    ScheduleRule,
+    time_of_day,
 )
 from policies.errors import PolicyError
 from policies.policy import Cooldown, Override, Policy, Settings
@@ -201,10 +233,87 @@ class _OverridesSpec(ConfigModel):
     tenants: _Targets = Field(default_factory=dict)
 
 
+def _time_of_day(value: object) -> object:
+    """An ``"HH:MM"`` string; an unquoted ``12:00`` reaches here as YAML's number 720."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        hint = f" (YAML reads an unquoted {value // 60}:{value % 60:02d} as a number)"
+        shown = hint if 0 <= value < 24 * 60 else ""
+        raise ValueError(f'must be a time of day "HH:MM" in quotes, got integer {value}{shown}')
+    if isinstance(value, str):
+        time_of_day(value)
+    return value
+
+
+class _DreamRuleSpec(ConfigModel):
+    """Keys every dream rule may have."""
+
+    name: Name | None = None
+
+
+class _Idle(_DreamRuleSpec):
+    type: Literal["idle"]
+    seconds: float = Field(IdleRule.seconds, gt=0)
+
+    def value(self, line: int | None) -> DreamRule:
+        return IdleRule(name=self.name, line=line, seconds=self.seconds)
+
+
+class _Material(_DreamRuleSpec):
+    type: Literal["material"]
+    messages: int = Field(MaterialRule.messages, ge=1)
+
+    def value(self, line: int | None) -> DreamRule:
+        return MaterialRule(name=self.name, line=line, messages=self.messages)
+
+
+class _Schedule(_DreamRuleSpec):
+    type: Literal["schedule"]
+    at: ListOf[Annotated[str, BeforeValidator(_time_of_day)]] = Field(min_length=1)
+
+    def value(self, line: int | None) -> DreamRule:
+        return ScheduleRule(name=self.name, line=line, at=self.at)
+
+
+class _Interval(_DreamRuleSpec):
+    type: Literal["interval"]
+    hours: float = Field(IntervalRule.hours, gt=0)
+
+    def value(self, line: int | None) -> DreamRule:
+        return IntervalRule(name=self.name, line=line, hours=self.hours)
+
+
+_AnyDreamRule = Annotated[_Idle | _Material | _Schedule | _Interval, Field(discriminator="type")]
+
+
+class _DreamFields(TypedDict, total=False):
+    """The dream keys one mapping sets (the section's top level or one tenant override)."""
+
+    enabled: bool
+    min_messages: int
+    after_rollback_s: float
+    rules: tuple[DreamRule, ...]
+
+
+class _DreamSettingsSpec(ConfigModel):
+    """The keys the ``dream`` section and a tenant override in it may set."""
+
+    enabled: bool = True
+    min_messages: int = Field(DreamSettings.min_messages, ge=1)
+    after_rollback_s: float = Field(DreamSettings.after_rollback_s, ge=0)
+    rules: ListOf[Annotated[_AnyDreamRule, BeforeValidator(_bare_rule)]] = ()
+
+
+class _DreamSpec(_DreamSettingsSpec):
+    tenants: Annotated[dict[str, _DreamSettingsSpec], BeforeValidator(_empty_if_null)] = Field(
+        default_factory=dict
+    )
+
+
 class PolicySpec(_SettingsSpec):
     """A policy document as written (its JSON Schema describes the format)."""
 
     overrides: _OverridesSpec = _OverridesSpec()
+    dream: _DreamSpec = _DreamSpec()
 
 
 # -- from the format to the engine's values -------------------------------------------
@@ -226,6 +335,7 @@ def _read(document: Document, source: str, root_key: str | None) -> Policy:
         base=Settings(**builder.fields(spec, ())),
         models=builder.overrides("model", overrides.models, ("overrides", "models")),
         tenants=builder.overrides("tenant", overrides.tenants, ("overrides", "tenants")),
+        dream=builder.dream(spec.dream),
     )
 
 
@@ -291,3 +401,33 @@ class _Builder:
         if isinstance(spec, _MentionsEntity):
             return MentionsEntityRule(name=spec.name, line=line)
         return AlwaysRule(name=spec.name, line=line)
+
+    def dream(self, spec: _DreamSpec) -> DreamPolicy:
+        tenants = tuple(
+            DreamOverride(
+                key=key,
+                label=f"tenant '{key}'",
+                line=self.line(("dream", "tenants", key)),
+                **self.dream_fields(override, ("dream", "tenants", key)),
+            )
+            for key, override in spec.tenants.items()
+        )
+        base = DreamSettings(**self.dream_fields(spec, ("dream",)))
+        return DreamPolicy(base=base, tenants=tenants)
+
+    def dream_fields(self, spec: _DreamSettingsSpec, path: KeyPath) -> _DreamFields:
+        """The dream settings ``spec`` sets (at the section's top level, all but unset rules)."""
+        given = spec.model_fields_set
+        top = path == ("dream",)
+        fields: _DreamFields = {}
+        if top or "enabled" in given:
+            fields["enabled"] = spec.enabled
+        if top or "min_messages" in given:
+            fields["min_messages"] = spec.min_messages
+        if top or "after_rollback_s" in given:
+            fields["after_rollback_s"] = spec.after_rollback_s
+        if "rules" in given:
+            fields["rules"] = tuple(
+                rule.value(self.line((*path, "rules", i))) for i, rule in enumerate(spec.rules)
+            )
+        return fields
