@@ -52,6 +52,7 @@ from .reconstruction_config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from .retrieval import Hit, fetch_hits, question_excerpt, search
 from .storage import (
     Storage,
+    connect,
     question_vectors,
     read_snapshot,
     receipts,
@@ -59,6 +60,7 @@ from .storage import (
     stats,
     transaction,
 )
+from .storage import dream as dream_rows
 from .storage import history as history_rows
 from .storage.entities import alias_names
 from .storage.fragments import documents_using
@@ -67,7 +69,14 @@ from .strategies import STRATEGIES
 from .text import stem
 from .tokens import TokenCounter, counter_for
 
-__all__ = ["DEFAULT_RECEIPT_AGE_S", "DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"]
+__all__ = [
+    "DEFAULT_RECEIPT_AGE_S",
+    "DEFAULT_RECEIPT_LIMIT",
+    "DreamStatus",
+    "MemoryStore",
+    "Recall",
+    "StoreStats",
+]
 
 DEFAULT_RECEIPT_LIMIT = 10_000
 """Receipts a store keeps by default (the newest ones)."""
@@ -87,6 +96,17 @@ class Recall:
     """The name of the counter the block's budget was counted with."""
     evidence: Evidence = NO_EVIDENCE
     """The statements and corrections the block was rendered from (before the budget)."""
+
+
+@dataclass(frozen=True)
+class DreamStatus:
+    """Where a store stands between consolidation cycles (see :meth:`MemoryStore.dream_status`)."""
+
+    cycle: int
+    new_messages: int
+    first_new_at: float | None
+    last_cycle_at: float | None
+    last_rollback_at: float | None
 
 
 @dataclass(frozen=True)
@@ -587,6 +607,22 @@ class MemoryStore:
         ):
             return history.rollback(self._forming, target, now=self._clock())
 
+    def dream_status(self) -> DreamStatus:
+        """What the dream policy weighs (read in one transaction): messages logged since
+        the last cycle, when the oldest of them was logged, the last cycle and rollback."""
+        with self._read_lock, read_snapshot(self._reader, "cannot read the Dreamer's state"):
+            state = dream_rows.state(self._reader)
+            messages, first = dream_rows.new_log(self._reader, int(state["log"]))
+            memory = history_rows.state(self._reader)
+        last = state.get("last_cycle_at")
+        return DreamStatus(
+            cycle=int(state["cycle"]),
+            new_messages=messages,
+            first_new_at=first,
+            last_cycle_at=last,
+            last_rollback_at=memory.last_rollback_at,
+        )
+
     def dream(
         self,
         *,
@@ -641,9 +677,22 @@ class MemoryStore:
 
     def materialize(self, target: int, dest: Path) -> None:
         """A copy of this store's file at ``dest`` whose memory is snapshot ``target``'s
-        (for answers "as of" it; costs a copy of the file)."""
+        (for answers "as of" it; costs a copy of the file, read through a connection of
+        its own: lookups meanwhile wait for nothing)."""
+        source = connect(self.path, readonly=True)
+        try:
+            history.materialize(source, target, dest, now=self._clock())
+        finally:
+            source.close()
+
+    def generation_moved(self) -> bool:
+        """Whether memory's generation moved past the published graph's (a cycle or a
+        rollback made by another process): one small read."""
+        graph = self._graph.current()
+        if graph is None:
+            return False
         with self._read_lock:
-            history.materialize(self._reader, target, dest, now=self._clock())
+            return history_rows.state(self._reader).generation != graph.generation
 
     def check_generation(self) -> bool:
         """Read the graph again if another process rolled memory back or consolidated it

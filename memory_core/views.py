@@ -371,3 +371,7 @@ class StoreStatsView(_View):
     queued: int = Field(description="Log messages waiting for formation.")
     failed: int = Field(description="Log messages whose formation failed for good.")
     names: int = Field(description="Entity aliases known to the name matcher.")
+    held: int = Field(
+        description="Log messages a rollback holds back from formation until the next"
+        " consolidation cycle (or POST /memory/rollback with reform)."
+    )

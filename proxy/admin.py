@@ -14,7 +14,6 @@ from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel
 
 from memory_core import (
     InvalidInputError,
@@ -23,9 +22,10 @@ from memory_core import (
     check_timestamp,
     query_terms,
 )
+from memory_core.errors import SnapshotNotFoundError
 
-from .body import check_conversation_id, load_json, read_body
-from .client_io import AiohttpIO
+from .api_io import int_param, json_body, json_response, question_param, snapshot_param
+from .body import check_conversation_id
 from .errors import ApiError, RetrievalSkipped
 from .schemas import (
     AreaResponse,
@@ -42,7 +42,7 @@ from .schemas import (
     SearchResponse,
     StatsResponse,
 )
-from .services import SERVICES, Services
+from .services import SERVICES
 from .tenants import TenantMemory, tenant_of
 
 __all__ = [
@@ -71,7 +71,7 @@ async def models(request: web.Request) -> web.Response:
         ModelCard(id=name, object="model", created=created, owned_by="areamem")
         for name in svc.router.advertised()
     ]
-    return _json(ModelList(object="list", data=data))
+    return json_response(ModelList(object="list", data=data))
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -80,7 +80,7 @@ async def healthz(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     error = svc.policies.last_error
     status = {"ready": "ok"}.get(svc.state, svc.state)
-    return _json(
+    return json_response(
         Health.model_validate(
             {
                 "status": status,
@@ -100,7 +100,7 @@ async def readyz(request: web.Request) -> web.Response:
     503 while starting or stopping, so a load balancer sends traffic only when ready."""
     state = request.app[SERVICES].state
     body = Readiness.model_validate({"status": state})
-    return _json(body, status=200 if state == "ready" else 503)
+    return json_response(body, status=200 if state == "ready" else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -119,7 +119,7 @@ async def ingest(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
     background = _form_param(request)
-    payload = await _json_body(request, svc)
+    payload = await json_body(request, svc)
     conversation = payload.get("conversation_id")
     if conversation is not None:
         conversation = check_conversation_id(conversation, "conversation_id")
@@ -144,7 +144,7 @@ async def ingest(request: web.Request) -> web.Response:
         pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)
         if pending is not None:
             svc.watch_formation(memory.name, pending)
-    return _json(
+    return json_response(
         IngestResponse(
             conversation_id=result.conversation_id,
             appended=result.appended,
@@ -168,14 +168,17 @@ async def search(request: web.Request) -> web.Response:
     """What retrieval would return for ``q`` (``k`` fragments, ``budget`` tokens)."""
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
-    query = _question(request)
-    k = _int_param(request, "k", 8, 1, 200)
-    budget = _int_param(request, "budget", 600, 1, 100_000)
+    query = question_param(request)
+    k = int_param(request, "k", 8, 1, 200)
+    budget = int_param(request, "budget", 600, 1, 100_000)
+    as_of = snapshot_param(request, "as_of")
     began = time.perf_counter()
     try:
         recall = await svc.tenants.get(tenant).recall(
-            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy="bm25"
+            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy="bm25", as_of=as_of
         )
+    except SnapshotNotFoundError as exc:
+        raise _no_snapshot(exc) from exc
     except RetrievalSkipped as exc:
         raise ApiError(
             503,
@@ -188,7 +191,7 @@ async def search(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"search failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return _json(
+    return json_response(
         SearchResponse(
             query=query,
             terms=query_terms(query),
@@ -222,23 +225,27 @@ async def stats(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"stats failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return _json(StatsResponse.model_validate({"tenant": tenant, **dataclasses.asdict(counts)}))
+    body = StatsResponse.model_validate({"tenant": tenant, **dataclasses.asdict(counts)})
+    return json_response(body)
 
 
 async def area(request: web.Request) -> web.Response:
     """Why an area would be chosen for ``q``: foci, region, score terms, timings."""
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
-    query = _question(request)
-    k = _int_param(request, "k", 8, 1, 200)
+    query = question_param(request)
+    k = int_param(request, "k", 8, 1, 200)
+    as_of = snapshot_param(request, "as_of")
     memory = svc.tenants.get(tenant)
     try:
-        report = await memory.explain_area(query, limit=k)
+        report = await memory.explain_area(query, limit=k, as_of=as_of)
+    except SnapshotNotFoundError as exc:
+        raise _no_snapshot(exc) from exc
     except MemoryCoreError as exc:
         raise ApiError(
             500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return _json(AreaResponse.model_validate({"query": query, **report}))
+    return json_response(AreaResponse.model_validate({"query": query, **report}))
 
 
 async def entities(request: web.Request) -> web.Response:
@@ -246,14 +253,14 @@ async def entities(request: web.Request) -> web.Response:
     memory, limit = _inspected(request)
     name = request.query.get("name") or None
     found = await _inspect(memory.entities(limit=limit, name=name))
-    return _json(EntitiesResponse.model_validate({"entities": found}))
+    return json_response(EntitiesResponse.model_validate({"entities": found}))
 
 
 async def contexts(request: web.Request) -> web.Response:
     """Contexts with the conversations they span and sample fragments."""
     memory, limit = _inspected(request)
     found = await _inspect(memory.contexts(limit=limit))
-    return _json(ContextsResponse.model_validate({"contexts": found}))
+    return json_response(ContextsResponse.model_validate({"contexts": found}))
 
 
 async def relations(request: web.Request) -> web.Response:
@@ -261,13 +268,17 @@ async def relations(request: web.Request) -> web.Response:
     memory, limit = _inspected(request)
     entity = request.query.get("entity") or None
     found = await _inspect(memory.relations(entity=entity, limit=limit))
-    return _json(RelationsResponse.model_validate({"entity": entity, "relations": found}))
+    return json_response(RelationsResponse.model_validate({"entity": entity, "relations": found}))
+
+
+def _no_snapshot(exc: SnapshotNotFoundError) -> ApiError:
+    return ApiError(404, f"{exc} for this tenant", code="snapshot_not_found", param="as_of")
 
 
 def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
-    return svc.tenants.get(tenant), _int_param(request, "limit", 100, 1, 10_000)
+    return svc.tenants.get(tenant), int_param(request, "limit", 100, 1, 10_000)
 
 
 async def _inspect(query: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -286,25 +297,7 @@ async def receipt(request: web.Request) -> web.Response:
     body = await svc.tenants.get(tenant).receipt(receipt_id)
     if body is None:
         raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
-    return _json(Receipt.model_validate(body))
-
-
-def _json(body: BaseModel, status: int = 200) -> web.Response:
-    """``body`` as the JSON it stands for. A value that does not fit its model has already
-    failed validation: a drift between producer and contract is a 500, never a silently
-    different body."""
-    return web.json_response(body.model_dump(mode="json", exclude_none=False), status=status)
-
-
-async def _json_body(request: web.Request, svc: Services) -> dict[str, Any]:
-    server = svc.config.server
-    raw = await read_body(
-        AiohttpIO(request), limit=server.max_body_bytes, timeout_s=server.body_timeout_s
-    )
-    payload = load_json(raw)
-    if not isinstance(payload, dict):
-        raise ApiError(400, "request body must be a JSON object")
-    return payload
+    return json_response(Receipt.model_validate(body))
 
 
 def _transcript(value: Any) -> list[LogMessage]:
@@ -352,23 +345,3 @@ def _timestamp(value: Any, index: int, default: float) -> float:
     )
 
 
-def _question(request: web.Request) -> str:
-    query = request.query.get("q", "")
-    if not query.strip():
-        raise ApiError(400, "query parameter 'q' is required", param="q")
-    return query
-
-
-def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise ApiError(
-            400, f"query parameter '{name}' must be an integer in [{low}, {high}]", param=name
-        )
-    return value

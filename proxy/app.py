@@ -14,9 +14,10 @@ from memory_core.formation import Backends, build_backends
 from memory_core.worker import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
-from . import admin
+from . import admin, history_api
 from .chat import CLIENT_CLOSED, chat_completions
 from .config import Config
+from .dreams import DreamScheduler
 from .errors import ApiError, error_body, internal_error_body
 from .formation_workers import FormationWorkers
 from .metrics import Metrics
@@ -29,6 +30,9 @@ from .upstream import Router, Upstream, build_upstream
 __all__ = ["build_services", "create_app", "create_runner"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_QUIET_LAG_MS = 20.0
+"""An automatic consolidation cycle starts only while the event loop is at most this late
+(a busier loop is answering requests: the cycle waits for the next quiet tick)."""
 _SELF_LOGGED = frozenset({"/v1/chat/completions", "/chat/completions", "/readyz"})
 """Routes whose failures are not logged here: chat logs every request itself, and a
 503 from ``/readyz`` is its normal answer while starting."""
@@ -66,30 +70,41 @@ def build_services(
         on_error=policy_failed,
         on_reload=policy_reloaded,
     )
-    return Services(
+    tenants = Tenants(
+        config.server.data_dir,
+        None,  # each lookup counts with the requested model's tokenizer
+        config.formation,
+        backends or build_backends(config.formation),
+        graph=config.retrieval,
+        reconstruction=config.reconstruction,
+        receipt_max_age_s=config.memory.receipts_keep_days * 86_400,
+        strategy=config.memory.retrieval,
+        events=log.write,
+        max_lookups=config.memory.max_concurrent_retrievals,
+        remote=workers,
+        dream=config.dream,
+    )
+    services = Services(
         config=config,
         router=Router(
             upstreams if upstreams is not None else [build_upstream(u) for u in config.upstreams]
         ),
-        tenants=Tenants(
-            config.server.data_dir,
-            None,  # each lookup counts with the requested model's tokenizer
-            config.formation,
-            backends or build_backends(config.formation),
-            graph=config.retrieval,
-            reconstruction=config.reconstruction,
-            receipt_max_age_s=config.memory.receipts_keep_days * 86_400,
-            strategy=config.memory.retrieval,
-            events=log.write,
-            max_lookups=config.memory.max_concurrent_retrievals,
-            remote=workers,
-        ),
+        tenants=tenants,
         policies=policies,
         engine=PolicyEngine(lambda: policies.current),
         metrics=metrics,
         log=log,
         workers=workers,
     )
+    services.dreams = DreamScheduler(
+        tenants,
+        lambda: policies.current.dream,
+        events=log.write,
+        done=services.note_dream,
+        failed=lambda: metrics.memory_failures.labels(stage="dream").inc(),
+        quiet=lambda: services.state == "ready" and services.lag.recent_ms < _QUIET_LAG_MS,
+    )
+    return services
 
 
 def _formation_workers(
@@ -139,6 +154,12 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/memory/relations", admin.relations)
     app.router.add_get("/memory/area", admin.area)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
+    app.router.add_post("/memory/dream", history_api.dream)
+    app.router.add_get("/memory/snapshots", history_api.snapshots)
+    app.router.add_get("/memory/snapshots/{snapshot}", history_api.snapshot)
+    app.router.add_get("/memory/snapshots/{a}/diff/{b}", history_api.diff)
+    app.router.add_post("/memory/rollback", history_api.rollback)
+    app.router.add_get("/memory/held", history_api.held)
     app.router.add_get("/openapi.json", openapi_json)  # open: describes, holds no tenant data
     app.cleanup_ctx.append(_lifecycle)
     return app
@@ -148,6 +169,8 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     svc = app[SERVICES]
     loop = asyncio.get_running_loop()
     watchers = [loop.create_task(svc.policies.watch(1.0)), loop.create_task(svc.lag.watch())]
+    if svc.dreams is not None:
+        watchers.append(loop.create_task(svc.dreams.watch(1.0)))
     svc.start_workers()
     svc.spawn(_start(svc))
     yield

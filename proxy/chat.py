@@ -47,6 +47,7 @@ from memory_core.strategies import STRATEGIES
 from memory_core.views import AreaSummary
 from policies import Decision, TurnContext
 
+from .api_io import snapshot_id
 from .body import check_conversation_id, read_body
 from .client_io import AiohttpIO, ClientIO
 from .errors import (
@@ -83,6 +84,9 @@ __all__ = ["answer_chat", "chat_completions"]
 
 T = TypeVar("T")
 RECEIPT_HEADER = "X-Memory-Receipt"
+AS_OF_HEADER = "X-Memory-As-Of"
+"""A request header naming a snapshot: memory is read as of it (the current state is
+neither read nor changed; the exchange is still stored)."""
 CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
 _DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
@@ -114,6 +118,7 @@ class _Exchange:
     recall: Recall | None = None
     receipt_id: str | None = None
     retrieval: str = "bm25"
+    as_of: int | None = None
     memory_error: str | None = None
     ingest: bool = True
     status: int = 200
@@ -209,6 +214,7 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange) -> None:
     if memory is not None:
         memory.note_request()
     decision = _decide(client, svc, ex, chat, memory)
+    ex.as_of = await _as_of(client, memory)
     t = ex.mark("policy_ms", t)
     body = chat.body
     if decision.retrieve and memory is not None:
@@ -259,6 +265,24 @@ def _decide(
     return decision
 
 
+async def _as_of(client: ClientIO, memory: TenantMemory | None) -> int | None:
+    """The snapshot ``X-Memory-As-Of`` names (memory is read as it was then), or None. A
+    value that is not a snapshot id, or names no snapshot of the tenant, is a 400: the
+    client asked for a state of memory that does not exist."""
+    value = client.headers.get(AS_OF_HEADER, "").strip()
+    if not value:
+        return None
+    wanted = snapshot_id(value, f"header {AS_OF_HEADER}", AS_OF_HEADER)
+    if memory is not None and await memory.snapshot(wanted) is None:
+        raise ApiError(
+            400,
+            f"header {AS_OF_HEADER}: no snapshot {wanted} for this tenant",
+            code="snapshot_not_found",
+            param=AS_OF_HEADER,
+        )
+    return wanted
+
+
 def _conversation_header(client: ClientIO, name: str) -> str | None:
     """The client's explicit conversation id: printable, at most 200 characters."""
     value = client.headers.get(name, "").strip()
@@ -306,6 +330,7 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
             strategy=settings.retrieval,
             deadline=deadline,
             model=chat.model,
+            as_of=ex.as_of,
         )
 
     try:
@@ -583,6 +608,7 @@ def _receipt(ex: _Exchange, created_at: float) -> Receipt:
         else [],
         coverage=_coverage(recall) if recall else None,
         tokenizer=recall.tokenizer if recall else "",
+        as_of=ex.as_of,
     )
 
 

@@ -37,6 +37,7 @@ from memory_core.configuration import (
     read_yaml_file,
     validate,
 )
+from memory_core.dream import DreamConfig, DreamSection
 from memory_core.formation import FormationConfig
 from memory_core.formation.config import FormationSection
 from memory_core.graph import GraphSettings, RetrievalSection
@@ -223,6 +224,7 @@ class ConfigFile(ConfigModel):
     formation: FormationSection = FormationSection()
     retrieval: RetrievalSection = RetrievalSection()
     reconstruction: ReconstructionSection = ReconstructionSection()
+    dream: DreamSection = DreamSection()
     policy: Annotated[str | dict[str, Any] | None, BeforeValidator(_policy_location)] = None
 
 
@@ -245,6 +247,7 @@ class Config:
     formation: FormationConfig = field(default_factory=FormationConfig)
     retrieval: GraphSettings = field(default_factory=GraphSettings)
     reconstruction: ReconstructionConfig = DEFAULT_RECONSTRUCTION
+    dream: DreamConfig = field(default_factory=DreamConfig)
 
     @property
     def log_file(self) -> Path:
@@ -282,6 +285,7 @@ def load_config(
         formation=file.formation.config(),
         retrieval=file.retrieval.settings(),
         reconstruction=file.reconstruction.config(),
+        dream=file.dream.config(),
     )
 
 

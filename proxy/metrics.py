@@ -63,6 +63,28 @@ class Metrics:
             registry=r,
         )
 
+        self.dream_cycles = Counter(
+            "areamem_dream_cycles",
+            "Consolidation cycles completed, by what started them (demand, policy)",
+            ["trigger"],
+            registry=r,
+        )
+        self.dream_seconds = Histogram(
+            "areamem_dream_seconds",
+            "Duration of a consolidation cycle (forming what was queued included)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rollbacks = Counter(
+            "areamem_rollbacks", "Rollbacks of memory to a snapshot", registry=r
+        )
+        self.rollback_seconds = Histogram(
+            "areamem_rollback_seconds",
+            "Duration of a rollback (the graph read again included)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
     def render(self) -> bytes:
         """The Prometheus text exposition."""
         return generate_latest(self.registry)

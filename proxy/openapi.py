@@ -22,8 +22,11 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from memory_core.dream import DreamReport
+from memory_core.history_views import Diff
+
 from .body import MAX_CONVERSATION_ID
-from .chat import RECEIPT_HEADER
+from .chat import AS_OF_HEADER, RECEIPT_HEADER
 from .schemas import (
     AreaResponse,
     ChatCompletion,
@@ -33,13 +36,18 @@ from .schemas import (
     EntitiesResponse,
     ErrorResponse,
     Health,
+    HeldResponse,
     IngestRequest,
     IngestResponse,
     ModelList,
     Readiness,
     Receipt,
     RelationsResponse,
+    RollbackRequest,
+    RollbackResponse,
     SearchResponse,
+    SnapshotDetail,
+    SnapshotsResponse,
     StatsResponse,
     UpstreamErrorResponse,
 )
@@ -52,6 +60,12 @@ Json = dict[str, Any]
 
 _RESPONSES: tuple[type[BaseModel], ...] = (
     AreaResponse,
+    Diff,
+    DreamReport,
+    HeldResponse,
+    RollbackResponse,
+    SnapshotDetail,
+    SnapshotsResponse,
     ChatCompletion,
     ChatCompletionChunk,
     ContextsResponse,
@@ -67,7 +81,7 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     StatsResponse,
     UpstreamErrorResponse,
 )
-_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, IngestRequest)
+_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, IngestRequest, RollbackRequest)
 _SECURED: list[Json] = [{"bearerAuth": []}, {"apiKeyHeader": []}, {}]
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -96,6 +110,10 @@ def build_document(conversation_header: str = "X-Conversation-Id") -> Json:
             {"name": "chat", "description": "OpenAI-compatible chat completions."},
             {"name": "service", "description": "Models, health, readiness, metrics."},
             {"name": "memory", "description": "The caller's memory: ingest, search, views."},
+            {
+                "name": "history",
+                "description": "Consolidation cycles, snapshots, diffs, rollback.",
+            },
         ],
         "paths": _paths(conversation_header),
         "components": {"schemas": _schemas(), "securitySchemes": _security_schemes()},
@@ -232,6 +250,12 @@ def _paths(conversation_header: str) -> Json:
         "/memory/relations": {"get": _relations()},
         "/memory/area": {"get": _area()},
         "/memory/receipts/{receipt_id}": {"get": _receipt()},
+        "/memory/dream": {"post": _dream()},
+        "/memory/snapshots": {"get": _snapshots()},
+        "/memory/snapshots/{snapshot}": {"get": _snapshot()},
+        "/memory/snapshots/{a}/diff/{b}": {"get": _diff()},
+        "/memory/rollback": {"post": _rollback()},
+        "/memory/held": {"get": _held()},
         "/openapi.json": {"get": _openapi()},
     }
 
@@ -271,6 +295,14 @@ def _chat(conversation_header: str) -> Json:
             "in": "header",
             "description": "Explicit conversation id (else derived from the first messages).",
             "schema": {"type": "string", "minLength": 1, "maxLength": MAX_CONVERSATION_ID},
+        },
+        {
+            "name": AS_OF_HEADER,
+            "in": "header",
+            "description": "A snapshot id: memory is read as it was at that snapshot (the "
+            "current memory is neither read nor changed; the exchange is still stored). "
+            "Not a snapshot of the tenant: 400 ``snapshot_not_found``.",
+            "schema": {"type": "integer", "minimum": 1},
         },
     ]
     body = {
@@ -353,15 +385,27 @@ def _ingest() -> Json:
     )
 
 
+def _as_of() -> Json:
+    return _query(
+        "as_of", "Answer from this snapshot's memory (the current one unchanged).", _snapshot_id()
+    )
+
+
+def _snapshot_id() -> Json:
+    return {"type": "integer", "minimum": 1}
+
+
 def _search() -> Json:
     parameters = [
         _question(),
         _query("k", "Most fragments.", _integer(1, 200, 8)),
         _query("budget", "Token budget of the memory block.", _integer(1, 100_000, 600)),
+        _as_of(),
     ]
     responses = {
         "200": _json("What retrieval found.", _ref("SearchResponse")),
         "400": _error("Missing ``q`` or a parameter out of range."),
+        "404": _error("``as_of`` names no snapshot of the tenant (``snapshot_not_found``)."),
         "503": _error("Memory is busy (``memory_busy``); retry.", _RETRY_AFTER),
     }
     return _operation(
@@ -418,13 +462,14 @@ def _area() -> Json:
     responses = {
         "200": _json("Foci, the chosen area with every score term, timings.", _ref("AreaResponse")),
         "400": _error("Missing ``q`` or ``k`` out of range."),
+        "404": _error("``as_of`` names no snapshot of the tenant (``snapshot_not_found``)."),
     }
     return _operation(
         "area",
         "Why an area would be chosen for a question.",
         "memory",
         responses,
-        parameters=[_question(), _query("k", "Most fragments.", _integer(1, 200, 8))],
+        parameters=[_question(), _query("k", "Most fragments.", _integer(1, 200, 8)), _as_of()],
     )
 
 
@@ -452,3 +497,106 @@ def _receipt() -> Json:
 def _openapi() -> Json:
     ok = _json("This document.", {"type": "object"})
     return _operation("openapi", "This OpenAPI document.", "service", {"200": ok}, secured=False)
+
+
+# --- history -----------------------------------------------------------------------------
+
+_BUSY = _error("A cycle or a rollback already runs for this tenant (``memory_busy``).")
+_NO_SNAPSHOT = _error("No such snapshot for this tenant (``snapshot_not_found``).")
+
+
+def _path_snapshot(name: str, description: str) -> Json:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": _snapshot_id(),
+    }
+
+
+def _dream() -> Json:
+    responses = {"200": _json("The cycle's report.", _ref("DreamReport")), "409": _BUSY}
+    return _operation(
+        "dream",
+        "Run a consolidation cycle now: held messages released, everything queued formed, "
+        "memory consolidated, a snapshot taken.",
+        "history",
+        responses,
+    )
+
+
+def _snapshots() -> Json:
+    parameters = [_limit(), _query("before", "Only snapshots older than this one.", _snapshot_id())]
+    responses = {
+        "200": _json("The newest snapshots, newest first.", _ref("SnapshotsResponse")),
+        "400": _error("A parameter out of range."),
+    }
+    return _operation(
+        "snapshots", "The snapshot chain.", "history", responses, parameters=parameters
+    )
+
+
+def _snapshot() -> Json:
+    responses = {
+        "200": _json("The snapshot with its report.", _ref("SnapshotDetail")),
+        "400": _error("Not a snapshot id."),
+        "404": _NO_SNAPSHOT,
+    }
+    parameters = [_path_snapshot("snapshot", "The snapshot's id.")]
+    return _operation("snapshot", "One snapshot.", "history", responses, parameters=parameters)
+
+
+def _diff() -> Json:
+    parameters = [
+        _path_snapshot("a", "From this snapshot's state."),
+        _path_snapshot("b", "To this snapshot's state (either may be the older)."),
+        _query("limit", "Most rows listed per section.", _integer(1, 10_000, 200)),
+    ]
+    responses = {
+        "200": _json("Entities, relations, contexts added, removed, changed.", _ref("Diff")),
+        "400": _error("Not a snapshot id, or ``limit`` out of range."),
+        "404": _NO_SNAPSHOT,
+    }
+    return _operation(
+        "diff", "What differs between two snapshots.", "history", responses, parameters=parameters
+    )
+
+
+def _rollback() -> Json:
+    body = {
+        "required": True,
+        "content": {"application/json": {"schema": _ref("RollbackRequest")}},
+    }
+    responses = {
+        "200": _json("What the rollback did.", _ref("RollbackResponse")),
+        "400": _error("Invalid body."),
+        "404": _NO_SNAPSHOT,
+        "409": _BUSY,
+        "408": _error("The body did not arrive within ``server.body_timeout_s``."),
+        "413": _error("The body is larger than ``server.max_body_bytes``."),
+        "415": _error("The body's declared media type is not JSON."),
+    }
+    return _operation(
+        "rollback",
+        "Restore memory to a snapshot. The log is kept: messages it no longer holds the "
+        "formation of are held until the next cycle (or formed at once with ``reform``). "
+        "Recorded as a snapshot: roll back to the one before it to undo.",
+        "history",
+        responses,
+        body=body,
+    )
+
+
+def _held() -> Json:
+    responses = {
+        "200": _json("Held messages, oldest first.", _ref("HeldResponse")),
+        "400": _error("``limit`` out of range."),
+    }
+    return _operation(
+        "held",
+        "Messages a rollback holds back from formation.",
+        "history",
+        responses,
+        parameters=[_limit()],
+    )

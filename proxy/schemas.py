@@ -37,6 +37,8 @@ __all__ = [
     "ErrorResponse",
     "FormationWorker",
     "Health",
+    "HeldMessage",
+    "HeldResponse",
     "IngestMessage",
     "IngestRequest",
     "IngestResponse",
@@ -48,8 +50,13 @@ __all__ = [
     "ReceiptDecision",
     "ReceiptFragment",
     "RelationsResponse",
+    "RollbackRequest",
+    "RollbackResponse",
     "SearchHit",
     "SearchResponse",
+    "SnapshotDetail",
+    "SnapshotSummary",
+    "SnapshotsResponse",
     "StatsResponse",
     "UpstreamErrorDetail",
     "UpstreamErrorResponse",
@@ -318,6 +325,9 @@ class Receipt(_Body):
         default=None, description="Which of the question's foci the block holds."
     )
     tokenizer: str = Field(default="", description="The tokenizer the budget was counted with.")
+    as_of: int | None = Field(
+        default=None, description="The snapshot memory was read as of (X-Memory-As-Of)."
+    )
 
 
 # --- memory admin ------------------------------------------------------------------------
@@ -419,3 +429,93 @@ class RelationsResponse(_Body):
 
     entity: str | None = Field(description="The entity filter, if given.")
     relations: list[RelationView] = Field(description="Relations by id.")
+
+
+# --- history: snapshots, rollback --------------------------------------------------------
+
+
+class SnapshotSummary(_Body):
+    """One snapshot of the chain (its changeset takes its parent's state to its own)."""
+
+    id: int
+    parent: int | None = Field(description="The snapshot before it (null: the first kept).")
+    kind: Literal["cycle", "rollback", "checkpoint"] = Field(
+        description="cycle: a consolidation cycle ended; rollback: memory restored to"
+        " ``target``; checkpoint: formation folded in before a rollback."
+    )
+    target: int | None = Field(description="For a rollback: the snapshot restored.")
+    created_at: float = Field(description="Epoch seconds.")
+    bytes: int = Field(description="Size of its changeset.")
+    rows_changed: int = Field(description="Rows of derived memory its changeset changes.")
+    counts: dict[str, Any] = Field(
+        description="``changed``: rows per table and operation; ``totals``: rows of the"
+        " main tables in its state."
+    )
+    trigger: str | None = Field(description="Why its cycle ran (cycles only).")
+    decisions: dict[str, int] = Field(description="Its cycle's decisions per kind.")
+
+
+class SnapshotDetail(SnapshotSummary):
+    """A snapshot with its whole report (a cycle's decisions with reasons and sources)."""
+
+    report: dict[str, Any]
+
+
+class SnapshotsResponse(_Body):
+    """The newest snapshots, and where the tenant's history stands."""
+
+    tenant: str
+    head: int | None = Field(description="The newest snapshot.")
+    generation: int = Field(description="Cycles and rollbacks so far.")
+    held: int = Field(description="Log messages held back from formation by a rollback.")
+    journal_entries: int = Field(description="Writes of derived memory since the head.")
+    journal_bytes: int
+    last_rollback_at: float | None
+    snapshots: list[SnapshotSummary]
+
+
+class HeldMessage(_Body):
+    """A logged message a rollback holds back from formation (kept in the log)."""
+
+    log_id: int
+    conversation_id: str
+    role: str
+    text: str = Field(description="Its first 200 characters.")
+    ts: float | None = Field(description="Its time, epoch seconds (null when unknown).")
+    held_at: float
+    held_by: int | None = Field(description="The snapshot whose rollback held it.")
+
+
+class HeldResponse(_Body):
+    tenant: str
+    held: int = Field(description="All held messages.")
+    messages: list[HeldMessage] = Field(description="The oldest ones (at most ``limit``).")
+
+
+class RollbackRequest(_Body):
+    """``POST /memory/rollback``: the snapshot to restore; ``reform``: form the held
+    messages at once instead of at the next consolidation cycle."""
+
+    snapshot: int = Field(ge=1)
+    reform: bool = False
+
+
+class RollbackResponse(_Body):
+    """What a rollback did."""
+
+    tenant: str
+    restored: int = Field(description="The snapshot whose state memory now has.")
+    snapshot: int = Field(description="The snapshot recording this rollback (undo: roll back"
+                          " to the one before it).")  # fmt: skip
+    checkpoint: int | None = Field(
+        description="A snapshot of what formation had added since the head, taken first."
+    )
+    rows_changed: int
+    tables: dict[str, dict[str, int]] = Field(description="Rows changed per table and operation.")
+    held: int = Field(description="Messages held back from formation now (all of them).")
+    newly_held: int
+    formed_again: int = Field(description="Held messages the restored state had formed.")
+    reformed: int = Field(description="Messages formed at once (with ``reform``).")
+    held_messages: list[HeldMessage] = Field(description="The oldest held messages.")
+    generation: int
+    elapsed_ms: float

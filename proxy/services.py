@@ -15,6 +15,7 @@ from memory_core import MemoryCoreError
 from policies import PolicyEngine, PolicyStore
 
 from .config import Config
+from .dreams import DreamScheduler
 from .formation_workers import FormationWorkers
 from .metrics import Metrics
 from .requestlog import RequestLog
@@ -69,6 +70,8 @@ class Services:
     log: RequestLog
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     lag: LoopLag = field(default_factory=LoopLag)
+    dreams: DreamScheduler | None = None
+    """Automatic consolidation cycles (:mod:`.dreams`), started with the app."""
     workers: FormationWorkers | None = None
     """Formation worker processes (``memory.formation_workers`` > 0), else None:
     formation then runs on each tenant's formation thread."""
@@ -98,6 +101,35 @@ class Services:
             self.metrics.memory_failures.labels(stage="formation").inc()
             error = str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
             self.log.write({"event": "formation_failed", "tenant": tenant, "error": error})
+
+    def note_dream(self, tenant: str, seconds: float, trigger: str, snapshot: int) -> None:
+        """A consolidation cycle completed: counted, timed and logged."""
+        kind = "demand" if trigger == "demand" else "policy"
+        self.metrics.dream_cycles.labels(trigger=kind).inc()
+        self.metrics.dream_seconds.observe(seconds)
+        self.log.write(
+            {
+                "event": "dream_done",
+                "tenant": tenant,
+                "trigger": trigger,
+                "snapshot": snapshot,
+                "ms": round(seconds * 1000, 1),
+            }
+        )
+
+    def note_rollback(self, tenant: str, seconds: float, target: int, snapshot: int) -> None:
+        """A rollback completed: counted, timed and logged."""
+        self.metrics.rollbacks.inc()
+        self.metrics.rollback_seconds.observe(seconds)
+        self.log.write(
+            {
+                "event": "rollback",
+                "tenant": tenant,
+                "restored": target,
+                "snapshot": snapshot,
+                "ms": round(seconds * 1000, 1),
+            }
+        )
 
     def start_workers(self) -> None:
         """Start the formation worker processes, if any (from the event loop)."""
@@ -145,7 +177,7 @@ class Services:
         pending = list(self.background)
         if pending:
             await asyncio.wait(pending, timeout=grace_s)
-        while (busy := [m.name for m in self.tenants.opened() if m.forming()]) and (
+        while (busy := [m.name for m in self.tenants.opened() if m.forming() or m.dreaming]) and (
             time.monotonic() < deadline
         ):
             await asyncio.sleep(_POLL_S)  # a batch on a formation thread cannot be cancelled

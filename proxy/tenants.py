@@ -21,14 +21,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from memory_core import AppendResult, LogMessage, MemoryStore, Recall, StoreStats
+from memory_core import AppendResult, LogMessage, MemoryCoreError, MemoryStore, Recall, StoreStats
+from memory_core.dream import DreamConfig, DreamReport, Step
 from memory_core.formation import Backends, FormationConfig
 from memory_core.graph import GraphSettings
+from memory_core.history import HeldRow, Restored, SnapshotRow
+from memory_core.history_views import Diff, HistoryState
 from memory_core.reconstruction_config import ReconstructionConfig
-from memory_core.store import DEFAULT_RECEIPT_AGE_S
+from memory_core.store import DEFAULT_RECEIPT_AGE_S, DreamStatus
 from memory_core.strategies import STRATEGIES
 from memory_core.tokens import TokenCounter, warm_tokenizers
 
+from .as_of import AsOfCopies
 from .config import AuthConfig
 from .errors import ApiError, RetrievalSkipped
 
@@ -116,15 +120,20 @@ class TenantMemory:
         events: Events | None = None,
         gate: RecallGate | None = None,
         remote: RemoteFormation | None = None,
+        as_of: AsOfCopies | None = None,
     ) -> None:
         self.name = name
         self.store = store
+        self._as_of = as_of
+        self.dreaming = False
+        """A consolidation cycle or a rollback runs for this tenant (started here)."""
         self._events = events
         self._remote = remote
         self._learned: list[str] = []
         self._refresh_due = False
         self._last_refresh = -math.inf
         self._last_request = -math.inf
+        self._opened = time.monotonic()
         self._pending: asyncio.Future[int] | None = None
         self._hurry = False
         self._started = False  # the waiting pass has begun forming
@@ -270,13 +279,16 @@ class TenantMemory:
         strategy: str = "bm25",
         deadline: float = math.inf,
         model: str | None = None,
+        as_of: int | None = None,
     ) -> Recall:
         """Retrieval by the named ``strategy`` (:data:`memory_core.strategies.STRATEGIES`),
-        the block counted with ``model``'s tokenizer.
+        the block counted with ``model``'s tokenizer; with ``as_of``, from that snapshot's
+        state (:meth:`as_of_store`), the current one unchanged.
 
         Raises :class:`RetrievalSkipped` at once when the reader threads already have
         their limit of lookups, or when this one would start after ``deadline``
         (``time.monotonic()``): see :class:`RecallGate`."""
+        store = self.store if as_of is None else await self.as_of_store(as_of)
         gate = self._gate
         if not gate.enter():
             raise RetrievalSkipped(
@@ -286,7 +298,7 @@ class TenantMemory:
         def run() -> Recall:
             if time.monotonic() >= deadline:
                 raise RetrievalSkipped("waited past its time budget for a reader thread")
-            return self.store.retrieve(
+            return store.retrieve(
                 strategy,
                 question,
                 limit=limit,
@@ -328,8 +340,102 @@ class TenantMemory:
     async def relations(self, *, entity: str | None, limit: int) -> list[dict[str, Any]]:
         return await self._read(lambda: self.store.relations(entity=entity, limit=limit))
 
-    async def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
-        return await self._read(lambda: self.store.explain_area(question, limit=limit))
+    async def explain_area(
+        self, question: str, *, limit: int, as_of: int | None = None
+    ) -> dict[str, Any]:
+        store = self.store if as_of is None else await self.as_of_store(as_of)
+        return await self._read(lambda: store.explain_area(question, limit=limit))
+
+    # -- history: cycles, snapshots, rollback -------------------------------------------
+
+    async def as_of_store(self, snapshot: int) -> MemoryStore:
+        """A read-only store whose memory is ``snapshot``'s (made on first use, then kept:
+        :class:`.as_of.AsOfCopies`); raises :class:`SnapshotNotFoundError`."""
+        if self._as_of is None:
+            raise MemoryCoreError("answers as of a snapshot are not available here")
+        return await self._as_of.store(self.store, snapshot)
+
+    async def dream(self, trigger: str, on_step: Step | None = None) -> DreamReport:
+        """A whole consolidation cycle on the formation thread: held rows released, what
+        is queued formed (by the worker process when formation is remote), consolidated,
+        snapshot taken, graph read again. Raises :class:`DreamBusyError` when a cycle or
+        a rollback already runs for the tenant (here or in another process)."""
+        loop = asyncio.get_running_loop()
+        form = None if self._remote is None else self._remote_form(loop)
+        self.dreaming = True
+        try:
+            return await loop.run_in_executor(
+                self._former,
+                lambda: self.store.dream(trigger=trigger, form=form, on_step=on_step),
+            )
+        finally:
+            self.dreaming = False
+
+    def _remote_form(self, loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
+        """Formation by the worker process, waited for from the formation thread; a failed
+        pass is logged and the cycle goes on (its rows stay queued)."""
+        remote = self._remote
+        assert remote is not None
+
+        def form() -> int:
+            try:
+                return asyncio.run_coroutine_threadsafe(remote.form(self.name), loop).result()
+            except MemoryCoreError as exc:
+                if self._events is not None:
+                    self._events({"event": "formation_failed", "tenant": self.name,
+                                  "error": str(exc), "during": "dream"})  # fmt: skip
+                return 0
+
+        return form
+
+    async def rollback(self, snapshot: int, *, reform: bool) -> tuple[Restored, int]:
+        """Restore memory to ``snapshot`` (see :meth:`MemoryStore.rollback`); with
+        ``reform`` the held rows are queued and formed at once. Returns what the rollback
+        did and the rows formed."""
+        loop = asyncio.get_running_loop()
+        self.dreaming = True
+        try:
+            restored = await loop.run_in_executor(
+                self._former, lambda: self.store.rollback(snapshot)
+            )
+        finally:
+            self.dreaming = False
+        if not reform:
+            return restored, 0
+        await loop.run_in_executor(self._former, self.store.release_held)
+        return restored, await self.form()
+
+    async def snapshots(self, *, limit: int, before: int | None) -> list[SnapshotRow]:
+        return await self._read(lambda: self.store.snapshots(limit=limit, before=before))
+
+    async def snapshot(self, snapshot: int) -> SnapshotRow | None:
+        return await self._read(lambda: self.store.snapshot(snapshot))
+
+    async def diff(self, first: int, second: int, *, limit: int) -> Diff:
+        return await self._read(lambda: self.store.diff(first, second, limit=limit))
+
+    async def held_rows(self, *, limit: int) -> list[HeldRow]:
+        return await self._read(lambda: self.store.held_rows(limit=limit))
+
+    async def history_state(self) -> HistoryState:
+        return await self._read(self.store.history_state)
+
+    async def dream_status(self) -> DreamStatus:
+        return await self._read(self.store.dream_status)
+
+    async def check_generation(self) -> bool:
+        """Read the graph again if memory was rolled back or consolidated by another
+        process (on the formation thread, like every graph read)."""
+        if not await self._read(self.store.generation_moved):
+            return False
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._former, self.store.check_generation)
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since this tenant's last chat request, or since its memory was opened
+        here when none came since (a proxy that just started has not seen it idle)."""
+        return time.monotonic() - max(self._last_request, self._opened)
 
     async def stats(self) -> StoreStats:
         return await self._read(self.store.stats)
@@ -347,6 +453,8 @@ class TenantMemory:
     def close(self) -> None:
         self._former.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        if self._as_of is not None:
+            self._as_of.close()
         self.store.close()
 
 
@@ -367,8 +475,12 @@ class Tenants:
         events: Events | None = None,
         max_lookups: int = 4,
         remote: RemoteFormation | None = None,
+        dream: DreamConfig | None = None,
     ) -> None:
         self.folder = data_dir / "tenants"
+        self._as_of_folder = data_dir / "as_of"
+        AsOfCopies.clear(self._as_of_folder)  # copies a crashed run left behind
+        self._dream = dream
         self._counter = counter
         self._formation = formation
         self._backends = backends
@@ -390,21 +502,27 @@ class Tenants:
         with self._lock:
             memory = self._open.get(tenant)
             if memory is None:
-                store = MemoryStore(
-                    self.folder / f"{tenant}.db",
-                    counter=self._counter,
-                    formation=self._formation,
-                    backends=self._backends,
-                    graph=self._graph,
-                    reconstruction=self._reconstruction,
-                    receipt_max_age_s=self._receipt_max_age_s,
-                )
+                store = self._store(self.folder / f"{tenant}.db")
+                copies = AsOfCopies(self._as_of_folder, tenant, self._store)
                 memory = self._open[tenant] = TenantMemory(
-                    tenant, store, self._readers, self._events, self._gate, self._remote
+                    tenant, store, self._readers, self._events, self._gate, self._remote, copies
                 )
                 if self._warm_graph and warm_graph:
                     memory.warm_graph()
             return memory
+
+    def _store(self, path: Path) -> MemoryStore:
+        """A store with this proxy's settings (a tenant's file, or a copy as of a snapshot)."""
+        return MemoryStore(
+            path,
+            counter=self._counter,
+            formation=self._formation,
+            backends=self._backends,
+            graph=self._graph,
+            reconstruction=self._reconstruction,
+            receipt_max_age_s=self._receipt_max_age_s,
+            dream=self._dream,
+        )
 
     async def open(self, tenant: str) -> TenantMemory:
         """:meth:`get` for the event loop: a store not yet open is opened (created,

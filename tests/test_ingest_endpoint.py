@@ -76,6 +76,7 @@ async def test_ingest_then_search(proxy: Proxy) -> None:
         "queued": 0,
         "failed": 0,
         "names": stats["names"],
+        "held": 0,
     }
     assert stats["names"] >= 2  # Caroline, LGBTQ
 

@@ -138,6 +138,7 @@ async def test_every_endpoint_answers_as_described(
         await _exercise(client)
         await proxy.settle()
         await _inspect(client)
+        await _history(client)
     for exchange in client.seen:
         _conforms(document, exchange)
     ok = {(e.path, e.method) for e in client.seen if e.status < 300}
@@ -208,6 +209,63 @@ async def _inspect(client: Client) -> None:
     ]:
         answer = await client.call("GET", path, params=params)
         assert answer.status == 200, answer.text
+
+
+LATER = {
+    "conversation_id": "week-2",
+    "messages": [
+        {"role": "user", "name": "Rui", "content": "I work at Sonae in Porto now.",
+         "timestamp": "2024-03-09T09:00:00"},
+        {"role": "assistant", "content": "Congratulations on the new job!",
+         "timestamp": "2024-03-09T09:00:05"},
+    ],
+}  # fmt: skip
+
+
+async def _history(client: Client) -> None:
+    """Cycles, snapshots, a diff, answers as of a snapshot, a rollback, held messages."""
+    first = await client.call("POST", "/memory/dream")
+    assert first.status == 200, first.text
+    assert (await client.call("POST", "/memory/ingest", json=LATER)).status == 200
+    second = await client.call("POST", "/memory/dream")
+    older, newer = first.json()["snapshot"], second.json()["snapshot"]
+    one = "/memory/snapshots/{snapshot}"
+    diff = "/memory/snapshots/{a}/diff/{b}"
+    for path, template, params in [
+        ("/memory/snapshots", None, {}),
+        (f"/memory/snapshots/{newer}", one, {}),
+        (f"/memory/snapshots/{older}/diff/{newer}", diff, {}),
+        ("/memory/search", None, {"q": "Rui", "as_of": str(older)}),
+        ("/memory/area", None, {"q": "Where does Rui work?", "as_of": str(older)}),
+    ]:
+        answer = await client.call("GET", path, template, params=params)
+        assert answer.status == 200, answer.text
+    chat = {"model": "echo", "messages": [{"role": "user", "content": QUESTION}]}
+    as_of = await client.call(
+        "POST", "/v1/chat/completions", json=chat,
+        headers={"X-Memory": "force", "X-Memory-As-Of": str(older)},
+    )  # fmt: skip
+    assert as_of.status == 200, as_of.text
+    restored = await client.call("POST", "/memory/rollback", json={"snapshot": older})
+    assert restored.status == 200, restored.text
+    assert restored.json()["held"] >= 2
+    assert (await client.call("GET", "/memory/held")).status == 200
+    for status, path, template, kwargs in [
+        (404, "/memory/snapshots/9999", one, {}),
+        (400, "/memory/snapshots/x", one, {}),
+        (404, f"/memory/snapshots/{older}/diff/9999", diff, {}),
+        (400, "/memory/search", None, {"params": {"q": "Rui", "as_of": "-1"}}),
+        (404, "/memory/area", None, {"params": {"q": "Rui", "as_of": "9999"}}),
+    ]:
+        answer = await client.call("GET", path, template, **kwargs)
+        assert answer.status == status, (path, answer.text)
+    for body, status in [({"snapshot": 0}, 400), ({"snapshot": 9999}, 404), ({"x": 1}, 400)]:
+        answer = await client.call("POST", "/memory/rollback", json=body)
+        assert answer.status == status, (body, answer.text)
+    unknown = await client.call(
+        "POST", "/v1/chat/completions", json=chat, headers={"X-Memory-As-Of": "9999"}
+    )
+    assert unknown.status == 400 and unknown.json()["error"]["code"] == "snapshot_not_found"
 
 
 async def test_keys_auth_errors_and_empty_memory(
@@ -362,6 +420,6 @@ async def test_a_receipt_stored_before_the_typed_contract_is_still_served(
     _check(schema["content"]["application/json"]["schema"], document["components"], served, "old")
     area = served["graph_area"]
     assert area.pop("fragments") == [] and area.pop("visited") is None
-    added = {"statements": [], "citations": [], "coverage": None, "tokenizer": ""}
+    added = {"statements": [], "citations": [], "coverage": None, "tokenizer": "", "as_of": None}
     assert {k: served.pop(k) for k in added} == added  # fields receipts gained since: empty
     assert served == old
