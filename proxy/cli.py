@@ -2,7 +2,14 @@
 
 ``areamem serve --config PATH [--host H] [--port N] [--data-dir DIR]`` runs the proxy;
 ``areamem memory entities|contexts|relations [--tenant T] [--entity E] [--json]`` shows
-what formation built for a tenant, reading its database directly.
+what formation built for a tenant, reading its database directly. The history commands
+act on a tenant's database directly too, safely beside a running proxy (it reads the
+graph again within a second, and two cycles or rollbacks never run at once for a tenant):
+
+- ``areamem dream [--tenant T] [--json]``: one consolidation cycle now, its report;
+- ``areamem snapshots [--tenant T] [--limit N] [--json]``: the snapshot chain;
+- ``areamem diff A B [--tenant T] [--json]``: what differs from snapshot A to B;
+- ``areamem rollback SNAPSHOT [--tenant T] [--reform] [--json]``: restore a snapshot.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from memory_core.blas import limit_blas_threads
 from memory_core.configuration import ConfigurationError
 from memory_core.formation import BackendError
 
+from . import cli_history
 from .app import build_services
 from .config import Config, load_config
 from .errors import ConfigError
@@ -40,9 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
     serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
     _memory_parser(commands)
+    cli_history.add_parsers(commands)
     args = parser.parse_args(argv)
     if args.command == "memory":
         return _memory_command(args)
+    if args.command in cli_history.COMMANDS:
+        return cli_history.run(args)
     try:
         config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
         services = build_services(config)

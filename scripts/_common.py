@@ -18,6 +18,7 @@ from types import FrameType
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore, TokenCounter
+from memory_core.dream import DreamReport
 from memory_core.evaluation.locomo import Conversation, as_message, load_locomo
 from memory_core.storage import integrity_check
 from memory_core.storage.log import logged_turns
@@ -51,11 +52,23 @@ def locomo_conversations(path: Path, spec: str) -> list[Conversation]:
     return [samples[i] for i in select_indices(spec, len(samples))]
 
 
+DREAMS = ("none", "end", "sessions")
+"""When :func:`replay_locomo` runs consolidation cycles: never, once at the end, or after
+every session (as a dream policy that fires between sessions would)."""
+
+
 def replay_locomo(
-    conv: Conversation, path: Path, counter: TokenCounter | None = None
+    conv: Conversation,
+    path: Path,
+    counter: TokenCounter | None = None,
+    *,
+    dream: str = "none",
+    reports: list[DreamReport] | None = None,
 ) -> MemoryStore:
     """A store at ``path`` holding ``conv``, ingested session by session with formation
-    after each, as the proxy would have (a progress bar on stderr)."""
+    after each, as the proxy would have (a progress bar on stderr); with ``dream`` (one
+    of :data:`DREAMS`) consolidation cycles run too, their reports appended to
+    ``reports``."""
     store = MemoryStore(path, counter=counter)
     history: list[LogMessage] = []
     bar = tqdm(total=len(conv.turns), desc=f"ingest {conv.sample_id}", unit="turn", leave=False)
@@ -65,9 +78,19 @@ def replay_locomo(
         )
         store.append(history, conversation=conv.sample_id, source="ingest")
         store.form_all()
+        if dream == "sessions":
+            _dreamt(store, reports)
         bar.update(len(session))
+    if dream == "end":
+        _dreamt(store, reports)
     bar.close()
     return store
+
+
+def _dreamt(store: MemoryStore, reports: list[DreamReport] | None) -> None:
+    report = store.dream(trigger="replay")
+    if reports is not None:
+        reports.append(report)
 
 
 def select_indices(spec: str, count: int) -> list[int]:

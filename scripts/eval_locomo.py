@@ -23,13 +23,17 @@ Methods:
 - ``memory-bm25``: the same replayed store with ``memory.retrieval: bm25`` (FTS5 over
   fragment text only, ``MemoryStore.recall``).
 
+With ``--dream end`` (or ``sessions``) each replayed store also goes through a
+consolidation cycle at the end of its replay (or after every session), as the Dreamer
+would run it, before the questions: the figures then measure memory after dreaming.
+
 Baselines index each turn as ``"<speaker>: <text>"`` plus its image caption when present.
 
 Usage::
 
     python scripts/eval_locomo.py --data ../shared/data/locomo/locomo_dev5.json \\
         [--conversations 0-4] [--k 5,10,20] [--methods bm25,dense,hybrid,memory] \\
-        [--json OUT.json] [--plot OUT.png]
+        [--json OUT.json] [--plot OUT.png] [--dream none|end|sessions]
 """
 
 from __future__ import annotations
@@ -47,10 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import locomo_conversations, replay_locomo
+from _common import DREAMS, locomo_conversations, replay_locomo
 from tqdm import tqdm
 
 from memory_core import MemoryStore, TokenCounter, default_counter
+from memory_core.dream import DreamReport
 from memory_core.embeddings import MiniLMEncoder
 from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from memory_core.evaluation.locomo import (
@@ -113,9 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     counter = default_counter()
     encoder = MiniLMEncoder() if {"dense", "hybrid"} & set(args.methods) else None
     results = {m: MethodResult() for m in args.methods}
+    dreams: list[DreamReport] = []
     with tempfile.TemporaryDirectory(prefix="areamem-eval-") as tmp:
         for conv in conversations:
-            rankers = _build(conv, args.methods, encoder, counter, Path(tmp), results)
+            rankers = _build(
+                conv, args.methods, encoder, counter, Path(tmp), results, args.dream, dreams
+            )
             _query(conv, rankers, args.k, results)
     report = {
         "data": str(args.data),
@@ -123,9 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "conversations": [c.sample_id for c in conversations],
         "questions": _question_counts(conversations),
         "token_counter": counter.name,
+        "dream": args.dream,
+        "dream_cycles": _dream_summary(dreams),
         "methods": {m: results[m].summary(args.k) for m in args.methods},
     }
     _print_table(report, args.k)
+    if dreams:
+        print(f"dream ({args.dream}): {report['dream_cycles']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
         print(f"figures written to {args.json}")
@@ -143,6 +155,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma list of methods")
     parser.add_argument("--json", help="write all figures to this JSON file")
     parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
+    parser.add_argument(
+        "--dream",
+        choices=DREAMS,
+        default="none",
+        help="consolidation cycles while replaying: none, one at the end, or one after every"
+        " session (memory methods only)",
+    )
     args = parser.parse_args(argv)
     try:
         args.k = sorted({int(k) for k in args.k.split(",") if k.strip()})
@@ -164,6 +183,8 @@ def _build(
     counter: TokenCounter,
     tmp: Path,
     results: dict[str, MethodResult],
+    dream: str = "none",
+    dreams: list[DreamReport] | None = None,
 ) -> dict[str, Ranker]:
     """Index the conversation for every method; returns a ranker per method."""
     docs = [t.document() for t in conv.turns]
@@ -190,7 +211,9 @@ def _build(
             rankers[name] = _baseline_ranker(built[name], ids, docs, doc_tokens)
     if STORE_METHODS & set(methods):
         began = time.perf_counter()
-        store = replay_locomo(conv, tmp / f"{conv.sample_id}.db", counter)
+        store = replay_locomo(
+            conv, tmp / f"{conv.sample_id}.db", counter, dream=dream, reports=dreams
+        )
         for name in sorted(STORE_METHODS & set(methods)):
             results[name].build_s += time.perf_counter() - began
             rankers[name] = _memory_ranker(store, area=name == "memory")
@@ -277,6 +300,20 @@ def _question_counts(conversations: Sequence[Conversation]) -> dict[str, int]:
         len(q.dropped_evidence) for c in conversations for q in c.questions
     )
     return counts
+
+
+def _dream_summary(reports: Sequence[DreamReport]) -> dict[str, Any]:
+    """Cycles run while replaying, and their decisions per kind."""
+    totals: dict[str, int] = {}
+    for report in reports:
+        for kind, count in report.totals.items():
+            totals[kind] = totals.get(kind, 0) + count
+    elapsed = [r.elapsed_ms for r in reports]
+    return {
+        "cycles": len(reports),
+        "decisions": dict(sorted(totals.items())),
+        "cycle_ms_p50": round(statistics.median(elapsed), 1) if elapsed else None,
+    }
 
 
 def _percentile(values: Sequence[float], pct: float) -> float:

@@ -282,6 +282,11 @@ class Consolidation:
         self, relations: Sequence[NewRelation], survivors: Iterable[int], total: int
     ) -> int:
         """Co-occurrence pairs seen since the last cycle; returns the new pair total."""
+        total -= self.dropped_pairs
+        seen: set[tuple[int, int]] = set()
+        for entity in survivors:  # their groups went with the merge: counted again, seen now
+            created, regrouped = rows.regroup_pairs(self._conn, entity, self._cycle)
+            total, seen = total + created, seen | regrouped
         pairs: dict[tuple[int, int], int] = {}
         for relation in relations:
             if relation.predicate == _COOCCURS and relation.object_id is not None:
@@ -289,9 +294,7 @@ class Consolidation:
                 if a is not None and b is not None and a != b:
                     pairs[(a, b)] = pairs.get((a, b), 0) + 1
         new = rows.reinforce_pairs(self._conn, pairs, self._cycle)
-        total += new - self.dropped_pairs
-        for entity in survivors:  # their groups were dropped with the merge: counted again
-            total += rows.regroup_pairs(self._conn, entity, self._cycle)
+        total += new
         if pairs:
             self.decisions.add(
                 "reinforce",
@@ -299,7 +302,7 @@ class Consolidation:
                 " their edges weigh their confidence again",
                 [], [], [],
             )  # fmt: skip
-        faded = max(0, total - len(pairs))
+        faded = max(0, total - len(seen | set(pairs)))
         if faded:
             self.decisions.add(
                 "decay",

@@ -39,6 +39,7 @@ __all__ = [
 
 Action = Literal["merge", "link", "keep"]
 _PEOPLE = {"PER", "PERSON"}
+_REASON_CHARS = 400
 _VAGUE = {"", "MISC", "UNK", "O"}
 
 
@@ -223,7 +224,7 @@ def _schema(actions: tuple[Action, ...]) -> dict[str, Any]:
                     "properties": {
                         "pair": {"type": "integer", "minimum": 1},
                         "decision": {"type": "string", "enum": list(actions)},
-                        "reason": {"type": "string", "minLength": 1, "maxLength": 400},
+                        "reason": {"type": "string", "minLength": 1},
                     },
                     "required": ["pair", "decision", "reason"],
                     "additionalProperties": False,
@@ -244,7 +245,7 @@ def _verdicts(value: Any, count: int) -> list[Verdict]:
             raise ValueError(f"pair {pair} does not exist (pairs are 1..{count})")
         if pair in by_pair:
             raise ValueError(f"pair {pair} is answered twice")
-        by_pair[pair] = Verdict(item["decision"], str(item["reason"]).strip())
+        by_pair[pair] = Verdict(item["decision"], str(item["reason"]).strip()[:_REASON_CHARS])
     missing = [str(p) for p in range(1, count + 1) if p not in by_pair]
     if missing:
         raise ValueError(f"no verdict for pair(s) {', '.join(missing)}")

@@ -478,12 +478,7 @@ def reinforce_pairs(conn: Connection, pairs: Mapping[tuple[int, int], int], cycl
     support grows and its ``last_cycle`` becomes ``cycle``; how many pairs were new."""
     new = 0
     for (a, b), count in sorted(pairs.items()):
-        found = conn.execute(
-            "SELECT 1 FROM relation_groups WHERE subject_id = ? AND predicate ="
-            " 'co_occurs_with' AND object_key = ?",
-            (a, f"e:{b}"),
-        ).fetchone()
-        new += found is None
+        new += _group_missing(conn, a, f"e:{b}")
         conn.execute(
             "INSERT INTO relation_groups (subject_id, predicate, object_key, support, strength,"
             " last_cycle) VALUES (?, 'co_occurs_with', ?, ?, 0, ?)"
@@ -494,23 +489,42 @@ def reinforce_pairs(conn: Connection, pairs: Mapping[tuple[int, int], int], cycl
     return new
 
 
-def regroup_pairs(conn: Connection, entity_id: int, cycle: int) -> int:
+def regroup_pairs(
+    conn: Connection, entity_id: int, cycle: int
+) -> tuple[int, set[tuple[int, int]]]:
     """The co-occurrence groups of ``entity_id`` counted again from its relations (after a
-    merge dropped them), seen at ``cycle``; how many."""
-    rows = conn.execute(
-        "SELECT subject_id, object_id, count(*) FROM relations WHERE predicate ="
-        " 'co_occurs_with' AND object_id IS NOT NULL AND subject_id <> object_id"
-        " AND (subject_id = ? OR object_id = ?) GROUP BY subject_id, object_id",
-        (entity_id, entity_id),
-    ).fetchall()
-    conn.executemany(
-        "INSERT INTO relation_groups (subject_id, predicate, object_key, support, strength,"
-        " last_cycle) VALUES (?, 'co_occurs_with', ?, ?, 0, ?)"
-        " ON CONFLICT (subject_id, predicate, object_key) DO UPDATE SET"
-        " support = excluded.support, last_cycle = excluded.last_cycle",
-        [(a, f"e:{b}", n, cycle) for a, b, n in rows],
+    merge dropped them), seen at ``cycle``; how many did not exist before, and the pairs."""
+    counted = [
+        (int(str(a)), int(str(b)), int(str(n)))
+        for a, b, n in conn.execute(
+            "SELECT subject_id, object_id, count(*) FROM relations WHERE predicate ="
+            " 'co_occurs_with' AND object_id IS NOT NULL AND subject_id <> object_id"
+            " AND (subject_id = ? OR object_id = ?) GROUP BY subject_id, object_id",
+            (entity_id, entity_id),
+        )
+    ]
+    created = 0
+    for a, b, n in counted:
+        created += _group_missing(conn, a, f"e:{b}")
+        conn.execute(
+            "INSERT INTO relation_groups (subject_id, predicate, object_key, support,"
+            " strength, last_cycle) VALUES (?, 'co_occurs_with', ?, ?, 0, ?)"
+            " ON CONFLICT (subject_id, predicate, object_key) DO UPDATE SET"
+            " support = excluded.support, last_cycle = excluded.last_cycle",
+            (a, f"e:{b}", n, cycle),
+        )
+    return created, {(a, b) for a, b, _ in counted}
+
+
+def _group_missing(conn: Connection, subject: int, object_key: str) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM relation_groups WHERE subject_id = ? AND predicate ="
+            " 'co_occurs_with' AND object_key = ?",
+            (subject, object_key),
+        ).fetchone()
+        is None
     )
-    return len(rows)
 
 
 def relation_row(conn: Connection, relation_id: int) -> NewRelation | None:
