@@ -43,6 +43,7 @@ __all__ = [
     "MemoryState",
     "Restored",
     "SnapshotRow",
+    "checkpoint",
     "fold",
     "materialize",
     "path_between",
@@ -156,6 +157,24 @@ def rollback(
         generation,
         body,
     )
+
+
+def checkpoint(conn: Connection, *, now: float, entries: int, size: int, keep: int) -> int | None:
+    """Fold the journal into a checkpoint snapshot (one transaction) when it holds more
+    than ``entries`` writes or ``size`` bytes; prune to ``keep`` snapshots. The new
+    snapshot's id, or None. Memory's state does not change (no new generation)."""
+    with transaction(conn, journal=False):
+        count, total = rows.journal_size(conn)
+        if count == 0 or (count <= entries and total <= size):
+            return None
+        snapshot_id = fold(
+            conn,
+            kind="checkpoint",
+            now=now,
+            report={"reason": f"the journal held {count} writes ({total} bytes)"},
+        )
+        rows.prune(conn, keep)
+        return snapshot_id
 
 
 def release(conn: Connection, now: float) -> int:

@@ -663,6 +663,21 @@ class MemoryStore:
             self._judge = build_judge(self._dream)
         return self._judge
 
+    def checkpoint(self, *, force: bool = False) -> int | None:
+        """Fold the journal into a checkpoint snapshot when it holds more than
+        ``dream.journal_entries`` writes or ``dream.journal_bytes`` bytes (or ``force``,
+        when it holds any), so it stays bounded without cycles; the snapshot's id, None
+        when nothing was folded. Raises :class:`DreamBusyError` while a cycle or a
+        rollback runs for this tenant. Derived memory is not changed."""
+        with exclusive(self.path, "a checkpoint"), self._form_lock:
+            return history.checkpoint(
+                self._forming,
+                now=self._clock(),
+                entries=0 if force else self._dream.journal_entries,
+                size=0 if force else self._dream.journal_bytes,
+                keep=self._dream.keep_snapshots,
+            )
+
     def release_held(self) -> int:
         """Queue every held log row for formation again; how many."""
         with self._form_lock:

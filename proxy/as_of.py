@@ -4,8 +4,10 @@
 ``/memory/area``, read from a copy of the tenant's file whose derived memory was rolled
 back to the snapshot (:meth:`memory_core.MemoryStore.materialize`); the tenant's own
 memory is never touched. A copy costs a copy of the file and a read of its graph, so it
-is made on first use, on a worker thread, and kept (the ``keep`` most recently used per
-tenant); a snapshot's state never changes, so a kept copy never goes stale. Copies live
+is made on first use, on a worker thread, one at a time in the whole proxy (``gate``: a
+client asking for many snapshots cannot make many copies at once), and kept (the ``keep``
+most recently used per tenant); a snapshot's state never changes, so a kept copy never
+goes stale. Copies live
 in ``<data_dir>/as_of`` and are deleted when dropped, at shutdown, and at the next start
 after a crash.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,9 +39,11 @@ class AsOfCopies:
         tenant: str,
         open_store: Callable[[Path], MemoryStore],
         *,
+        gate: threading.Lock | None = None,
         keep: int = 2,
     ) -> None:
         self._folder = folder
+        self._gate = gate or threading.Lock()
         self._tenant = tenant
         self._open = open_store
         self._keep = keep
@@ -68,6 +73,10 @@ class AsOfCopies:
             raise
 
     def _make(self, source: MemoryStore, snapshot: int) -> MemoryStore:
+        with self._gate:
+            return self._made(source, snapshot)
+
+    def _made(self, source: MemoryStore, snapshot: int) -> MemoryStore:
         self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self._folder / f"{self._tenant}-{snapshot}-{uuid.uuid4().hex[:12]}.db"
         try:

@@ -12,7 +12,10 @@ cycle on demand (``POST /memory/dream``) does not wait for this one, but two cyc
 run at once for one tenant (:mod:`memory_core.exclusive`).
 
 The same tick reads the graph of an open tenant again when another process (the
-``areamem`` command line) rolled its memory back or consolidated it.
+``areamem`` command line) rolled its memory back or consolidated it, and, every
+:data:`CHECKPOINT_TICKS` ticks, folds a journal grown past ``dream.journal_entries`` or
+``dream.journal_bytes`` into a checkpoint snapshot (it stays bounded when cycles are rare
+or switched off).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .tenants import TenantMemory, Tenants
 __all__ = ["DreamScheduler"]
 
 Events = Callable[[dict[str, Any]], None]
+CHECKPOINT_TICKS = 30
 Done = Callable[[str, float, str, int], None]
 
 
@@ -56,6 +60,7 @@ class DreamScheduler:
         self._quiet = quiet
         self._clock = clock
         self._running: asyncio.Task[None] | None = None
+        self._ticks = 0
         self.last_decisions: dict[str, str] = {}
         """The last reason the policy gave per tenant (for ``/healthz``-style views)."""
 
@@ -76,10 +81,25 @@ class DreamScheduler:
 
     async def tick(self) -> None:
         """One look at every open tenant."""
+        self._ticks += 1
         for memory in self._tenants.opened():
             await self._reread(memory)
+            if self._ticks % CHECKPOINT_TICKS == 0 and not memory.dreaming:
+                await self._checkpoint(memory)
             if self.running is None and self._quiet():
                 await self._consider(memory)
+
+    async def _checkpoint(self, memory: TenantMemory) -> None:
+        try:
+            snapshot = await memory.checkpoint()
+        except DreamBusyError:
+            return  # a cycle or rollback folds the journal itself
+        except MemoryCoreError as exc:
+            error = str(exc)
+            self._events({"event": "checkpoint_failed", "tenant": memory.name, "error": error})
+            return
+        if snapshot is not None:
+            self._events({"event": "checkpoint", "tenant": memory.name, "snapshot": snapshot})
 
     async def _reread(self, memory: TenantMemory) -> None:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from memory_core.views import (
     AreaExplanation,
@@ -496,8 +496,8 @@ class RollbackRequest(_Body):
     """``POST /memory/rollback``: the snapshot to restore; ``reform``: form the held
     messages at once instead of at the next consolidation cycle."""
 
-    snapshot: int = Field(ge=1)
-    reform: bool = False
+    snapshot: StrictInt = Field(ge=1, le=2**62)
+    reform: StrictBool = False
 
 
 class RollbackResponse(_Body):

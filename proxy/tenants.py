@@ -423,6 +423,12 @@ class TenantMemory:
     async def dream_status(self) -> DreamStatus:
         return await self._read(self.store.dream_status)
 
+    async def checkpoint(self) -> int | None:
+        """Fold a journal grown past its bounds into a checkpoint snapshot (on the
+        formation thread); the snapshot's id, or None."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._former, self.store.checkpoint)
+
     async def check_generation(self) -> bool:
         """Read the graph again if memory was rolled back or consolidated by another
         process (on the formation thread, like every graph read)."""
@@ -480,6 +486,7 @@ class Tenants:
         self.folder = data_dir / "tenants"
         self._as_of_folder = data_dir / "as_of"
         AsOfCopies.clear(self._as_of_folder)  # copies a crashed run left behind
+        self._copying = threading.Lock()  # one copy as of a snapshot at a time
         self._dream = dream
         self._counter = counter
         self._formation = formation
@@ -503,7 +510,9 @@ class Tenants:
             memory = self._open.get(tenant)
             if memory is None:
                 store = self._store(self.folder / f"{tenant}.db")
-                copies = AsOfCopies(self._as_of_folder, tenant, self._store)
+                copies = AsOfCopies(
+                    self._as_of_folder, tenant, self._store, gate=self._copying
+                )
                 memory = self._open[tenant] = TenantMemory(
                     tenant, store, self._readers, self._events, self._gate, self._remote, copies
                 )

@@ -250,3 +250,45 @@ async def test_a_second_cycle_for_the_tenant_is_refused(
             assert busy["error"]["code"] == "memory_busy"
             await admin.call("POST", "/memory/rollback", json={"snapshot": 1}, status=409)
         assert (await admin.call("POST", "/memory/dream"))["snapshot"] == 1
+
+
+async def test_bad_history_input_is_refused_clearly(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await _proxy(make_proxy, upstream)
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        await admin.call("POST", "/memory/ingest", json=FIRST)
+        await admin.call("POST", "/memory/dream")
+        for body in (
+            {"snapshot": True},
+            {"snapshot": "1"},
+            {"snapshot": 1.0},
+            {"snapshot": 10**30},
+            {"snapshot": 1, "reform": "yes"},
+            {"snapshot": 1, "extra": 1},
+            {},
+            [1],
+        ):
+            refused = await admin.call("POST", "/memory/rollback", json=body, status=400)
+            assert refused["error"]["type"] == "invalid_request_error", body
+        await admin.call("POST", "/memory/rollback", data=b"{", status=400,
+                         headers={"Content-Type": "application/json"})  # fmt: skip
+        for value in ("abc", "-1", "0", "\u0663", "1e3", "9" * 40, " "):
+            await admin.call("GET", "/memory/snapshots", params={"before": value}, status=400)
+        for path in ("/memory/snapshots/\u0663", "/memory/snapshots/1/diff/-2"):
+            await admin.call("GET", path, status=400)
+        async with proxy.client() as client:
+            for value in ("abc", "1.5", "-3", "9" * 40):
+                try:
+                    await client.chat.completions.create(
+                        model="echo",
+                        messages=[{"role": "user", "content": "hi"}],
+                        extra_headers={"X-Memory-As-Of": value},
+                    )
+                except Exception as exc:  # openai.BadRequestError
+                    assert "X-Memory-As-Of" in str(exc), value
+                else:
+                    raise AssertionError(f"X-Memory-As-Of {value!r} was accepted")
+        stats = await admin.call("GET", "/memory/stats")
+        assert stats["log_messages"] == len(FIRST["messages"])  # nothing refused was stored

@@ -270,3 +270,26 @@ def test_history_bookkeeping_is_never_rolled_back(store: MemoryStore) -> None:
     state = history_rows.state(store._reader)
     assert state.generation == generation + 1 and state.last_rollback_at is not None
     assert len(store.snapshots()) == 3  # the rollback is a snapshot; none was removed
+
+
+def test_a_long_journal_is_folded_into_a_checkpoint(tmp_path: Path, backends: Backends) -> None:
+    store = MemoryStore(
+        tmp_path / "t.db", backends=backends, dream=DreamConfig(journal_entries=2)
+    )
+    try:
+        for i in range(3):
+            say(store, f"c{i}", [f"I visited city number {i}."], start=10 * i)
+        assert store.history_state().journal_entries == 3
+        snapshot = store.checkpoint()
+        assert snapshot == 1 and store.history_state().journal_entries == 0
+        assert store.checkpoint() is None  # nothing to fold
+        say(store, "c9", ["I visited city number 9."], start=90)
+        assert store.checkpoint() is None  # within the bounds
+        assert store.checkpoint(force=True) == 2
+        listed = store.snapshots()
+        assert [s.kind for s in listed] == ["checkpoint", "checkpoint"]
+        assert store.history_state().generation == 0  # memory itself did not change
+        store.rollback(1)
+        assert "I visited city number 9." not in search(store, "city number 9")
+    finally:
+        store.close()

@@ -62,6 +62,8 @@ class DreamConfig:
     batch_size: int = 16
     keep_snapshots: int = 1000
     max_reported: int = 200
+    journal_entries: int = 5000
+    journal_bytes: int = 64 * 1024 * 1024
 
 
 class DreamSection(ConfigModel):
@@ -95,6 +97,12 @@ class DreamSection(ConfigModel):
     """Snapshots kept (the oldest beyond are dropped: no rollback reaches them)."""
     max_reported: int = Field(DreamConfig.max_reported, ge=1, le=100_000)
     """Decisions of each kind listed in a cycle's report (all are counted)."""
+    journal_entries: int = Field(DreamConfig.journal_entries, ge=1)
+    """Writes of derived memory kept in the journal before they are folded into a
+    checkpoint snapshot even without a cycle (so the journal stays bounded when cycles
+    are rare or off)."""
+    journal_bytes: int = Field(DreamConfig.journal_bytes, ge=1024)
+    """... or once their changesets hold this many bytes."""
 
     def config(self) -> DreamConfig:
         return DreamConfig(**{name: getattr(self, name) for name in type(self).model_fields})
