@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import apsw
+import yaml
 
 from memory_core.storage.journal import TRACKED
 from proxy.fake_upstream import FakeUpstream
@@ -292,3 +293,68 @@ async def test_bad_history_input_is_refused_clearly(
                     raise AssertionError(f"X-Memory-As-Of {value!r} was accepted")
         stats = await admin.call("GET", "/memory/stats")
         assert stats["log_messages"] == len(FIRST["messages"])  # nothing refused was stored
+
+
+async def _until(check: Any, what: str, limit_s: float = 60.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while True:
+        found = await check()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, f"{what} within {limit_s} s"
+        await asyncio.sleep(0.1)
+
+
+async def test_the_dream_policy_starts_cycles_and_is_hot_reloaded(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(
+        upstream.url,
+        memory={"formation_workers": 0},
+        policy={"dream": {"enabled": False}},
+    )
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        await admin.call("POST", "/memory/ingest", json=FIRST)
+        await asyncio.sleep(2.5)  # two ticks at least: disabled, nothing runs
+        assert (await admin.call("GET", "/memory/snapshots"))["snapshots"] == []
+        config["policy"] = {"dream": {"rules": [{"type": "material", "messages": 4}]}}
+        proxy.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+        async def cycled() -> list[Json]:
+            return list((await admin.call("GET", "/memory/snapshots"))["snapshots"])
+
+        [snapshot] = await _until(cycled, "an automatic cycle")
+        assert snapshot["kind"] == "cycle"
+        assert snapshot["trigger"].startswith("policy: rule 1 'material'")
+        await asyncio.sleep(2.5)  # nothing new since: no second cycle
+        assert len(await cycled()) == 1
+    events = [r for r in proxy.log_records() if r.get("event", "").startswith("dream")]
+    assert [e["event"] for e in events] == ["dream_started", "dream_done"]
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as r:
+        assert 'areamem_dream_cycles_total{trigger="policy"} 1.0' in await r.text()
+
+
+async def test_a_cycle_forms_held_messages_through_the_worker_process(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(
+        upstream.url,
+        memory={"formation_workers": 1, "ingest": False},
+        policy={"dream": {"enabled": False}},
+    )
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        await admin.call("POST", "/memory/ingest", json=FIRST)  # formed by the worker
+        s1 = (await admin.call("POST", "/memory/dream"))["snapshot"]
+        await admin.call("POST", "/memory/ingest", json=LATER)
+        await admin.call("POST", "/memory/dream")
+        restored = await admin.call("POST", "/memory/rollback", json={"snapshot": s1})
+        assert restored["held"] == len(LATER["messages"])
+        report = await admin.call("POST", "/memory/dream")
+        assert report["released"] == report["formed"] == len(LATER["messages"])
+        assert report["totals"]["merge_entities"] == 1
+        found = await admin.call("GET", "/memory/search", params={"q": "Lisbon"})
+        assert any("Lisbon" in hit["text"] for hit in found["hits"])
