@@ -96,12 +96,18 @@ class AsOfCopies:
     def _evict(self) -> None:
         while len(self._copies) > self._keep:
             _, oldest = self._copies.popitem(last=False)
-            oldest.add_done_callback(_discard)
+            if oldest.done():
+                _discard(oldest)
+            else:
+                oldest.add_done_callback(_discard)
 
     def close(self) -> None:
-        """Close and delete every copy (those still being made, once made)."""
+        """Close and delete every copy now (one still being made, once made)."""
         for pending in self._copies.values():
-            pending.add_done_callback(_discard)
+            if pending.done():
+                _discard(pending)
+            else:
+                pending.add_done_callback(_discard)
         self._copies.clear()
 
 

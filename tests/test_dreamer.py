@@ -358,3 +358,21 @@ async def test_a_cycle_forms_held_messages_through_the_worker_process(
         assert report["totals"]["merge_entities"] == 1
         found = await admin.call("GET", "/memory/search", params={"q": "Lisbon"})
         assert any("Lisbon" in hit["text"] for hit in found["hits"])
+
+
+async def test_copies_as_of_snapshots_are_bounded_and_removed_at_shutdown(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await _proxy(make_proxy, upstream)
+    copies = proxy.data_dir / "as_of"
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        snapshots = []
+        for i in range(3):
+            await admin.call("POST", "/memory/ingest", json={**FIRST, "conversation_id": f"w{i}"})
+            snapshots.append((await admin.call("POST", "/memory/dream"))["snapshot"])
+        for snapshot in snapshots:
+            await admin.area(QUESTIONS[0], as_of=snapshot)
+            assert 1 <= len(list(copies.glob("*.db"))) <= 2  # the two most recent kept
+    await proxy.server.close()
+    assert list(copies.glob("*")) == []
