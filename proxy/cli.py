@@ -31,7 +31,6 @@ from memory_core.formation import BackendError
 from . import cli_history
 from .app import build_services
 from .config import Config, load_config
-from .errors import ConfigError
 from .server import ProxyServer
 from .services import Services
 
@@ -90,14 +89,10 @@ def _memory_parser(commands: Any) -> None:
 def _memory_command(args: argparse.Namespace) -> int:
     """``areamem memory entities|contexts|relations``: read one tenant's store directly."""
     try:
-        config = load_config(args.config, data_dir=args.data_dir)
-    except ConfigError as exc:
-        print(f"areamem: configuration error: {exc}", file=sys.stderr)
-        return 2
-    path = config.server.data_dir / "tenants" / f"{args.tenant}.db"
-    if not path.is_file():
-        print(f"areamem: no memory for tenant '{args.tenant}' (expected {path})", file=sys.stderr)
-        return 1
+        _, path = cli_history.tenant_database(args)
+    except cli_history.Refused as exc:
+        print(f"areamem: {exc}", file=sys.stderr)
+        return exc.status
     store = MemoryStore(path)
     try:
         rows = _view(store, args)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from memory_core import MemoryCoreError, MemoryStore
@@ -19,10 +20,10 @@ from memory_core.blas import limit_blas_threads
 from memory_core.errors import DreamBusyError
 from memory_core.formation import BackendError
 
-from .config import load_config
+from .config import Config, load_config
 from .errors import ConfigError
 
-__all__ = ["COMMANDS", "add_parsers", "run"]
+__all__ = ["COMMANDS", "Refused", "add_parsers", "run", "tenant_database"]
 
 
 COMMANDS = ("dream", "snapshots", "diff", "rollback")
@@ -56,17 +57,34 @@ def add_parsers(commands: Any) -> None:
     _tenant_options(rollback)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Open the tenant's store with the config's settings and run one history command."""
+class Refused(Exception):
+    """A command that cannot run: its message, and the exit status to leave with."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def tenant_database(args: argparse.Namespace) -> tuple[Config, Path]:
+    """The config (``--config``, ``--data-dir``) and the database of ``--tenant``;
+    :class:`Refused` when the config is invalid (2) or the tenant has no memory (1)."""
     try:
         config = load_config(args.config, data_dir=args.data_dir)
     except ConfigError as exc:
-        print(f"areamem: configuration error: {exc}", file=sys.stderr)
-        return 2
+        raise Refused(f"configuration error: {exc}", 2) from exc
     path = config.server.data_dir / "tenants" / f"{args.tenant}.db"
     if not path.is_file():
-        print(f"areamem: no memory for tenant '{args.tenant}' (expected {path})", file=sys.stderr)
-        return 1
+        raise Refused(f"no memory for tenant '{args.tenant}' (expected {path})", 1)
+    return config, path
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the tenant's store with the config's settings and run one history command."""
+    try:
+        config, path = tenant_database(args)
+    except Refused as exc:
+        print(f"areamem: {exc}", file=sys.stderr)
+        return exc.status
     limit_blas_threads()
     store = MemoryStore(
         path,

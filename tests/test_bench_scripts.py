@@ -271,3 +271,31 @@ async def test_each_proxy_is_timed_against_direct_requests_of_its_own_blocks(
     assert len(outcome.litellm.total_ms) == len(outcome.litellm_direct.total_ms) == 7
     assert bench.added(outcome, 50) == pytest.approx(2.0)
     assert bench.added(outcome, 50, target="litellm") == pytest.approx(16.0)
+
+
+def test_bench_dreamer_quick_run_times_cycles_snapshots_and_rollbacks(tmp_path: Path) -> None:
+    """``bench_dreamer.py --quick``: a row per (store, cycles) with the snapshot sizes and
+    rows changed of every cycle, and the rollbacks undone to the same relation count."""
+    out = tmp_path / "dreamer.json"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "scripts/bench_dreamer.py", "--quick", "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=LIMIT_S, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "store relations" in done.stdout and "rows changed" in done.stdout
+    assert "reproduce: python scripts/bench_dreamer.py" in done.stdout
+    report = json.loads(out.read_text())
+    assert [(run["store"], run["cycles"]) for run in report["runs"]] == [
+        ("small", 2), ("big", 2), ("big", 3)
+    ]
+    assert report["built"]["relations"] >= 1000 > report["small_built"]["relations"] >= 300
+    assert report["built"]["first"]["snapshot_bytes"] > 0 and report["graph_read_ms"] > 0
+    for run in report["runs"]:
+        assert len(run["per_cycle"]) == run["cycles"]
+        for cycle in run["per_cycle"]:
+            assert cycle["snapshot_bytes"] > 0 and cycle["rows_changed"] > 0, cycle
+        whole = run["rollback_all_cycles"]
+        assert whole["relations_restored"] == run["relations_start"]
+        assert whole["relations_after_undo"] == whole["relations_before"]
+        assert whole["check"] and run["rollback_one_cycle"]["check"] and run["check"]

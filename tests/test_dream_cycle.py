@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_core import LogMessage, MemoryStore
+from memory_core import MemoryStore
 from memory_core.dream import (
     DreamConfig,
     EntityPair,
@@ -31,16 +31,7 @@ from memory_core.formation.config import LLMConfig
 from memory_core.storage.dream import ContextProfile, EntityProfile
 from proxy.fake_upstream import FakeUpstream
 
-T0 = 1_700_000_000.0
-
-
-def say(store: MemoryStore, conversation: str, texts: Sequence[str], start: int = 0) -> None:
-    messages = [
-        LogMessage({"role": "user", "name": "Maya", "content": t}, T0 + (start + i) * 60)
-        for i, t in enumerate(texts)
-    ]
-    store.append(messages, conversation=conversation)
-    store.form_all()
+from .test_history import say
 
 
 def decisions(report: Any, kind: str) -> list[Any]:
@@ -217,8 +208,6 @@ def test_contexts_of_different_conversations_are_linked_or_merged(
         assert count == 1
         rows = list(merging._reader.execute("SELECT kind, merged FROM merges"))
         assert rows == [("context", merge.ids[1])]
-        restored = merging.rollback(merged.snapshot - 1 if merged.snapshot > 1 else 1)
-        del restored
     finally:
         linking.close()
         merging.close()
@@ -268,7 +257,6 @@ def test_a_cycle_applies_nothing_when_another_committed_meanwhile(
         say(store, "c2", ["Robert, also known as Bob, fixed my bike."], start=10)
         with pytest.raises(DreamBusyError, match="nothing was applied"):
             store.dream()
-        assert [s.trigger for s in []] == []
         assert [s.id for s in store.snapshots()] == [1]  # only the other writer's
     finally:
         store.close()
@@ -285,8 +273,13 @@ def closing(upstream: FakeUpstream) -> FakeUpstream:
 
 
 def _llm_store(path: Path, backends: Backends, upstream: FakeUpstream, model: str) -> MemoryStore:
+    """A store judged by ``model`` at the fake upstream, holding a duplicate (Bob, and
+    Robert "also known as Bob")."""
     llm = LLMConfig(provider="openai", model=model, api_base=upstream.url, timeout_s=5)
-    return opened(path, backends, backend="llm", llm=llm)
+    store = opened(path, backends, backend="llm", llm=llm)
+    say(store, "c1", ["I met Bob at the climbing gym."])
+    say(store, "c2", ["Robert, also known as Bob, fixed my bike."], start=10)
+    return store
 
 
 async def test_the_llm_judge_decides_after_a_corrective_retry(
@@ -294,8 +287,6 @@ async def test_the_llm_judge_decides_after_a_corrective_retry(
 ) -> None:
     store = _llm_store(tmp_path / "t.db", backends, closing, "consolidator")
     try:
-        say(store, "c1", ["I met Bob at the climbing gym."])
-        say(store, "c2", ["Robert, also known as Bob, fixed my bike."], start=10)
         closing.script = [
             "I think they are the same.",  # not JSON: asked again with the error
             json.dumps({"verdicts": [{"pair": 1, "decision": "merge", "reason": "same man"}]}),
@@ -316,8 +307,6 @@ async def test_a_failing_model_leaves_its_pairs_as_they_are(
 ) -> None:
     store = _llm_store(tmp_path / "t.db", backends, closing, "fail-500")
     try:
-        say(store, "c1", ["I met Bob at the climbing gym."])
-        say(store, "c2", ["Robert, also known as Bob, fixed my bike."], start=10)
         report = await asyncio.to_thread(store.dream)
         assert decisions(report, "merge_entities") == []
         [kept] = decisions(report, "keep_entities")
@@ -333,8 +322,6 @@ async def test_answers_for_missing_or_repeated_pairs_are_rejected(
 ) -> None:
     store = _llm_store(tmp_path / "t.db", backends, closing, "consolidator")
     try:
-        say(store, "c1", ["I met Bob at the climbing gym."])
-        say(store, "c2", ["Robert, also known as Bob, fixed my bike."], start=10)
         closing.script = [
             json.dumps({"verdicts": [{"pair": 2, "decision": "merge", "reason": "x"}]}),
             json.dumps({"verdicts": [{"pair": 1, "decision": "keep", "reason": "a"},
