@@ -1,6 +1,7 @@
-"""Automatic consolidation cycles: the dream policy asked once a second for every open tenant.
+"""Automatic consolidation cycles: the dream policy asked about every open tenant.
 
-The policy (the ``dream:`` section of the trigger policy, hot-reloaded with it:
+Every :data:`POLICY_TICKS` seconds, the policy (the ``dream:`` section of the trigger
+policy, hot-reloaded with it:
 :mod:`policies.dream`) weighs what the tenant's memory says (messages since the last
 cycle, the last cycle and rollback: :meth:`memory_core.MemoryStore.dream_status`) and how
 long the tenant has been idle. A cycle it starts runs in the background on the tenant's
@@ -21,12 +22,14 @@ or switched off).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory_core import MemoryCoreError
 from memory_core.errors import DreamBusyError
+from memory_core.store import DreamStatus
 from policies.dream import DreamPolicy, DreamState
 
 from .tenants import TenantMemory, Tenants
@@ -35,6 +38,7 @@ __all__ = ["DreamScheduler"]
 
 Events = Callable[[dict[str, Any]], None]
 CHECKPOINT_TICKS = 30
+POLICY_TICKS = 5
 Done = Callable[[str, float, str, int], None]
 
 
@@ -80,14 +84,24 @@ class DreamScheduler:
             await asyncio.sleep(interval_s)
 
     async def tick(self) -> None:
-        """One look at every open tenant."""
+        """One look at every open tenant: what another process changed (each tick), the
+        journal's bounds (every :data:`CHECKPOINT_TICKS`), the policy (every
+        :data:`POLICY_TICKS`, while no automatic cycle runs and the proxy is quiet). The
+        reads for all tenants run in one job on a worker thread, not on the reader threads
+        the lookups use."""
         self._ticks += 1
-        for memory in self._tenants.opened():
+        opened = self._tenants.opened()
+        for memory in await asyncio.to_thread(_moved, opened):
             await self._reread(memory)
-            if self._ticks % CHECKPOINT_TICKS == 0 and not memory.dreaming:
-                await self._checkpoint(memory)
-            if self.running is None and self._quiet():
-                await self._consider(memory)
+        if self._ticks % CHECKPOINT_TICKS == 0:
+            for memory in opened:
+                if not memory.dreaming:
+                    await self._checkpoint(memory)
+        if self._ticks % POLICY_TICKS == 0 and self.running is None and self._quiet():
+            statuses = await asyncio.to_thread(_statuses, opened, self._events)
+            for memory, status in statuses:
+                if self._consider(memory, status):
+                    break
 
     async def _checkpoint(self, memory: TenantMemory) -> None:
         try:
@@ -110,13 +124,8 @@ class DreamScheduler:
             error = str(exc)
             self._events({"event": "graph_reread_failed", "tenant": memory.name, "error": error})
 
-    async def _consider(self, memory: TenantMemory) -> None:
-        try:
-            status = await memory.dream_status()
-        except MemoryCoreError as exc:
-            error = str(exc)
-            self._events({"event": "dream_status_failed", "tenant": memory.name, "error": error})
-            return
+    def _consider(self, memory: TenantMemory, status: DreamStatus) -> bool:
+        """Ask the policy about one tenant; start its cycle if it says so (whether it did)."""
         state = DreamState(
             now=self._clock(),
             idle_s=memory.idle_s,
@@ -130,6 +139,7 @@ class DreamScheduler:
         self.last_decisions[memory.name] = decision.reason
         if decision.run:
             self._running = asyncio.ensure_future(self._cycle(memory, decision.reason))
+        return decision.run
 
     async def _cycle(self, memory: TenantMemory, reason: str) -> None:
         trigger = f"policy: {reason}"
@@ -145,3 +155,30 @@ class DreamScheduler:
             self._events({"event": "dream_failed", "tenant": memory.name, "error": error})
         else:
             self._done(memory.name, time.perf_counter() - began, trigger, report.snapshot)
+
+
+def _moved(opened: Sequence[TenantMemory]) -> list[TenantMemory]:
+    """The tenants whose memory another process rolled back or consolidated (a small read
+    each; one that fails is left for the next tick)."""
+    moved = []
+    for memory in opened:
+        with contextlib.suppress(MemoryCoreError):
+            if memory.store.generation_moved():
+                moved.append(memory)
+    return moved
+
+
+def _statuses(
+    opened: Sequence[TenantMemory], events: Events
+) -> list[tuple[TenantMemory, DreamStatus]]:
+    """What the policy weighs, for each tenant with no cycle running (a tenant whose
+    status cannot be read is logged and skipped)."""
+    found = []
+    for memory in opened:
+        if memory.dreaming:
+            continue
+        try:
+            found.append((memory, memory.store.dream_status()))
+        except MemoryCoreError as exc:
+            events({"event": "dream_status_failed", "tenant": memory.name, "error": str(exc)})
+    return found

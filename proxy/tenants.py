@@ -28,7 +28,7 @@ from memory_core.graph import GraphSettings
 from memory_core.history import HeldRow, Restored, SnapshotRow
 from memory_core.history_views import Diff, HistoryState
 from memory_core.reconstruction_config import ReconstructionConfig
-from memory_core.store import DEFAULT_RECEIPT_AGE_S, DreamStatus
+from memory_core.store import DEFAULT_RECEIPT_AGE_S
 from memory_core.strategies import STRATEGIES
 from memory_core.tokens import TokenCounter, warm_tokenizers
 
@@ -420,9 +420,6 @@ class TenantMemory:
     async def history_state(self) -> HistoryState:
         return await self._read(self.store.history_state)
 
-    async def dream_status(self) -> DreamStatus:
-        return await self._read(self.store.dream_status)
-
     async def checkpoint(self) -> int | None:
         """Fold a journal grown past its bounds into a checkpoint snapshot (on the
         formation thread); the snapshot's id, or None."""
@@ -432,8 +429,6 @@ class TenantMemory:
     async def check_generation(self) -> bool:
         """Read the graph again if memory was rolled back or consolidated by another
         process (on the formation thread, like every graph read)."""
-        if not await self._read(self.store.generation_moved):
-            return False
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._former, self.store.check_generation)
 
