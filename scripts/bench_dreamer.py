@@ -399,8 +399,9 @@ def steps_line(run: dict[str, Any]) -> str:
 
 def print_report(report: dict[str, Any], settings: Settings) -> None:
     first, built = report["built"]["first"], report["built"]
+    kept = f"; kept in {settings.store}" if settings.store else ""
     print(f"built store: {built['relations']:,} relations from {built['messages']:,} messages"
-          f" in {built['conversations']:,} conversations ({built['build_s']:.1f} s to build)")
+          f" in {built['conversations']:,} conversations ({built['build_s']:.1f} s to build{kept})")
     print(f"first snapshot (everything built): cycle {format_ms(first['elapsed_ms'])} ms,"
           f" dream() {format_ms(first['wall_ms'])} ms, {first['rows_changed']:,} rows changed,"
           f" {first['snapshot_bytes']:,} bytes")

@@ -315,27 +315,31 @@ def context_centroids(conn: Connection) -> list[tuple[int, bytes, int]]:
     ]
 
 
+_RECENT_SEGMENTS = 50
+
+
 def context_profiles(
     conn: Connection, context_ids: Iterable[int], *, examples: int = 3, chars: int = 200
 ) -> dict[int, ContextProfile]:
+    """Profiles of the contexts that exist among ``context_ids``: the conversations of
+    their newest :data:`_RECENT_SEGMENTS` segments and their newest primary members as
+    examples, each read by a bounded walk of an index backwards (a topic every
+    conversation returns to costs what the newest rows cost, not its whole history)."""
     profiles: dict[int, ContextProfile] = {}
     for cid, label, size in conn.execute(
         f"SELECT id, label, size FROM contexts WHERE id {JSON_IN}", (json_array(context_ids),)
     ):
-        conversations = tuple(
-            str(row[0])
-            for row in conn.execute(
-                "SELECT DISTINCT conversation_id FROM segments WHERE context_id = ?"
-                " ORDER BY conversation_id",
-                (cid,),
-            )
+        recent = conn.execute(
+            "SELECT conversation_id FROM segments WHERE context_id = ? ORDER BY id DESC LIMIT ?",
+            (cid, _RECENT_SEGMENTS),
         )
+        conversations = tuple(sorted({str(row[0]) for row in recent}))
         texts = tuple(
             (int(f), str(t))
             for f, t in conn.execute(
                 "SELECT f.id, substr(f.text, 1, ?) FROM fragment_contexts fc JOIN fragments f"
                 " ON f.id = fc.fragment_id WHERE fc.context_id = ? AND fc.is_primary = 1"
-                " ORDER BY fc.weight DESC, f.id LIMIT ?",
+                " ORDER BY fc.rowid DESC LIMIT ?",
                 (chars, cid, examples),
             )
         )
