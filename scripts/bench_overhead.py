@@ -293,7 +293,10 @@ class LocalStack:
             "logging": {"stdout": False, "file": True},
             "memory": {"retrieval": self.retrieval,
                        "formation_workers": self.formation_workers},
-            "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}]},
+            # no automatic consolidation cycle: the preload's thousands of messages would
+            # start one mid-measurement (cycles are measured by bench_dreamer.py)
+            "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}],
+                       "dream": {"enabled": False}},
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return path
