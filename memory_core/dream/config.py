@@ -61,7 +61,7 @@ class DreamConfig:
     max_pairs: int = 1000
     batch_size: int = 16
     keep_snapshots: int = 1000
-    max_reported: int = 200
+    max_reported: int = 5000
     journal_entries: int = 5000
     journal_bytes: int = 64 * 1024 * 1024
 
