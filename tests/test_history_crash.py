@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ("Who went to Lisbon?", "Where did Greta go?", "Who travelled with Hugo?")
 NAMES = ("Anna", "Bob", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hugo")
 PLACES = ("Paris", "Lisbon", "Rome", "Oslo", "Cairo", "Lima")
-DELAYS_MS = (0, 8, 25)
+DELAYS_MS = (0, 15)
 
 
 def _messages(first: int, count: int) -> list[LogMessage]:
