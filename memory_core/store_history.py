@@ -157,9 +157,17 @@ class StoreHistory(abc.ABC):
         """The consolidation of a cycle (caller holds the tenant's lock,
         :func:`.exclusive.exclusive`, and has formed what was queued): see
         :mod:`.dream.cycle`. Lookups read the state before until the new graph is read."""
-        dreamer = Dreamer(self._forming, self._dream, self._dream_judge(), clock=self._clock)
+        dreamer = Dreamer(self._dream, self._dream_judge(), clock=self._clock)
+        reading = connect(self.path, readonly=True)  # its own: lookups never wait for it
+        try:
+            plan = dreamer.read(
+                reading, trigger=trigger, formed=formed, released=released, on_step=on_step
+            )
+        finally:
+            reading.close()
+        plan = dreamer.judge(plan, on_step)
         with self._form_lock, self._transition():
-            return dreamer.run(trigger=trigger, formed=formed, released=released, on_step=on_step)
+            return dreamer.write(self._forming, plan, on_step)
 
     def _dream_judge(self) -> Judge:
         if self._judge is None:

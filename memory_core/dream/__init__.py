@@ -16,7 +16,7 @@ from .config import (
     DreamSection,
     parse_dream,
 )
-from .cycle import Dreamer, Step
+from .cycle import Dreamer, Plan, Step
 from .judges import (
     JUDGES,
     ContextPair,
@@ -44,6 +44,7 @@ __all__ = [
     "EntityPair",
     "Judge",
     "LLMJudge",
+    "Plan",
     "RuleJudge",
     "Step",
     "Verdict",
