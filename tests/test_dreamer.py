@@ -376,3 +376,36 @@ async def test_copies_as_of_snapshots_are_bounded_and_removed_at_shutdown(
             assert 1 <= len(list(copies.glob("*.db"))) <= 2  # the two most recent kept
     await proxy.server.close()
     assert list(copies.glob("*")) == []
+
+
+async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The cycle's model never answers (until its timeout): meanwhile chat is answered
+    at once, with memory; the cycle then reports the failure and merges nothing."""
+    upstream.keep_alive = False  # litellm's synchronous client keeps no socket beyond
+    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 3}}
+    config = proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+        dream=dream,
+    )
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        await admin.call("POST", "/memory/ingest", json=FIRST)
+        await admin.call("POST", "/memory/ingest", json=LATER)
+        cycle = asyncio.ensure_future(admin.call("POST", "/memory/dream"))
+        await _until(lambda: _judging(upstream), "the cycle asking its model", 30)
+        began = asyncio.get_running_loop().time()
+        texts = await _injected(proxy, upstream)
+        assert asyncio.get_running_loop().time() - began < 2.5  # not after the model
+        assert not cycle.done()
+        assert any("Lisbon" in text for text in texts)
+        report = await cycle
+    assert report["failures"] and report["totals"].get("merge_entities") is None
+
+
+async def _judging(upstream: FakeUpstream) -> bool:
+    return any(r.body.get("model") == "hang" for r in upstream.requests)
