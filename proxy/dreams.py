@@ -65,6 +65,9 @@ class DreamScheduler:
         self._clock = clock
         self._running: asyncio.Task[None] | None = None
         self._ticks = 0
+        self.policy_every = POLICY_TICKS
+        """Ticks between two looks at the policy (the idle and schedule rules count in
+        seconds and minutes: every few seconds is soon enough)."""
         self.last_decisions: dict[str, str] = {}
         """The last reason the policy gave per tenant (for ``/healthz``-style views)."""
 
@@ -97,7 +100,7 @@ class DreamScheduler:
             for memory in opened:
                 if not memory.dreaming:
                     await self._checkpoint(memory)
-        if self._ticks % POLICY_TICKS == 0 and self.running is None and self._quiet():
+        if self._ticks % self.policy_every == 0 and self.running is None and self._quiet():
             statuses = await asyncio.to_thread(_statuses, opened, self._events)
             for memory, status in statuses:
                 if self._consider(memory, status):

@@ -314,10 +314,17 @@ async def test_the_dream_policy_starts_cycles_and_is_hot_reloaded(
         policy={"dream": {"enabled": False}},
     )
     proxy = await make_proxy(config)
+    scheduler = proxy.services.dreams
+    assert scheduler is not None
+    scheduler.policy_every = 1  # a look at the policy every tick (a second)
+
+    async def asked(words: str) -> bool:  # the policy was asked and said this
+        return words in scheduler.last_decisions.get("default", "")
+
     async with aiohttp.ClientSession() as http:
         admin = Admin(http, proxy)
         await admin.call("POST", "/memory/ingest", json=FIRST)
-        await asyncio.sleep(2.5)  # two ticks at least: disabled, nothing runs
+        await _until(lambda: asked("disabled"), "the policy asked", 30)
         assert (await admin.call("GET", "/memory/snapshots"))["snapshots"] == []
         config["policy"] = {"dream": {"rules": [{"type": "material", "messages": 4}]}}
         proxy.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -328,8 +335,8 @@ async def test_the_dream_policy_starts_cycles_and_is_hot_reloaded(
         [snapshot] = await _until(cycled, "an automatic cycle")
         assert snapshot["kind"] == "cycle"
         assert snapshot["trigger"].startswith("policy: rule 1 'material'")
-        await asyncio.sleep(2.5)  # nothing new since: no second cycle
-        assert len(await cycled()) == 1
+        await _until(lambda: asked("only 0 new messages"), "the policy asked again", 30)
+        assert len(await cycled()) == 1  # nothing new since: no second cycle
     events = [r for r in proxy.log_records() if r.get("event", "").startswith("dream")]
     assert [e["event"] for e in events] == ["dream_started", "dream_done"]
     async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as r:
@@ -384,7 +391,7 @@ async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
     """The cycle's model never answers (until its timeout): meanwhile chat is answered
     at once, with memory; the cycle then reports the failure and merges nothing."""
     upstream.keep_alive = False  # litellm's synchronous client keeps no socket beyond
-    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 3}}
+    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 2}}
     config = proxy_config(
         upstream.url,
         memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
@@ -400,7 +407,7 @@ async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
         await _until(lambda: _judging(upstream), "the cycle asking its model", 30)
         began = asyncio.get_running_loop().time()
         texts = await _injected(proxy, upstream)
-        assert asyncio.get_running_loop().time() - began < 2.5  # not after the model
+        assert asyncio.get_running_loop().time() - began < 1.8  # not after the model
         assert not cycle.done()
         assert any("Lisbon" in text for text in texts)
         report = await cycle
