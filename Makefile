@@ -3,7 +3,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test check lint types bench clean
+.PHONY: install run test check lint types bench clean browser vendor-ui
+
+CHROMIUM := /usr/bin/chromium
+UI_VENDOR := proxy/static/ui/vendor
 
 install: $(STAMP)
 
@@ -16,8 +19,27 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/areamem serve --config config.yaml
 
-test: install
+test: install browser
 	$(PY) -m pytest -q
+
+# The inspector's browser test (tests/test_ui_browser.py) drives Debian's chromium, never
+# a downloaded browser: installed here when missing (Debian, as root).
+browser:
+	@test -x $(CHROMIUM) || { \
+	  echo "$(CHROMIUM) is missing: apt-get install chromium"; \
+	  { apt-get update && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y --no-install-recommends chromium; } || true; \
+	  test -x $(CHROMIUM) || { \
+	    echo "could not install chromium: run 'apt-get install chromium' as root" \
+	      "(tests/test_ui_browser.py needs $(CHROMIUM))" >&2; exit 1; }; }
+
+# The inspector's third-party files, pinned by ui/package-lock.json, copied into the
+# package and committed (running and testing need no npm). Run after changing ui/package.json.
+vendor-ui:
+	cd ui && npm ci --ignore-scripts
+	mkdir -p $(UI_VENDOR)
+	cp ui/node_modules/cytoscape/dist/cytoscape.min.js $(UI_VENDOR)/
+	cp ui/node_modules/cytoscape/LICENSE $(UI_VENDOR)/cytoscape.LICENSE.txt
 
 lint: install
 	$(VENV)/bin/ruff check proxy memory_core policies tests scripts

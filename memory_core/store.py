@@ -531,6 +531,12 @@ class MemoryStore(StoreHistory):
         with self._write_lock:
             return receipts.load(self._writer, receipt_id)
 
+    def recent_receipts(self, limit: int) -> list[receipts.ReceiptRow]:
+        """The newest ``limit`` receipts, newest first, as a list shows them (read
+        through the writing connection, as :meth:`receipt` is)."""
+        with self._write_lock:
+            return receipts.recent(self._writer, limit)
+
     def stats(self) -> StoreStats:
         """Counts of what the store holds."""
         with self._read_lock:

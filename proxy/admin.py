@@ -37,6 +37,7 @@ from .schemas import (
     ModelList,
     Readiness,
     Receipt,
+    ReceiptCitation,
     RelationsResponse,
     SearchHit,
     SearchResponse,
@@ -209,6 +210,9 @@ async def search(request: web.Request) -> web.Response:
                 for h in recall.hits
             ],
             context=recall.context.text,
+            citations=[
+                ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations
+            ],
             tokens=recall.context.tokens,
             elapsed_ms=round((time.perf_counter() - began) * 1000, 3),
         )

@@ -14,15 +14,17 @@ from memory_core.formation import Backends, build_backends
 from memory_core.worker import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
-from . import admin, history_api
-from .chat import CLIENT_CLOSED, chat_completions
+from . import admin, history_api, receipts_api, ui
+from .chat import CLIENT_CLOSED, chat_completions, route_of
 from .config import Config
 from .dreams import DreamScheduler
 from .errors import ApiError, error_body, internal_error_body
 from .formation_workers import FormationWorkers
+from .messages_door import MESSAGES
 from .metrics import Metrics
 from .openapi import openapi_json
 from .requestlog import RequestLog
+from .responses_door import RESPONSES
 from .services import SERVICES, Services
 from .tenants import Tenants
 from .upstream import Router, Upstream, build_upstream
@@ -33,7 +35,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _QUIET_LAG_MS = 20.0
 """An automatic consolidation cycle starts only while the event loop is at most this late
 (a busier loop is answering requests: the cycle waits for the next quiet tick)."""
-_SELF_LOGGED = frozenset({"/v1/chat/completions", "/chat/completions", "/readyz"})
+_SELF_LOGGED = frozenset(
+    {"/v1/chat/completions", "/chat/completions", "/v1/messages", "/v1/responses", "/readyz"}
+)
 """Routes whose failures are not logged here: chat logs every request itself, and a
 503 from ``/readyz`` is its normal answer while starting."""
 
@@ -142,6 +146,8 @@ def create_app(services: Services) -> web.Application:
     app[SERVICES] = services
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", route_of(MESSAGES))
+    app.router.add_post("/v1/responses", route_of(RESPONSES))
     app.router.add_get("/v1/models", admin.models)
     app.router.add_get("/healthz", admin.healthz)
     app.router.add_get("/readyz", admin.readyz)
@@ -153,6 +159,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/memory/contexts", admin.contexts)
     app.router.add_get("/memory/relations", admin.relations)
     app.router.add_get("/memory/area", admin.area)
+    app.router.add_get("/memory/receipts", receipts_api.recent)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
     app.router.add_post("/memory/dream", history_api.dream)
     app.router.add_get("/memory/snapshots", history_api.snapshots)
@@ -161,6 +168,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_post("/memory/rollback", history_api.rollback)
     app.router.add_get("/memory/held", history_api.held)
     app.router.add_get("/openapi.json", openapi_json)  # open: describes, holds no tenant data
+    ui.add_routes(app)  # open: the page holds no data, the API it calls wants the key
     app.cleanup_ctx.append(_lifecycle)
     return app
 

@@ -28,7 +28,7 @@ import copy
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -41,15 +41,15 @@ from memory_core import (
     Recall,
     chain_hashes,
     conversation_id,
-    message_text,
 )
 from memory_core.strategies import STRATEGIES
 from memory_core.views import AreaSummary
-from policies import Decision, TurnContext
+from policies import Decision
 
 from .api_io import snapshot_id
 from .body import check_conversation_id, read_body
 from .client_io import AiohttpIO, ClientIO
+from .doors import CHAT, CHAT_ANSWERS, Answers, Door, Presenter
 from .errors import (
     ApiError,
     RetrievalSkipped,
@@ -70,15 +70,9 @@ from .schemas import (
 )
 from .services import SERVICES, Services
 from .tenants import TenantMemory, tenant_of
+from .turns import turn_context
 from .upstream import Upstream
-from .wire import (
-    ChatRequest,
-    answer_from_json,
-    answer_from_sse,
-    inject,
-    parse_chat,
-    splice_memory,
-)
+from .wire import ChatRequest
 
 __all__ = ["answer_chat", "chat_completions"]
 
@@ -110,6 +104,8 @@ class _Exchange:
     """What one request did, accumulated for the log line, receipt and ingestion."""
 
     started: float
+    api: str = "chat"
+    answers: Answers = CHAT_ANSWERS
     tenant: str | None = None
     chat: ChatRequest | None = None
     conversation: str | None = None
@@ -138,20 +134,29 @@ class _Exchange:
         return now
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    """The aiohttp route (requests the front hands over, see :mod:`proxy.front`)."""
-    client = AiohttpIO(request)
-    await answer_chat(request.app[SERVICES], client)
-    assert client.response is not None
-    return client.response
+def route_of(door: Door) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The aiohttp route of ``door`` (for chat: the requests the front hands over, see
+    :mod:`proxy.front`)."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        client = AiohttpIO(request)
+        await answer_chat(request.app[SERVICES], client, door)
+        assert client.response is not None
+        return client.response
+
+    return answer
 
 
-async def answer_chat(svc: Services, client: ClientIO) -> None:
-    """Answer one chat request through ``client``; never raises but for cancellation
-    (the client went away: its server cancels the task)."""
-    ex = _Exchange(started=time.perf_counter())
+chat_completions = route_of(CHAT)
+
+
+async def answer_chat(svc: Services, client: ClientIO, door: Door = CHAT) -> None:
+    """Answer one request of ``door``'s format through ``client``; never raises but for
+    cancellation (the client went away: its server cancels the task)."""
+    ex = _Exchange(started=time.perf_counter(), api=door.name)
+    client = door.io(client)
     try:
-        await _handle(client, svc, ex)
+        await _handle(client, svc, ex, door)
     except ApiError as exc:
         ex.status, ex.error, ex.outcome = exc.status, exc.message, exc.code or exc.type
         svc.metrics.errors.labels(kind=exc.code or exc.type).inc()
@@ -195,12 +200,13 @@ class _Outbound:
     forward: Forward
 
 
-async def _handle(client: ClientIO, svc: Services, ex: _Exchange) -> None:
+async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) -> None:
     ex.tenant = tenant_of(client.headers, svc.config.auth)
     server = svc.config.server
     raw = await read_body(client, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
     large = len(raw) > _LARGE_BODY
-    chat = ex.chat = await _off_loop(large, parse_chat, raw)
+    parsed = await _off_loop(large, door.parse, raw)
+    chat = ex.chat = parsed.chat
     upstream = svc.router.route(chat.model)
     if upstream is None:
         raise ApiError(
@@ -216,19 +222,21 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange) -> None:
     decision = _decide(client, svc, ex, chat, memory)
     ex.as_of = await _as_of(client, memory)
     t = ex.mark("policy_ms", t)
-    body = chat.body
+    text = None
     if decision.retrieve and memory is not None:
         await _recall(svc, ex, memory)
         ex.mark("retrieval_ms", t)
         if ex.recall and ex.recall.context.text:
-            messages = inject(chat, ex.recall.context.text, svc.config.memory.role)
-            body = {**chat.body, "messages": messages}
-            text, role = ex.recall.context.text, svc.config.memory.role
-            raw = await _off_loop(large, splice_memory, raw, chat, text, role)
+            text = ex.recall.context.text
+    role = svc.config.memory.role
+    route = await _off_loop(large, door.route, parsed, upstream, text, role, raw)
+    ex.answers = route.answers
+    if route.bridged and isinstance(client, Presenter):
+        client.bridge(parsed)
     headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
     conversation_header = svc.config.memory.conversation_header
     forward = forward_of(client.headers.items(), client.query_string, conversation_header)
-    out = _Outbound(upstream, body, raw, headers, memory, forward)
+    out = _Outbound(route.upstream, dict(route.body), route.raw, headers, memory, forward)
     if chat.stream:
         await _relay(client, svc, ex, out)
     else:
@@ -248,16 +256,7 @@ def _decide(
     ex.ingest = svc.config.memory.ingest and (header or "").strip().lower() != "off"
     ex.explicit_conversation = _conversation_header(client, svc.config.memory.conversation_header)
     ex.conversation = conversation_id(chat.messages, ex.explicit_conversation)
-    context = TurnContext(
-        tenant=ex.tenant,
-        model=chat.model,
-        conversation_id=ex.conversation,
-        user_turns=chat.user_turns,
-        latest_user_text=chat.latest_user_text,
-        header=header,
-        now=time.time(),
-        recent_user_texts=_recent_user_texts(chat),
-    )
+    context = turn_context(chat, tenant=ex.tenant, conversation=ex.conversation, header=header)
     decision = ex.decision = svc.engine.decide(context, memory.store.names if memory else None)
     svc.metrics.decisions.labels(
         retrieve=str(decision.retrieve).lower(), rule=decision.rule or "none"
@@ -287,12 +286,6 @@ def _conversation_header(client: ClientIO, name: str) -> str | None:
     """The client's explicit conversation id: printable, at most 200 characters."""
     value = client.headers.get(name, "").strip()
     return check_conversation_id(value, f"header {name}") if value else None
-
-
-def _recent_user_texts(chat: ChatRequest, count: int = 3) -> tuple[str, ...]:
-    """The user turns before the latest one (most recent last), for topic-shift rules."""
-    earlier = [m for m in chat.messages[: chat.last_user_index] if m.get("role") == "user"]
-    return tuple(message_text(m.get("content")) for m in earlier[-count:])
 
 
 async def _memory(svc: Services, ex: _Exchange) -> TenantMemory | None:
@@ -399,11 +392,11 @@ def _parse_reply(ex: _Exchange) -> None:
         return
     ex.parsed = True
     if ex.sse is not None:
-        ex.answer, ex.usage = answer_from_sse(ex.sse)
+        ex.answer, ex.usage = ex.answers.stream(ex.sse)
         return
     if ex.reply is None:
         return
-    ex.answer, ex.usage = answer_from_json(ex.reply)
+    ex.answer, ex.usage = ex.answers.whole(ex.reply)
 
 
 async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound) -> None:
@@ -701,6 +694,7 @@ def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
     chat, decision, recall = ex.chat, ex.decision, ex.recall
     return {
         "event": "chat",
+        "api": ex.api,
         "tenant": ex.tenant,
         "model": chat.model if chat else None,
         "stream": chat.stream if chat else None,

@@ -52,6 +52,7 @@ from policies import DEFAULT_POLICY_PATH, load_policy
 from .errors import ConfigError
 
 __all__ = [
+    "TENANT_NAME",
     "AuthConfig",
     "Config",
     "ConfigFile",
@@ -63,8 +64,10 @@ __all__ = [
 ]
 
 DEFAULT_PORT = 8787
+ANTHROPIC_BASE = "https://api.anthropic.com/v1"
+"""Where an ``anthropic`` upstream without ``api_base`` is reached natively."""
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
-_TENANT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+TENANT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 def _path(value: object, info: ValidationInfo) -> object:
@@ -91,7 +94,7 @@ def _tenants(value: object, info: ValidationInfo) -> object:
     for key, tenant in value.items():
         if not isinstance(key, str) or not key.strip():
             raise ValueError("every proxy key must be a non-empty string")
-        if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
+        if not isinstance(tenant, str) or not TENANT_NAME.fullmatch(tenant):
             shown = tenant[:80] if isinstance(tenant, str) else tenant
             raise ValueError(
                 f"tenant {shown!r} must be 1-64 ASCII letters, digits, - _ . "
@@ -166,6 +169,25 @@ class UpstreamConfig(ConfigModel):
     timeout_s: float = Field(600.0, ge=0.001)
     connect_timeout_s: float = Field(10.0, ge=0.001)
     advertise: ListOf[Name] = ()
+    serves: ListOf[Literal["responses", "messages"]] | None = None
+    """The APIs besides chat completions the upstream serves itself: a request of one of
+    them is forwarded raw (``<api_base>/responses``, ``<api_base>/messages``), any other
+    is bridged through chat completions. Default: ``messages`` for provider
+    ``anthropic``, none otherwise."""
+
+    @property
+    def native_apis(self) -> frozenset[str]:
+        """:attr:`serves`, with its default."""
+        if self.serves is not None:
+            return frozenset(self.serves)
+        return frozenset({"messages"}) if self.provider == "anthropic" else frozenset()
+
+    @property
+    def native_base(self) -> str | None:
+        """The base URL native requests go to: ``api_base``, or Anthropic's own."""
+        if self.api_base is not None:
+            return self.api_base
+        return ANTHROPIC_BASE if self.provider == "anthropic" else None
 
     @property
     def uses_fast_path(self) -> bool:

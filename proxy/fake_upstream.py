@@ -13,7 +13,14 @@ model names below still take precedence:
 - ``die-mid-stream``: stream two chunks, then drop the connection;
 - ``slow``: wait ``slow_delay_s`` between streamed chunks;
 - ``gzip``: answer a non-streamed request gzip-compressed (``Content-Encoding: gzip``)
-  whatever the client's ``Accept-Encoding`` says, as some servers do.
+  whatever the client's ``Accept-Encoding`` says, as some servers do;
+- ``call-tool``: answer with a call of the request's first tool (arguments
+  ``{"city": "Lisbon"}``), streamed or not.
+
+It also serves Anthropic's ``POST /v1/messages`` and OpenAI's ``POST /v1/responses``
+natively (the echo of the last user text, as a message or a response, or their event
+streams; ``call-tool`` and ``fail-<status>`` too), recording each request, for tests of
+the proxy's native forwarding.
 
 Realistic pacing for load tests: ``first_token_s`` before the first byte of any answer
 and ``tokens_per_s`` for the rest (one word is one token; a non-streamed answer waits
@@ -83,6 +90,8 @@ class FakeUpstream:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/messages", self._native)
+        app.router.add_post("/v1/responses", self._native)
         app.router.add_get("/v1/models", self._models)
         app.on_response_prepare.append(self._before_answer)
         return app
@@ -136,6 +145,8 @@ class FakeUpstream:
             return web.json_response(error, status=status)
         if model == "hang":
             await _until_client_leaves(request)
+        if model == "call-tool":
+            return await self._call_tool(request, body)
         text = self._answer(body)
         await asyncio.sleep(self.first_token_s)
         if body.get("stream"):
@@ -148,6 +159,46 @@ class FakeUpstream:
                 headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
             )
         return web.Response(body=completion, content_type="application/json")
+
+    async def _native(self, request: web.Request) -> web.StreamResponse:
+        """``/v1/messages`` and ``/v1/responses``, answered in their own formats."""
+        raw = await request.read()
+        body = json.loads(raw)
+        self.requests.append(Recorded(dict(request.headers), body, raw, request.query_string))
+        self.served += 1
+        model = str(body.get("model", ""))
+        anthropic = request.path.endswith("/messages")
+        if model.startswith("fail-"):
+            status = int(model.removeprefix("fail-"))
+            message = f"fake upstream failure {status}"
+            error = (
+                {"type": "error", "error": {"type": "api_error", "message": message}}
+                if anthropic
+                else {"error": {"message": message, "type": "fake_error", "code": None}}
+            )
+            return web.json_response(error, status=status)
+        tool = _first_tool(body) if model == "call-tool" else None
+        text = self._native_answer(body, anthropic)
+        events = _message_events(model, text, tool) if anthropic else _response_events(
+            model, text, tool
+        )
+        if not body.get("stream"):
+            return web.json_response(events[-1][1]["message" if anthropic else "response"])
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for name, data in events[:-1] if anthropic else events:
+            await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        if anthropic:
+            await response.write(b'event: message_stop\ndata: {"type": "message_stop"}\n\n')
+        await response.write_eof()
+        return response
+
+    def _native_answer(self, body: dict[str, Any], anthropic: bool) -> str:
+        if self.script:
+            reply = self.script.pop(0)
+            return reply if isinstance(reply, str) else reply(body)
+        last = _last_anthropic_text(body) if anthropic else _last_input_text(body)
+        return "echo: " + last
 
     def _token_delay(self) -> float:
         return 1 / self.tokens_per_s if self.tokens_per_s > 0 else 0.0
@@ -183,6 +234,138 @@ class FakeUpstream:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+    async def _call_tool(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        """A chat answer that calls the request's first tool."""
+        name, arguments = _first_tool(body) or ("none", {})
+        encoded = json.dumps(arguments)
+        call: dict[str, Any] = {"id": "call_fake", "type": "function",
+                                "function": {"name": name, "arguments": encoded}}  # fmt: skip
+        if not body.get("stream"):
+            completion = _completion("call-tool", "")
+            completion["choices"][0]["message"] = {
+                "role": "assistant", "content": None, "tool_calls": [call]
+            }  # fmt: skip
+            completion["choices"][0]["finish_reason"] = "tool_calls"
+            return web.json_response(completion)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        first = {**_chunk("call-tool", None), "choices": [{"index": 0, "finish_reason": None,
+                 "delta": {"role": "assistant", "tool_calls": [{"index": 0, **call,
+                 "function": {"name": name, "arguments": ""}}]}}]}  # fmt: skip
+        rest = {**_chunk("call-tool", None), "choices": [{"index": 0, "finish_reason": None,
+                "delta": {"tool_calls": [{"index": 0, "function": {
+                    "arguments": encoded}}]}}]}  # fmt: skip
+        for chunk in (first, rest, _chunk("call-tool", None, "tool_calls")):
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _first_tool(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The name of the request's first tool (chat, Messages or Responses shape) and the
+    arguments the fake calls it with."""
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+            if isinstance(name, str):
+                return name, {"city": "Lisbon"}
+    return None
+
+
+def _last_anthropic_text(body: dict[str, Any]) -> str:
+    """The last text block of the last user turn (what the user wrote, after any memory
+    block the proxy put before it)."""
+    for turn in reversed(body.get("messages") or []):
+        if isinstance(turn, dict) and turn.get("role") == "user":
+            content = turn.get("content")
+            if isinstance(content, str):
+                return content
+            texts = [b.get("text") for b in content or [] if isinstance(b, dict)
+                     and b.get("type") == "text"]  # fmt: skip
+            return str(texts[-1]) if texts else ""
+    return ""
+
+
+def _last_input_text(body: dict[str, Any]) -> str:
+    items = body.get("input")
+    if isinstance(items, str):
+        return items
+    for item in reversed(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            texts = [p.get("text") for p in content or [] if isinstance(p, dict)
+                     and isinstance(p.get("text"), str)]  # fmt: skip
+            return str(texts[-1]) if texts else ""
+    return ""
+
+
+def _message_events(
+    model: str, text: str, tool: tuple[str, dict[str, Any]] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """A Messages answer as its event sequence; the last item carries the whole message."""
+    usage = {"input_tokens": 10, "output_tokens": len(text.split())}
+    block: dict[str, Any] = (
+        {"type": "tool_use", "id": "toolu_fake", "name": tool[0], "input": {}}
+        if tool else {"type": "text", "text": ""}
+    )  # fmt: skip
+    delta = (
+        {"type": "input_json_delta", "partial_json": json.dumps(tool[1])}
+        if tool else {"type": "text_delta", "text": text}
+    )  # fmt: skip
+    whole = {**block, "input": tool[1]} if tool else {"type": "text", "text": text}
+    stop = "tool_use" if tool else "end_turn"
+    message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+               "content": [whole], "stop_reason": stop, "stop_sequence": None, "usage": usage}
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": 10, "output_tokens": 0}}  # fmt: skip
+    return [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": block}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop,
+                           "stop_sequence": None}, "usage": {"output_tokens": usage[
+                               "output_tokens"]}}),
+        ("message_stop", {"type": "message_stop", "message": message}),
+    ]  # fmt: skip
+
+
+def _response_events(
+    model: str, text: str, tool: tuple[str, dict[str, Any]] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """A Responses answer as its event sequence; the last carries the whole response."""
+    item: dict[str, Any] = (
+        {"type": "function_call", "id": "fc_fake", "call_id": "call_fake", "name": tool[0],
+         "arguments": json.dumps(tool[1]), "status": "completed"}
+        if tool else
+        {"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    )  # fmt: skip
+    usage = {"input_tokens": 10, "output_tokens": len(text.split()),
+             "total_tokens": 10 + len(text.split())}  # fmt: skip
+    response = {"id": "resp_fake", "object": "response", "created_at": int(time.time()),
+                "model": model, "status": "completed", "output": [item], "usage": usage}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("response.created", {"type": "response.created",
+                              "response": {**response, "status": "in_progress", "output": []}}),
+        ("response.output_item.added", {"type": "response.output_item.added",
+                                        "output_index": 0, "item": item}),
+    ]  # fmt: skip
+    if not tool:
+        events.append(("response.output_text.delta", {
+            "type": "response.output_text.delta", "item_id": "msg_fake", "output_index": 0,
+            "content_index": 0, "delta": text}))  # fmt: skip
+    events.append(("response.output_item.done", {"type": "response.output_item.done",
+                                                 "output_index": 0, "item": item}))  # fmt: skip
+    events.append(("response.completed", {"type": "response.completed", "response": response}))
+    return events
 
 
 async def _until_client_leaves(request: web.Request, limit_s: float = 3600) -> None:

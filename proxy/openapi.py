@@ -27,6 +27,7 @@ from memory_core.history_views import Diff
 
 from .body import MAX_CONVERSATION_ID
 from .chat import AS_OF_HEADER, RECEIPT_HEADER
+from .openapi_doors import DOOR_SCHEMAS
 from .schemas import (
     AreaResponse,
     ChatCompletion,
@@ -42,6 +43,7 @@ from .schemas import (
     ModelList,
     Readiness,
     Receipt,
+    ReceiptsResponse,
     RelationsResponse,
     RollbackRequest,
     RollbackResponse,
@@ -76,6 +78,7 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     ModelList,
     Readiness,
     Receipt,
+    ReceiptsResponse,
     RelationsResponse,
     SearchResponse,
     StatsResponse,
@@ -107,13 +110,18 @@ def build_document(conversation_header: str = "X-Conversation-Id") -> Json:
             "summary": "OpenAI-compatible proxy that gives any chat client a long-term memory.",
         },
         "tags": [
-            {"name": "chat", "description": "OpenAI-compatible chat completions."},
+            {
+                "name": "chat",
+                "description": "Chat with memory: OpenAI chat completions and Responses,"
+                " Anthropic Messages.",
+            },
             {"name": "service", "description": "Models, health, readiness, metrics."},
             {"name": "memory", "description": "The caller's memory: ingest, search, views."},
             {
                 "name": "history",
                 "description": "Consolidation cycles, snapshots, diffs, rollback.",
             },
+            {"name": "inspector", "description": "The inspector page and its files."},
         ],
         "paths": _paths(conversation_header),
         "components": {"schemas": _schemas(), "securitySchemes": _security_schemes()},
@@ -127,7 +135,7 @@ def _schemas() -> Json:
         *((m, "validation") for m in _REQUESTS),
     ]
     _, top = models_json_schema(modes, ref_template="#/components/schemas/{model}")
-    schemas: Json = top.get("$defs", {})
+    schemas: Json = {**top.get("$defs", {}), **DOOR_SCHEMAS}
     return dict(sorted(schemas.items()))
 
 
@@ -238,6 +246,8 @@ def _paths(conversation_header: str) -> Json:
     return {
         "/v1/chat/completions": {"post": {**chat, "operationId": "createChatCompletion"}},
         "/chat/completions": {"post": {**chat, "operationId": "createChatCompletionUnversioned"}},
+        "/v1/messages": {"post": _messages(conversation_header)},
+        "/v1/responses": {"post": _responses(conversation_header)},
         "/v1/models": {"get": _models()},
         "/healthz": {"get": _health()},
         "/readyz": {"get": _ready()},
@@ -249,6 +259,7 @@ def _paths(conversation_header: str) -> Json:
         "/memory/contexts": {"get": _contexts()},
         "/memory/relations": {"get": _relations()},
         "/memory/area": {"get": _area()},
+        "/memory/receipts": {"get": _receipts()},
         "/memory/receipts/{receipt_id}": {"get": _receipt()},
         "/memory/dream": {"post": _dream()},
         "/memory/snapshots": {"get": _snapshots()},
@@ -257,17 +268,21 @@ def _paths(conversation_header: str) -> Json:
         "/memory/rollback": {"post": _rollback()},
         "/memory/held": {"get": _held()},
         "/openapi.json": {"get": _openapi()},
+        "/ui": {"get": _ui_page()},
+        "/ui/{file}": {"get": _ui_file()},
     }
+
+
+_RECEIPT: Json = {
+    RECEIPT_HEADER: {
+        "description": "The receipt id, when memory was consulted "
+        "(``GET /memory/receipts/{receipt_id}``).",
+        "schema": {"type": "string"},
+    }
+}
 
 
 def _chat(conversation_header: str) -> Json:
-    receipt = {
-        RECEIPT_HEADER: {
-            "description": "The receipt id, when memory was consulted "
-            "(``GET /memory/receipts/{receipt_id}``).",
-            "schema": {"type": "string"},
-        }
-    }
     stream = {
         "schema": {"type": "string"},
         "x-sse-data": {"oneOf": [_ref("ChatCompletionChunk"), _ref("ErrorResponse")]},
@@ -276,7 +291,7 @@ def _chat(conversation_header: str) -> Json:
         "description": "The upstream's answer, relayed as it arrives: a chat completion, or "
         "with ``stream: true`` server-sent events (each ``data:`` a chunk, the last "
         "``data: [DONE]``; an upstream failure mid-stream is one ``data:`` error object).",
-        "headers": receipt,
+        "headers": _RECEIPT,
         "content": {
             "application/json": {"schema": _ref("ChatCompletion")},
             "text/event-stream": stream,
@@ -331,6 +346,87 @@ def _chat(conversation_header: str) -> Json:
         parameters=parameters,
         body=body,
     )
+
+
+def _chat_headers(conversation_header: str) -> list[Json]:
+    return [p for p in _chat(conversation_header)["parameters"] if p["in"] == "header"]
+
+
+def _messages(conversation_header: str) -> Json:
+    """``POST /v1/messages``: every answer, errors included, in Anthropic's shape."""
+    stream = {
+        "schema": {"type": "string"},
+        "x-sse-events": "Anthropic's: message_start, content_block_start/delta/stop, "
+        "message_delta, message_stop; a failure midway ends with an error event.",
+    }
+    ok = {
+        "description": "The answer: a message, or with ``stream: true`` Anthropic's event "
+        "sequence (relayed from an upstream that serves this API, else made from the chat "
+        "completion of the routed upstream).",
+        "headers": _RECEIPT,
+        "content": {"application/json": {"schema": _ref("Message")}, "text/event-stream": stream},
+    }
+    error = _ref("AnthropicError")
+    responses = {
+        "200": ok,
+        "400": _json("Invalid request body (``invalid_request_error``).", error),
+        "404": _json("No upstream routes the model.", error),
+        "4XX": _json("Another error status, the proxy's or the upstream's.", error),
+        "5XX": _json("The upstream failed or did not answer in time.", error),
+    }
+    operation = _operation(
+        "createMessage",
+        "Anthropic Messages with memory (memory a text block of the last user turn, or "
+        "a message before it when bridged to chat completions). The key may come as "
+        "``x-api-key``.",
+        "chat",
+        responses,
+        parameters=_chat_headers(conversation_header),
+        body={"required": True, "content": {"application/json": {
+            "schema": _ref("MessagesRequest")}}},
+    )  # fmt: skip
+    operation["responses"]["401"] = _json("Missing or unknown proxy key.", error)
+    operation["responses"]["500"] = _json("A defect in the proxy.", error)
+    return operation
+
+
+def _responses(conversation_header: str) -> Json:
+    """``POST /v1/responses``: errors keep the OpenAI shape."""
+    stream = {
+        "schema": {"type": "string"},
+        "x-sse-events": "The Responses API's typed events (response.created ... "
+        "response.completed); a failure midway ends with an error event.",
+    }
+    ok = {
+        "description": "The answer: a response, or with ``stream: true`` its event "
+        "sequence (relayed from an upstream that serves this API, else made from the chat "
+        "completion of the routed upstream).",
+        "headers": _RECEIPT,
+        "content": {
+            "application/json": {"schema": _ref("Response")},
+            "text/event-stream": stream,
+        },
+    }
+    responses = {
+        "200": ok,
+        "400": _relayed(
+            "Invalid request body, or a field only the Responses API can serve sent to an "
+            "upstream reached through chat completions (``unsupported_parameter``)."
+        ),
+        "404": _relayed("No upstream routes the model (``model_not_found``)."),
+        "4XX": _relayed("Another error status, the proxy's or the upstream's.", _RETRY_AFTER),
+        "5XX": _relayed("The upstream failed or did not answer in time.", _RETRY_AFTER),
+    }
+    return _operation(
+        "createResponse",
+        "OpenAI Responses with memory (an input message right before the latest user "
+        "input item); forwarded raw to an upstream that serves the API, else bridged.",
+        "chat",
+        responses,
+        parameters=_chat_headers(conversation_header),
+        body={"required": True, "content": {"application/json": {
+            "schema": _ref("ResponsesRequest")}}},
+    )  # fmt: skip
 
 
 def _models() -> Json:
@@ -494,6 +590,20 @@ def _receipt() -> Json:
     )
 
 
+def _receipts() -> Json:
+    responses = {
+        "200": _json("The newest receipts, newest first.", _ref("ReceiptsResponse")),
+        "400": _error("``limit`` out of range."),
+    }
+    return _operation(
+        "receipts",
+        "The caller's newest receipts: time, model, decision, what was found.",
+        "memory",
+        responses,
+        parameters=[_limit()],
+    )
+
+
 def _openapi() -> Json:
     ok = _json("This document.", {"type": "object"})
     return _operation("openapi", "This OpenAPI document.", "service", {"200": ok}, secured=False)
@@ -599,4 +709,66 @@ def _held() -> Json:
         "history",
         responses,
         parameters=[_limit()],
+    )
+
+
+# --- inspector ---------------------------------------------------------------------------
+
+_TEXT: Json = {"schema": {"type": "string"}}
+_CACHED: Json = {
+    "ETag": {"description": "The file's entity tag.", "schema": {"type": "string"}},
+    "Cache-Control": {
+        "description": "``no-cache``: revalidated each time.",
+        "schema": {"type": "string"},
+    },
+}
+_NOT_MODIFIED: Json = {"description": "``If-None-Match`` named the file's tag.", "headers": _CACHED}
+
+
+def _ui_page() -> Json:
+    ok = {
+        "description": "The inspector page (no data: it calls the ``/memory`` API with the "
+        "key typed into it), with a Content-Security-Policy allowing this origin only.",
+        "headers": {
+            **_CACHED,
+            "Content-Security-Policy": {
+                "description": "The page's policy.",
+                "schema": {"type": "string"},
+            },
+        },
+        "content": {"text/html": _TEXT},
+    }
+    return _operation(
+        "inspector",
+        "The inspector page.",
+        "inspector",
+        {"200": ok, "304": _NOT_MODIFIED},
+        secured=False,
+    )
+
+
+def _ui_file() -> Json:
+    file = {
+        "name": "file",
+        "in": "path",
+        "required": True,
+        "description": "A file of the page, by its exact name (``app.js``, ``vendor/…``).",
+        "schema": {"type": "string"},
+    }
+    ok = {
+        "description": "The file.",
+        "headers": _CACHED,
+        "content": {
+            t: _TEXT
+            for t in ("text/javascript", "text/css", "text/html", "text/plain", "image/svg+xml")
+        },
+    }
+    responses = {"200": ok, "304": _NOT_MODIFIED, "404": _error("No such file (``not_found``).")}
+    return _operation(
+        "inspectorFile",
+        "A file of the inspector page (only those of ``proxy/static/ui``).",
+        "inspector",
+        responses,
+        secured=False,
+        parameters=[file],
     )

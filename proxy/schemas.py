@@ -49,6 +49,8 @@ __all__ = [
     "ReceiptArea",
     "ReceiptDecision",
     "ReceiptFragment",
+    "ReceiptSummary",
+    "ReceiptsResponse",
     "RelationsResponse",
     "RollbackRequest",
     "RollbackResponse",
@@ -330,6 +332,27 @@ class Receipt(_Body):
     )
 
 
+class ReceiptSummary(_Body):
+    """A receipt as ``GET /memory/receipts`` lists it (the whole one: by its id)."""
+
+    id: str = Field(description="Receipt id (``rcpt_…``).")
+    created_at: float | None = Field(description="Epoch seconds; null when unreadable.")
+    model: str = Field(description="Requested model.")
+    conversation_id: str = Field(description="Conversation id (explicit or derived).")
+    retrieve: bool = Field(description="Whether memory was consulted.")
+    reason: str = Field(description="Why (or why not), in words: the policy's decision.")
+    fragments: int = Field(description="Fragments retrieval found.")
+    tokens: int = Field(description="Tokens of the injected text.")
+    memory_error: str | None = Field(description="Why memory was skipped or failed, if it was.")
+
+
+class ReceiptsResponse(_Body):
+    """``GET /memory/receipts``: the caller's newest receipts, newest first."""
+
+    tenant: str = Field(description="The caller's tenant.")
+    receipts: list[ReceiptSummary] = Field(description="Newest first, at most ``limit``.")
+
+
 # --- memory admin ------------------------------------------------------------------------
 
 
@@ -392,6 +415,9 @@ class SearchResponse(_Body):
     terms: list[str] = Field(description="Its search terms.")
     hits: list[SearchHit] = Field(description="Retrieved fragments, best first.")
     context: str = Field(description="The memory block that would be injected.")
+    citations: list[ReceiptCitation] = Field(
+        default_factory=list, description="What each ``[n]`` of the block cites."
+    )
     tokens: int = Field(description="Its tokens.")
     elapsed_ms: float = Field(description="Time retrieval took.")
 

@@ -28,6 +28,7 @@ from memory_core.graph import GraphSettings
 from memory_core.history import HeldRow, Restored, SnapshotRow
 from memory_core.history_views import Diff, HistoryState
 from memory_core.reconstruction_config import ReconstructionConfig
+from memory_core.storage.receipts import ReceiptRow
 from memory_core.store import DEFAULT_RECEIPT_AGE_S
 from memory_core.strategies import STRATEGIES
 from memory_core.tokens import TokenCounter, warm_tokenizers
@@ -330,6 +331,11 @@ class TenantMemory:
 
     async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         return await self._write(self.store.receipt, receipt_id)
+
+    async def recent_receipts(self, limit: int) -> list[ReceiptRow]:
+        """The newest ``limit`` receipts (on the writer thread: after every receipt
+        already submitted)."""
+        return await self._write(self.store.recent_receipts, limit)
 
     async def entities(self, *, limit: int, name: str | None) -> list[dict[str, Any]]:
         return await self._read(lambda: self.store.entities(limit=limit, name=name))

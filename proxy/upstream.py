@@ -81,6 +81,11 @@ class Upstream(Protocol):
 
     async def stream(self, body: Mapping[str, Any], raw: bytes, forward: Forward) -> Stream: ...
 
+    def native(self, api: str) -> Upstream | None:
+        """The adapter that forwards requests of ``api`` (``responses``, ``messages``) raw
+        to this upstream, or None when it does not serve that API itself."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -114,16 +119,45 @@ def build_upstream(config: UpstreamConfig) -> Upstream:
     return FastUpstream(config) if config.uses_fast_path else LiteLLMUpstream(config)
 
 
+class _Natives:
+    """The native adapters of one upstream, made on first use (see
+    :meth:`Upstream.native`)."""
+
+    def __init__(self, config: UpstreamConfig) -> None:
+        self._config = config
+        self._made: dict[str, FastUpstream] = {}
+
+    def get(self, api: str) -> FastUpstream | None:
+        base = self._config.native_base
+        if api not in self._config.native_apis or base is None:
+            return None
+        if api not in self._made:
+            self._made[api] = FastUpstream(self._config, endpoint=api, base=base)
+        return self._made[api]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(u.close() for u in self._made.values()))
+
+
 class FastUpstream:
     """Raw, pooled HTTP/1.1 forwarding to an OpenAI-compatible ``/chat/completions``
     (:mod:`proxy.http1`): the client's bytes go out as they came, the answer's come back
-    as they arrive."""
+    as they arrive. The same for a native API of the upstream (``endpoint``: ``responses``
+    or ``messages``; Anthropic's takes its key as ``x-api-key`` and an
+    ``anthropic-version``, the client's when it sent one)."""
 
-    def __init__(self, config: UpstreamConfig) -> None:
+    def __init__(
+        self, config: UpstreamConfig, *, endpoint: str = "chat/completions", base: str = ""
+    ) -> None:
         self.config = config
-        self._url = f"{config.api_base}/chat/completions"
+        self._url = f"{base or config.api_base}/{endpoint}"
         self._path = _request_path(self._url)
+        self._anthropic = endpoint == "messages"
         self._http: Http1Client | None = None
+        self._natives = _Natives(config)
+
+    def native(self, api: str) -> Upstream | None:
+        return self._natives.get(api)
 
     def _client(self) -> Http1Client:
         if self._http is None or self._http.closed:
@@ -143,7 +177,12 @@ class FastUpstream:
             ("Accept-Encoding", "identity"),
         ]
         key = self.config.api_key()
-        if key:
+        if self._anthropic:
+            if key:
+                headers.append(("x-api-key", key))
+            if not any(name.lower() == "anthropic-version" for name, _ in headers):
+                headers.append(("anthropic-version", ANTHROPIC_VERSION))
+        elif key:
             headers.append(("Authorization", f"Bearer {key}"))
         return headers
 
@@ -202,10 +241,13 @@ class FastUpstream:
         return stream
 
     async def close(self) -> None:
+        await self._natives.close()
         if self._http is not None:
             await self._http.close()
 
 
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` sent to a native Anthropic upstream when the client sent none."""
 MAX_REPLY_BYTES = 256 * 1024 * 1024
 """The largest non-streamed answer relayed (a 502 past it, instead of the proxy's memory
 filling up with an upstream that never stops sending)."""
@@ -358,6 +400,10 @@ class LiteLLMUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self.config = config
         self._litellm: Any = None
+        self._natives = _Natives(config)
+
+    def native(self, api: str) -> Upstream | None:
+        return self._natives.get(api)
 
     def _lib(self) -> Any:
         if self._litellm is None:
@@ -453,6 +499,7 @@ class LiteLLMUpstream:
 
     async def close(self) -> None:
         """Close and forget litellm's cached HTTP clients (they belong to this event loop)."""
+        await self._natives.close()
         if self._litellm is None:
             return
         await self._litellm.close_litellm_async_clients()

@@ -25,9 +25,11 @@ __all__ = [
     "ChatRequest",
     "answer_from_json",
     "answer_from_sse",
+    "encoded",
     "inject",
     "message_offset",
     "parse_chat",
+    "request_head",
     "splice_memory",
 ]
 
@@ -66,8 +68,10 @@ class ChatRequest:
         return sum(1 for m in self.messages if m.get("role") == "user")
 
 
-def parse_chat(raw: bytes) -> ChatRequest:
-    """Validate a request body; raises :class:`ApiError` (400) naming the problem."""
+def request_head(raw: bytes) -> tuple[dict[str, Any], str, bool]:
+    """The body, model and stream flag every front door's request has (a JSON object,
+    a model name of at most 256 characters, an optional boolean ``stream``); raises
+    :class:`ApiError` (400) naming the problem."""
     body = load_json(raw)
     if not isinstance(body, dict):
         raise _invalid(f"request body must be a JSON object, got {type(body).__name__}", None)
@@ -79,6 +83,12 @@ def parse_chat(raw: bytes) -> ChatRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _invalid("'stream' must be a boolean", "stream")
+    return body, model, stream
+
+
+def parse_chat(raw: bytes) -> ChatRequest:
+    """Validate a request body; raises :class:`ApiError` (400) naming the problem."""
+    body, model, stream = request_head(raw)
     messages = _messages(body.get("messages"))
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
     if last_user < 0:
@@ -154,8 +164,8 @@ def splice_memory(raw: bytes, request: ChatRequest, text: str, role: str) -> byt
     """
     offset = message_offset(raw, request.last_user_index)
     if offset is None:
-        return _encoded({**request.body, "messages": inject(request, text, role)})
-    return raw[:offset] + _encoded({"role": role, "content": text}) + b"," + raw[offset:]
+        return encoded({**request.body, "messages": inject(request, text, role)})
+    return raw[:offset] + encoded({"role": role, "content": text}) + b"," + raw[offset:]
 
 
 _WS = re.compile(rb"[ \t\n\r]*+")
@@ -261,7 +271,8 @@ def _value_end(raw: bytes, pos: int) -> int:
             return pos
 
 
-def _encoded(value: Any) -> bytes:
+def encoded(value: Any) -> bytes:
+    """``value`` as compact-enough UTF-8 JSON (escaped only where UTF-8 cannot hold it)."""
     try:
         return json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:  # a lone surrogate: only a \u escape can carry it

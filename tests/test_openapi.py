@@ -169,6 +169,13 @@ async def _exercise(client: Client) -> None:
         )
         assert shown.status == 200, shown.text
         assert shown.json()["graph_area"]["region"] is not None
+    for path, body in (
+        ("/v1/messages", {"model": "echo", "max_tokens": 64, "messages": chat["messages"]}),
+        ("/v1/responses", {"model": "echo", "input": QUESTION}),
+    ):
+        door = await client.call("POST", path, json=body, headers={"X-Memory": "force"})
+        assert door.status == 200, door.text
+        assert door.headers["X-Memory-Receipt"].startswith("rcpt_")
     await _errors(client, chat)
 
 
@@ -189,6 +196,12 @@ async def _errors(client: Client, chat: Json) -> None:
     )
     assert missing.status == 404 and missing.json()["error"]["code"] == "receipt_not_found"
     assert (await client.call("GET", "/memory/search")).status == 400
+    bad_message = await client.call("POST", "/v1/messages", json={"model": "echo"})
+    assert bad_message.status == 400 and bad_message.json()["type"] == "error"
+    bridged = await client.call(
+        "POST", "/v1/responses", json={"model": "echo", "input": "hi", "background": True}
+    )
+    assert bridged.status == 400 and bridged.json()["error"]["param"] == "background"
     assert (await client.call("GET", "/memory/entities", params={"limit": "0"})).status == 400
     limited = await client.call("POST", "/v1/chat/completions", json={**chat, "model": "fail-429"})
     assert limited.status == 429 and "Retry-After" in limited.headers
@@ -206,9 +219,13 @@ async def _inspect(client: Client) -> None:
         ("/memory/relations", {"entity": "Rui"}),
         ("/memory/area", {"q": "Where does Rui live now?"}),
         ("/metrics", {}),
+        ("/memory/receipts", {}),
+        ("/ui", {}),
     ]:
         answer = await client.call("GET", path, params=params)
         assert answer.status == 200, answer.text
+    page = await client.call("GET", "/ui/app.js", "/ui/{file}")
+    assert page.status == 200 and page.content_type == "text/javascript"
 
 
 LATER = {

@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .db import Connection, reading, transaction
+from .values import stored_text, stored_timestamp
 
-__all__ = ["load", "save"]
+__all__ = ["ReceiptRow", "load", "recent", "save"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptRow:
+    """What a list shows of a receipt (:func:`recent`): read from its stored JSON, each
+    value defensively (a body that is not the JSON the proxy writes reads as blanks)."""
+
+    id: str
+    created_at: float | None
+    model: str
+    conversation_id: str
+    retrieve: bool
+    reason: str
+    fragments: int
+    tokens: int
+    memory_error: str | None
 
 
 def save(
@@ -45,3 +63,53 @@ def load(conn: Connection, receipt_id: str) -> dict[str, Any] | None:
     with reading("cannot read receipts"):
         row = conn.execute("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
     return None if row is None else dict(json.loads(row[0]))
+
+
+_RECENT = """
+SELECT id, created_at,
+       json_extract(b, '$.model'), json_extract(b, '$.conversation_id'),
+       json_extract(b, '$.decision.retrieve'), json_extract(b, '$.decision.reason'),
+       json_array_length(b, '$.area.fragments'), json_extract(b, '$.tokens'),
+       json_extract(b, '$.memory_error')
+FROM (SELECT rowid AS r, id, created_at,
+             CASE WHEN json_valid(body) THEN body ELSE '{}' END AS b
+      FROM receipts ORDER BY rowid DESC LIMIT ?)
+ORDER BY r DESC
+"""
+
+
+def recent(conn: Connection, limit: int) -> list[ReceiptRow]:
+    """The newest ``limit`` receipts, newest first (row ids only grow: see the module
+    docstring), without their bodies: only what a list of them shows."""
+    with reading("cannot read receipts"):
+        rows = conn.execute(_RECENT, (limit,)).fetchall()
+    return [_row(*row) for row in rows]
+
+
+def _row(
+    receipt_id: object,
+    created_at: object,
+    model: object,
+    conversation_id: object,
+    retrieve: object,
+    reason: object,
+    fragments: object,
+    tokens: object,
+    memory_error: object,
+) -> ReceiptRow:
+    return ReceiptRow(
+        id=stored_text(receipt_id),
+        created_at=stored_timestamp(created_at),
+        model=stored_text(model),
+        conversation_id=stored_text(conversation_id),
+        retrieve=retrieve == 1,
+        reason=stored_text(reason),
+        fragments=_count(fragments),
+        tokens=_count(tokens),
+        memory_error=None if memory_error is None else stored_text(memory_error),
+    )
+
+
+def _count(value: object) -> int:
+    """A stored count: a non-negative integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

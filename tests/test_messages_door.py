@@ -1,0 +1,212 @@
+"""``POST /v1/messages`` with the real ``anthropic`` SDK against a real proxy.
+
+Two ways through, each tested whole: *native* (the routed upstream serves
+``/v1/messages``: the fake upstream's own Messages endpoint gets the request raw, memory
+as a text block of the last user turn, everything else as sent) and *bridged* (an
+upstream that serves chat completions only: the fake gets a chat completion with the
+memory message before the last user message, and the SDK gets a proper message or event
+stream back). Stream and not, tool use, errors, receipts, and the exchange stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+from .doors import FORCE, QUESTION, receipt, remembering, search, stats
+
+TOOL = {
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def _client(proxy: Proxy, key: str = "sk-anything") -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=proxy.url, api_key=key, max_retries=0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_native_memory_goes_in_the_last_user_turn_and_the_rest_arrives_unchanged(
+    upstream: FakeUpstream, make_proxy: MakeProxy, stream: bool
+) -> None:
+    proxy = await remembering(make_proxy, upstream, serves="messages")
+    before = (await stats(proxy))["log_messages"]
+    sent = {
+        "model": "echo",
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": "Hello."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hi!"}]},
+            {"role": "user", "content": QUESTION},
+        ],
+        "metadata": {"user_id": "u-1"},
+        "tools": [TOOL],
+    }
+    async with _client(proxy) as client:
+        raw = await client.messages.with_raw_response.create(
+            **sent,
+            stream=stream,
+            extra_headers=FORCE,
+            extra_body={"x_custom": [1, "two"], "temperature": 0.2},
+        )
+        answer = await _text(await raw.parse(), stream)
+    assert answer == f"echo: {QUESTION}"
+    got = upstream.requests[-1].body
+    assert {k: got[k] for k in sent if k != "messages"} == {k: sent[k] for k in sent
+                                                           if k != "messages"}  # fmt: skip
+    assert (got["x_custom"], got["temperature"]) == ([1, "two"], 0.2)
+    assert got.get("stream", False) is stream
+    assert got["messages"][:2] == sent["messages"][:2]
+    memory, question = got["messages"][2]["content"]
+    assert memory["type"] == "text" and "<retrieved_memory>" in memory["text"]
+    assert "Lisbon" in memory["text"] and question == {"type": "text", "text": QUESTION}
+    await proxy.settle()
+    shown = await receipt(proxy, raw.headers["X-Memory-Receipt"])
+    assert shown["injected_text"] == memory["text"] and shown["decision"]["retrieve"]
+    assert (await stats(proxy))["log_messages"] == before + 5  # system, 3 turns, the answer
+
+
+async def _text(message: Any, stream: bool) -> str:
+    """The answer's text (a stream's deltas joined)."""
+    if not stream:
+        return "".join(b.text for b in message.content if b.type == "text")
+    pieces = []
+    async for event in message:
+        if event.type == "content_block_delta" and event.delta.type == "text_delta":
+            pieces.append(event.delta.text)
+    return "".join(pieces)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_bridged_to_chat_completions_with_memory_before_the_last_user_message(
+    upstream: FakeUpstream, make_proxy: MakeProxy, stream: bool
+) -> None:
+    proxy = await remembering(make_proxy, upstream)
+    async with _client(proxy) as client:
+        raw = await client.messages.with_raw_response.create(
+            model="echo",
+            max_tokens=64,
+            system="Be terse.",
+            messages=[{"role": "user", "content": [{"type": "text", "text": QUESTION}]}],
+            stop_sequences=["END"],
+            stream=stream,
+            extra_headers=FORCE,
+        )
+        message = await raw.parse()
+        answer = await _text(message, stream)
+    assert answer == f"echo: {QUESTION}"
+    chat = upstream.requests[-1].body
+    roles = [m["role"] for m in chat["messages"]]
+    assert roles == ["system", "system", "user"]
+    assert chat["messages"][0]["content"] == "Be terse."
+    assert "<retrieved_memory>" in chat["messages"][1]["content"]
+    assert chat["messages"][2]["content"] == QUESTION
+    assert (chat["max_tokens"], chat["stop"]) == (64, ["END"])
+    if not stream:
+        assert (message.stop_reason, message.usage.output_tokens) == (
+            "end_turn",
+            len(answer.split()),
+        )
+    assert raw.headers["X-Memory-Receipt"].startswith("rcpt_")
+    await proxy.settle()
+    found = await search(proxy, "remember where Rui lives")
+    assert any(QUESTION in hit["text"] for hit in found)
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_use_and_tool_results(
+    upstream: FakeUpstream, make_proxy: MakeProxy, native: bool, stream: bool
+) -> None:
+    proxy = await remembering(make_proxy, upstream, serves="messages" if native else None)
+    asked = [{"role": "user", "content": "What is the weather where Rui lives?"}]
+    async with _client(proxy) as client:
+        first = await client.messages.create(
+            model="call-tool", max_tokens=64, tools=[TOOL], messages=asked, stream=stream
+        )
+        call = await _tool_use(first, stream)
+        assert (call["name"], call["input"]) == ("get_weather", {"city": "Lisbon"})
+        turns = [
+            *asked,
+            {"role": "assistant", "content": [{"type": "tool_use", **call}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call["id"], "content": "Sunny, 24 C"},
+                {"type": "text", "text": "And do you remember my sister?"},
+            ]},
+        ]  # fmt: skip
+        answer = await client.messages.create(
+            model="echo", max_tokens=64, tools=[TOOL], messages=turns, extra_headers=FORCE
+        )
+    assert answer.content[0].text == "echo: And do you remember my sister?"
+    got = upstream.requests[-1].body
+    if native:
+        blocks = got["messages"][-1]["content"]
+        assert [b["type"] for b in blocks] == ["tool_result", "text", "text"]
+        assert "<retrieved_memory>" in blocks[1]["text"]
+        assert (
+            got["messages"][:2] == turns[:2] or got["messages"][1]["content"][0]["id"] == call["id"]
+        )
+    else:
+        roles = [m["role"] for m in got["messages"]]
+        assert roles == ["user", "assistant", "tool", "system", "user"]
+        assert got["messages"][1]["tool_calls"][0]["function"]["name"] == "get_weather"
+        assert got["messages"][2] == {"role": "tool", "tool_call_id": call["id"],
+                                      "content": "Sunny, 24 C"}  # fmt: skip
+        assert got["tools"][0]["function"]["parameters"] == TOOL["input_schema"]
+
+
+async def _tool_use(message: Any, stream: bool) -> dict[str, Any]:
+    """The first tool_use block of an answer (a stream's assembled)."""
+    if not stream:
+        block = next(b for b in message.content if b.type == "tool_use")
+        return {"id": block.id, "name": block.name, "input": block.input}
+    found: dict[str, Any] = {}
+    partial: list[str] = []
+    async for event in message:
+        if event.type == "content_block_start" and event.content_block.type == "tool_use":
+            found = {"id": event.content_block.id, "name": event.content_block.name}
+        elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+            partial.append(event.delta.partial_json)
+        elif event.type == "message_delta":
+            assert event.delta.stop_reason == "tool_use"
+    return {**found, "input": json.loads("".join(partial))}
+
+
+async def test_errors_are_anthropic_error_objects(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    config = proxy_config(upstream.url, auth={"keys": {"sk-alice": "alice"}})
+    config["upstreams"] = [
+        {"model": "fail-529", "provider": "openai", "api_base": upstream.url,
+         "serves": ["messages"]},
+        {"model": "*", "provider": "openai", "api_base": upstream.url},
+    ]  # fmt: skip
+    proxy = await make_proxy(config)
+    hello = [{"role": "user", "content": "hi"}]
+    async with _client(proxy, "sk-alice") as client:
+        with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
+            await client.messages.create(model="echo", max_tokens=0, messages=hello)
+        for model, error in (("fail-429", anthropic.RateLimitError),  # bridged
+                             ("fail-529", anthropic.OverloadedError)):  # native  # fmt: skip
+            with pytest.raises(error) as caught:
+                await client.messages.create(model=model, max_tokens=8, messages=hello)
+            assert caught.value.body["type"] == "error"  # type: ignore[index]
+    async with _client(proxy, "sk-nobody") as stranger:
+        with pytest.raises(anthropic.AuthenticationError):
+            await stranger.messages.create(model="echo", max_tokens=8, messages=hello)
+    async with aiohttp.ClientSession() as http:
+        headers = {"x-api-key": "sk-alice", "Content-Type": "application/json"}
+        async with http.post(f"{proxy.url}/v1/messages", data=b"{oops",
+                             headers=headers) as response:  # fmt: skip
+            body = await response.json()
+    assert response.status == 400 and body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error"
