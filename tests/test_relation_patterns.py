@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -260,7 +259,7 @@ def test_every_match_holds_a_key_of_its_rule() -> None:
 MEGABYTE = 1_000_000
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize(
     "unit",
     [
@@ -277,12 +276,13 @@ MEGABYTE = 1_000_000
     ],
 )
 def test_a_megabyte_of_adversarial_text_is_linear(unit: str) -> None:
-    """A guard against catastrophic backtracking (quadratic was minutes for 20 KB), not a
-    benchmark: the bound is generous."""
+    """A guard against catastrophic backtracking: quadratic was minutes for 20 KB, so a
+    megabyte would take days and the test's timeout (90 s against about 5 s linear on a
+    busy 2-core machine) fails it. No wall-clock assertion: CI machines are too noisy for
+    one. What it asserts is that repetition never multiplies what is extracted."""
     text = unit * (MEGABYTE // len(unit))
-    began = time.perf_counter()
-    PatternRelations().extract(FragmentView(text, "u", "user"))
-    assert time.perf_counter() - began < 5.0
+    few = PatternRelations().extract(FragmentView(unit * 50, "u", "user"))
+    assert PatternRelations().extract(FragmentView(text, "u", "user")) == few
 
 
 # --- the measured precision and recall ---------------------------------------------------------
