@@ -363,9 +363,12 @@ def _reported(scores: Sequence[FragmentScore], kept: Sequence[int] | None) -> li
 
 
 def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
-    """Everything a person needs to see why an area was chosen (JSON-ready)."""
+    """Everything a person needs to see why an area was chosen (JSON-ready). Fragments
+    retrieval leaves out (superseded, forgotten) are not listed; as region nodes they keep
+    their place with no text (see :func:`.fragments.describe`)."""
     activation, area = result.activation, result.area
     described = _Describer(conn, memory)
+    hidden = fragments.hidden_ids(conn, [score.fragment_id for score in result.scores])
     report: dict[str, Any] = {
         "graph_version": result.graph_version,
         "graph": {
@@ -376,7 +379,7 @@ def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[s
         },
         "foci": result.foci,
         "timings_ms": result.timings_ms,
-        "fragments": [score.report() for score in result.scores],
+        "fragments": [s.report() for s in result.scores if s.fragment_id not in hidden],
         "area": None,
         "candidates": [],
     }

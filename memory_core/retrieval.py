@@ -47,10 +47,10 @@ def indexed_search_scores(
     """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
     the fragments formed since that version (at most :data:`NEWER_ROWS` rows and
     :data:`NEWER_CHARS` characters, tokenized here), counted together as FTS5 counts them:
-    the same scores and hits as :func:`search_scores`. Superseded fragments are dropped
-    as FTS5 search drops them (fetching four times more while too few are left). FTS5
-    itself when the graph lags by more, or when a query word is a phrase of several
-    tokens to FTS5."""
+    the same scores and hits as :func:`search_scores`. Superseded and forgotten
+    fragments are dropped as FTS5 search drops them (fetching four times more while too
+    few are left). FTS5 itself when the graph lags by more, or when a query word is a
+    phrase of several tokens to FTS5."""
     tokenize = _fragments.fts_tokenizer(conn)
     phrases = [tokenize(term, True) for term in query_terms(question)]
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
@@ -68,7 +68,7 @@ def indexed_search_scores(
         found = index.search(phrases, fetch, newer)
         if found is None:
             return search_scores(conn, question, limit=limit)
-        dropped = _fragments.superseded_ids(conn, [fid for fid, _ in found])
+        dropped = _fragments.hidden_ids(conn, [fid for fid, _ in found])
         kept = [(fid, score) for fid, score in found if fid not in dropped]
         if len(kept) >= limit or len(found) < fetch:
             return kept[:limit]

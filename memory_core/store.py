@@ -57,6 +57,7 @@ from .storage import (
 from .storage import history as history_rows
 from .storage.entities import alias_names
 from .storage.fragments import documents_using
+from .store_controls import StoreControls
 from .store_history import DreamStatus, StoreHistory
 from .strategies import STRATEGIES
 from .text import stem
@@ -109,7 +110,7 @@ _ENCODE_START_WAIT_S = 0.005
 """At most this long a lookup waits for its question's encoding to start."""
 
 
-class MemoryStore(StoreHistory):
+class MemoryStore(StoreHistory, StoreControls):
     """One tenant's memory in one SQLite file (created and migrated on open).
 
     ``receipt_limit`` (default :data:`DEFAULT_RECEIPT_LIMIT`, at least 1) is how many
@@ -530,6 +531,11 @@ class MemoryStore(StoreHistory):
         reader may be held at an earlier state while a rollback is published)."""
         with self._write_lock:
             return receipts.load(self._writer, receipt_id)
+
+    def conversation_receipt(self, conversation: str) -> dict[str, Any] | None:
+        """The newest receipt of ``conversation``, or None (read as :meth:`receipt` is)."""
+        with self._write_lock:
+            return receipts.latest_of(self._writer, conversation)
 
     def recent_receipts(self, limit: int) -> list[receipts.ReceiptRow]:
         """The newest ``limit`` receipts, newest first, as a list shows them (read

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .db import Connection, reading
+from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
     "ContextRow",
@@ -202,6 +203,7 @@ def latest_members(
             "SELECT f.id, f.conversation_id, f.speaker, substr(f.canonical, 1, 2000)"
             " FROM fragment_contexts fc JOIN fragments f ON f.id = fc.fragment_id"
             " WHERE fc.context_id = ? AND fc.fragment_id < ? AND f.superseded = 0"
+            f" AND f.log_id NOT IN {FORGOTTEN_LOGS}"
             " ORDER BY fc.rowid DESC LIMIT ?",
             (context_id, before, limit),
         )
@@ -312,7 +314,8 @@ def samples(conn: Connection, context_id: int, limit: int) -> list[ContextSample
             for row in conn.execute(
                 "SELECT f.id AS fragment_id, f.conversation_id, f.ts, f.speaker, f.text"
                 " FROM fragment_contexts fc JOIN fragments f ON f.id = fc.fragment_id"
-                " WHERE fc.context_id = ? AND fc.is_primary = 1 ORDER BY f.id LIMIT ?",
+                " WHERE fc.context_id = ? AND fc.is_primary = 1"
+                f" AND f.log_id NOT IN {FORGOTTEN_LOGS} ORDER BY f.id LIMIT ?",
                 (context_id, limit),
             )
         ]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .db import JSON_IN, Connection, json_array, reading
+from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
     "CHANGE_LINK",
@@ -42,6 +43,7 @@ _SELECT = (
     " LEFT JOIN entities o ON o.id = r.object_id"
     " LEFT JOIN mutations m ON m.relation_id = r.id"
     " JOIN fragments f ON f.id = r.fragment_id AND f.superseded = 0"
+    f" AND f.log_id NOT IN {FORGOTTEN_LOGS}"
 )
 _NOT_STRUCTURAL = " AND r.predicate <> 'co_occurs_with'"
 
@@ -144,6 +146,7 @@ def corrections(
             "SELECT l.src, l.dst, min(l.interpretation) FROM fragment_links l"
             " JOIN fragments a ON a.id = l.src AND a.superseded = 0"
             " JOIN fragments b ON b.id = l.dst AND b.superseded = 0"
+            f" AND a.log_id NOT IN {FORGOTTEN_LOGS} AND b.log_id NOT IN {FORGOTTEN_LOGS}"
             f" WHERE l.dst {JSON_IN} AND l.kind = 'corrects' AND l.src <> l.dst"
             " GROUP BY l.src, l.dst ORDER BY min(l.id) LIMIT ?",
             (json_array(fragment_ids), limit),

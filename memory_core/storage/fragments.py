@@ -4,7 +4,9 @@ A fragment is written with its FTS5 row (the index is external content: ``fragme
 holds ``speaker`` and ``canonical`` keyed by the fragment id) and its vector in one call,
 so the three never disagree. ``superseded`` follows the log's branches (see
 :mod:`memory_core.log`); search ranks superseded fragments too and drops them after the
-ranking, so a branch switch never touches the index.
+ranking, so a branch switch never touches the index. Forgotten fragments (those of the
+messages a forget in force names, :mod:`.forgets`) are dropped the same way, by every
+read that retrieval makes here.
 
 Reads are defensive (see :mod:`.values`): a :class:`Hit`'s time is None when the stored
 one is not a sane timestamp, its text columns read as text whatever they hold.
@@ -19,6 +21,7 @@ from typing import TypeVar, cast
 import apsw
 
 from .db import JSON_IN, Connection, json_array, reading
+from .forgets import FORGOTTEN_LOGS
 from .values import stored_text, stored_timestamp
 
 T = TypeVar("T")
@@ -35,6 +38,7 @@ __all__ = [
     "formed_after",
     "fts_tokenizer",
     "head",
+    "hidden_ids",
     "insert",
     "insert_link_once",
     "insert_links",
@@ -42,7 +46,6 @@ __all__ = [
     "nodes_since",
     "search",
     "set_superseded",
-    "superseded_ids",
 ]
 
 FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None]
@@ -85,7 +88,8 @@ class FragmentLabel:
 @dataclass(frozen=True, slots=True)
 class _Ranked:
     hit: Hit
-    superseded: bool
+    hidden: bool
+    """Superseded or forgotten: ranked, then dropped."""
 
 
 def _hit(fragment_id: int, score: float, row: Sequence[object]) -> Hit:
@@ -117,7 +121,7 @@ def search(
     def kept(fetch: int) -> tuple[int, list[Hit]]:
         rows = _ranked(conn, match, fetch)
         return len(rows), [
-            r.hit for r in rows if not r.superseded and r.hit.log_hash not in excluded
+            r.hit for r in rows if not r.hidden and r.hit.log_hash not in excluded
         ]
 
     return _widening(kept, limit, 2 * (limit + len(excluded)) + 8)
@@ -136,7 +140,8 @@ def search_scores(conn: Connection, terms: Sequence[str], *, limit: int) -> list
             rows = conn.execute(
                 "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
                 " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
-                " SELECT top.id, -top.rank, f.superseded FROM top JOIN fragments f"
+                f" SELECT top.id, -top.rank, f.superseded OR f.log_id IN {FORGOTTEN_LOGS}"
+                " FROM top JOIN fragments f"
                 " ON f.id = top.id ORDER BY top.rank",
                 (match, fetch),
             ).fetchall()
@@ -161,14 +166,15 @@ def _widening(kept: Callable[[int], tuple[int, list[T]]], limit: int, fetch: int
 
 
 def _ranked(conn: Connection, match: str, fetch: int) -> list[_Ranked]:
-    """The ``fetch`` best BM25 matches, superseded ones included (ranked inside FTS5 first,
-    so only those rows are joined: the cost follows ``fetch``, not the number of matches)."""
+    """The ``fetch`` best BM25 matches, hidden ones (superseded, forgotten) included
+    (ranked inside FTS5 first, so only those rows are joined: the cost follows ``fetch``,
+    not the number of matches)."""
     with reading("search failed"):
         rows = conn.execute(
             "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
             " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
             " SELECT f.id, -top.rank, f.text, f.role, f.speaker, f.conversation_id, f.ts,"
-            " log.hash, log.ext_id, f.superseded"
+            f" log.hash, log.ext_id, f.superseded OR f.log_id IN {FORGOTTEN_LOGS}"
             " FROM top JOIN fragments f ON f.id = top.id JOIN log ON log.id = f.log_id"
             " ORDER BY top.rank",
             (match, fetch),
@@ -186,7 +192,8 @@ def fetch_hits(conn: Connection, fragment_ids: Sequence[int]) -> list[Hit]:
             for row in conn.execute(
                 "SELECT f.id, f.text, f.role, f.speaker, f.conversation_id, f.ts, log.hash,"
                 " log.ext_id FROM fragments f JOIN log ON log.id = f.log_id"
-                f" WHERE f.superseded = 0 AND f.id {JSON_IN}",
+                f" WHERE f.superseded = 0 AND f.id {JSON_IN}"
+                f" AND f.log_id NOT IN {FORGOTTEN_LOGS}",
                 (json_array(fragment_ids),),
             )
         }
@@ -198,10 +205,15 @@ def fetch_hits(conn: Connection, fragment_ids: Sequence[int]) -> list[Hit]:
 
 
 def describe(conn: Connection, fragment_id: int) -> FragmentLabel | None:
-    """The conversation, speaker and text of a fragment, or None when there is none."""
+    """The conversation, speaker and text of a fragment, or None when there is none. A
+    forgotten fragment's text reads ``(forgotten)``: what describes a graph node (an
+    area, a diff, a judge's prompt) never shows it."""
     with reading("cannot read fragments"):
         row = conn.execute(
-            "SELECT conversation_id, speaker, text FROM fragments WHERE id = ?", (fragment_id,)
+            "SELECT conversation_id, speaker,"
+            f" CASE WHEN log_id IN {FORGOTTEN_LOGS} THEN '(forgotten)' ELSE text END"
+            " FROM fragments WHERE id = ?",
+            (fragment_id,),
         ).fetchone()
     return None if row is None else FragmentLabel(*row)
 
@@ -362,18 +374,22 @@ def document_tokens(tokenize: Tokenizer, speaker: object, canonical: object) -> 
     return [*tokenize(stored_text(speaker), False), *tokenize(stored_text(canonical), False)]
 
 
-def superseded_ids(conn: Connection, fragment_ids: Collection[int]) -> set[int]:
-    """Those of ``fragment_ids`` that are superseded now: probed in the index of the
-    superseded alone (migration 006; the planner would read each id's row instead)."""
+def hidden_ids(conn: Connection, fragment_ids: Collection[int]) -> set[int]:
+    """Those of ``fragment_ids`` that retrieval leaves out now: superseded ones (probed in
+    the index of the superseded alone, migration 006; the planner would read each id's
+    row instead) and forgotten ones (:mod:`.forgets`: nothing to probe when nothing is)."""
     if not fragment_ids:
         return set()
+    ids = json_array(fragment_ids)
     with reading("cannot read fragments"):
         return {
             int(row[0])
             for row in conn.execute(
                 "SELECT id FROM fragments INDEXED BY fragments_superseded"
-                f" WHERE superseded = 1 AND id {JSON_IN}",
-                (json_array(fragment_ids),),
+                f" WHERE superseded = 1 AND id {JSON_IN}"
+                " UNION SELECT f.id FROM forgotten x JOIN fragments f ON f.log_id = x.log_id"
+                f" WHERE f.id {JSON_IN}",
+                (ids, ids),
             )
         }
 

@@ -388,6 +388,42 @@ def _m009_rollback_indexes(conn: Connection) -> None:
     )
 
 
+def _m010_user_controls(conn: Connection) -> None:
+    """What users ask of memory itself: forgets and the messages they name
+    (:mod:`.forgets`), conversations with memory switched off (:mod:`.switches`); neither
+    is derived memory."""
+    conn.execute(
+        """
+        CREATE TABLE forgets (
+            id INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL,
+            conversation_id TEXT,
+            request TEXT NOT NULL,
+            messages INTEGER NOT NULL,
+            undone_at REAL
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE forgotten (
+            log_id INTEGER NOT NULL,
+            forget_id INTEGER NOT NULL REFERENCES forgets(id),
+            PRIMARY KEY (log_id, forget_id)
+        ) WITHOUT ROWID
+        """
+    )
+    conn.execute("CREATE INDEX forgotten_forget ON forgotten (forget_id)")
+    conn.execute(
+        """
+        CREATE TABLE memory_off (
+            conversation_id TEXT PRIMARY KEY,
+            since REAL NOT NULL
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -398,6 +434,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("007_evidence_indexes", _m007_evidence_indexes),
     ("008_history", _m008_history),
     ("009_rollback_indexes", _m009_rollback_indexes),
+    ("010_user_controls", _m010_user_controls),
 )
 
 

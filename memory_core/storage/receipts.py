@@ -16,7 +16,7 @@ from typing import Any
 from .db import Connection, reading, transaction
 from .values import stored_text, stored_timestamp
 
-__all__ = ["ReceiptRow", "load", "recent", "save"]
+__all__ = ["ReceiptRow", "latest_of", "load", "recent", "save"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,18 @@ def load(conn: Connection, receipt_id: str) -> dict[str, Any] | None:
     """A stored receipt, or None."""
     with reading("cannot read receipts"):
         row = conn.execute("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
+def latest_of(conn: Connection, conversation_id: str) -> dict[str, Any] | None:
+    """The newest receipt of a conversation, or None (a scan of the receipts kept: they
+    are bounded in number, and this is asked by a person, not per request)."""
+    with reading("cannot read receipts"):
+        row = conn.execute(
+            "SELECT body FROM receipts WHERE json_valid(body)"
+            " AND json_extract(body, '$.conversation_id') = ? ORDER BY rowid DESC LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
     return None if row is None else dict(json.loads(row[0]))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TypeAlias, cast
 
 from .db import JSON_IN, Connection, json_array, reading
+from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
     "LiveRelation",
@@ -257,6 +258,7 @@ def views(conn: Connection, *, normalized: str | None, limit: int) -> list[Relat
                 " FROM relations r JOIN entities s ON s.id = r.subject_id"
                 " LEFT JOIN entities o ON o.id = r.object_id"
                 " JOIN fragments f ON f.id = r.fragment_id"
+                f" AND f.log_id NOT IN {FORGOTTEN_LOGS}"
                 " LEFT JOIN mutations m ON m.relation_id = r.id" + where + " ORDER BY r.id LIMIT ?",
                 (*args, limit),
             )
