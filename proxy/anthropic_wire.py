@@ -76,13 +76,17 @@ _ERROR_TYPES = {
 @dataclass(frozen=True)
 class MessagesRequest:
     """A validated Messages request; ``body`` is the parsed JSON, untouched; ``chat`` the
-    same conversation as chat-completion messages; ``last_user`` the index in
-    ``body["messages"]`` of the turn that ``chat``'s last user message comes from."""
+    same conversation as chat-completion messages; ``items`` the turns
+    (``body["messages"]``); ``origin`` for each chat message the index of its turn (-1:
+    the system prompt); ``last_user`` the index of the turn that ``chat``'s last user
+    message comes from."""
 
     body: dict[str, Any]
     model: str
     stream: bool
     chat: ChatRequest
+    items: list[Any]
+    origin: tuple[int, ...]
     last_user: int
 
 
@@ -99,7 +103,7 @@ def parse_messages(raw: bytes) -> MessagesRequest:
     if not users:
         raise _invalid("'messages' must contain a user turn with text", "messages")
     chat = ChatRequest({"model": model, "messages": messages}, model, stream, messages, users[-1])
-    return MessagesRequest(body, model, stream, chat, origin[users[-1]])
+    return MessagesRequest(body, model, stream, chat, turns, tuple(origin), origin[users[-1]])
 
 
 def _system(value: Any) -> None:

@@ -160,6 +160,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/memory/relations", admin.relations)
     app.router.add_get("/memory/area", admin.area)
     app.router.add_get("/memory/receipts", receipts_api.recent)
+    app.router.add_get("/memory/forgets", receipts_api.forgets)
     app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
     app.router.add_post("/memory/dream", history_api.dream)
     app.router.add_get("/memory/snapshots", history_api.snapshots)

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,10 +47,11 @@ from memory_core.strategies import STRATEGIES
 from memory_core.views import AreaSummary
 from policies import Decision
 
+from . import commands
 from .api_io import snapshot_id
 from .body import check_conversation_id, read_body
 from .client_io import AiohttpIO, ClientIO
-from .doors import CHAT, CHAT_ANSWERS, Answers, Door, Presenter
+from .doors import CHAT, CHAT_ANSWERS, Answers, Door, Parsed, Presenter
 from .errors import (
     ApiError,
     RetrievalSkipped,
@@ -69,10 +71,10 @@ from .schemas import (
     ReceiptStatement,
 )
 from .services import SERVICES, Services
-from .tenants import TenantMemory, tenant_of
+from .tenants import LastTurn, TenantMemory, tenant_of
 from .turns import turn_context
 from .upstream import Upstream
-from .wire import ChatRequest
+from .wire import ChatRequest, own_completion, own_completion_events
 
 __all__ = ["answer_chat", "chat_completions"]
 
@@ -127,6 +129,9 @@ class _Exchange:
     stages: dict[str, float] = field(default_factory=dict)
     stored: asyncio.Future[int] | None = None
     parsed: bool = False
+    command: str | None = None
+    unremembered: frozenset[int] = frozenset()
+    """Indices of ``chat.messages`` said while memory was off: never stored."""
 
     def mark(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -177,8 +182,9 @@ async def answer_chat(svc: Services, client: ClientIO, door: Door = CHAT) -> Non
 def _finish(svc: Services, ex: _Exchange) -> None:
     """Count the request and hand it to the post-answer work (log line, formation)."""
     stream = str(bool(ex.chat and ex.chat.stream)).lower()
-    svc.metrics.requests.labels(stream=stream, status=str(ex.status)).inc()
-    svc.metrics.request_seconds.labels(stream=stream).observe(time.perf_counter() - ex.started)
+    svc.metrics.requests.labels(api=ex.api, stream=stream, status=str(ex.status)).inc()
+    took = time.perf_counter() - ex.started
+    svc.metrics.request_seconds.labels(api=ex.api, stream=stream).observe(took)
     svc.spawn(_after(svc, ex))
 
 
@@ -206,6 +212,16 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
     raw = await read_body(client, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
     large = len(raw) > _LARGE_BODY
     parsed = await _off_loop(large, door.parse, raw)
+    ex.chat = parsed.chat
+    ex.explicit_conversation = _conversation_header(client, svc.config.memory.conversation_header)
+    ex.conversation = conversation_id(parsed.chat.messages, ex.explicit_conversation)
+    turns = await _off_loop(large, _turns, parsed.chat.messages)
+    if turns.command is not None:
+        await _command(client, svc, ex, parsed, turns.command)
+        return
+    if turns.drop:
+        parsed, raw = await _off_loop(large, door.without, parsed, turns.drop)
+    ex.unremembered = turns.unremembered
     chat = ex.chat = parsed.chat
     upstream = svc.router.route(chat.model)
     if upstream is None:
@@ -228,6 +244,8 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
         ex.mark("retrieval_ms", t)
         if ex.recall and ex.recall.context.text:
             text = ex.recall.context.text
+    if memory is not None:
+        memory.note_turn(ex.conversation, _last_turn(ex, decision))
     role = svc.config.memory.role
     route = await _off_loop(large, door.route, parsed, upstream, text, role, raw)
     ex.answers = route.answers
@@ -243,6 +261,76 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
         await _forward(client, svc, ex, out)
 
 
+_SWITCHED_OFF = "memory is off in this conversation (/memory off; /memory on resumes it)"
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """What a history holds of in-chat commands: the command to answer now (its latest
+    user message), the chat messages to leave out (earlier commands and their answers),
+    and, of those kept, the ones said while memory was off (by their new indices)."""
+
+    command: commands.Command | None
+    drop: frozenset[int]
+    unremembered: frozenset[int]
+
+
+def _turns(messages: Sequence[Mapping[str, Any]]) -> _Turns:
+    command = commands.latest_command(messages)
+    if command is not None:
+        return _Turns(command, frozenset(), frozenset())
+    drop = commands.command_turns(messages)
+    off = commands.off_turns(messages)
+    if drop:
+        kept = [i for i in range(len(messages)) if i not in drop]
+        off = frozenset(new for new, old in enumerate(kept) if old in off)
+    return _Turns(None, drop, off)
+
+
+def _remembered(ex: _Exchange) -> list[dict[str, Any]]:
+    """The request's messages that are stored: those not said while memory was off."""
+    assert ex.chat is not None
+    if not ex.unremembered:
+        return ex.chat.messages
+    return [m for i, m in enumerate(ex.chat.messages) if i not in ex.unremembered]
+
+
+def _last_turn(ex: _Exchange, decision: Decision) -> LastTurn:
+    return LastTurn(
+        at=time.time(),
+        retrieve=decision.retrieve,
+        reason=decision.reason,
+        rule=decision.rule,
+        receipt_id=ex.receipt_id,
+        memory_error=ex.memory_error,
+    )
+
+
+async def _command(
+    client: ClientIO, svc: Services, ex: _Exchange, parsed: Parsed, command: commands.Command
+) -> None:
+    """Answer an in-chat command (see :mod:`.commands`): by the proxy, in the door's
+    format, nothing forwarded, nothing stored."""
+    assert ex.conversation is not None
+    ex.command = command.verb if command.known else "unknown"
+    ex.ingest = False
+    memory = await _memory(svc, ex)
+    context = commands.Context(memory, ex.conversation, ex.memory_error)
+    text = await commands.run(command, context)
+    svc.metrics.commands.labels(command=ex.command).inc()
+    ex.answer = {"role": "assistant", "content": text}
+    if isinstance(client, Presenter):
+        client.bridge(parsed)
+    chat = parsed.chat
+    if not chat.stream:
+        await client.send(200, own_completion(chat.model, text), {})
+        return
+    await client.start(200, {})
+    for chunk in own_completion_events(chat.model, text):
+        await client.write(chunk)
+    await client.end()
+
+
 def _decide(
     client: ClientIO,
     svc: Services,
@@ -252,12 +340,21 @@ def _decide(
 ) -> Decision:
     """Ask the policy whether to consult memory; also settles ingestion and identity."""
     assert ex.tenant is not None
+    assert ex.conversation is not None
     header = client.headers.get("X-Memory")
-    ex.ingest = svc.config.memory.ingest and (header or "").strip().lower() != "off"
-    ex.explicit_conversation = _conversation_header(client, svc.config.memory.conversation_header)
-    ex.conversation = conversation_id(chat.messages, ex.explicit_conversation)
+    switched_off = memory is not None and memory.memory_is_off(ex.conversation)
+    ex.ingest = (
+        svc.config.memory.ingest
+        and (header or "").strip().lower() != "off"
+        and not switched_off
+    )
     context = turn_context(chat, tenant=ex.tenant, conversation=ex.conversation, header=header)
-    decision = ex.decision = svc.engine.decide(context, memory.store.names if memory else None)
+    decision = svc.engine.decide(context, memory.store.names if memory else None)
+    if switched_off:
+        decision = dataclasses.replace(
+            decision, retrieve=False, reason=_SWITCHED_OFF, rule=None
+        )
+    ex.decision = decision
     svc.metrics.decisions.labels(
         retrieve=str(decision.retrieve).lower(), rule=decision.rule or "none"
     ).inc()
@@ -312,8 +409,9 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     ex.retrieval = settings.retrieval
 
     async def lookup() -> Recall:
+        remembered = _remembered(ex)
         excluded = await _off_loop(
-            len(chat.messages) > _LARGE_HISTORY, chain_hashes, chat.messages, ex.conversation
+            len(remembered) > _LARGE_HISTORY, chain_hashes, remembered, ex.conversation
         )
         return await memory.recall(
             chat.recent_user_text(settings.context_turns),
@@ -326,12 +424,14 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
             as_of=ex.as_of,
         )
 
+    shed = False
     try:
         _check_lag(lag_ms, settings.retrieval_timeout_ms)
         ex.recall = await asyncio.wait_for(lookup(), timeout=budget_s)
     except RetrievalSkipped as exc:
         ex.memory_error = f"retrieval skipped: {exc}"
         svc.metrics.memory_failures.labels(stage="retrieval_skipped").inc()
+        shed = True  # not looked up: the lookups' latency leaves it out
     except TimeoutError:
         ex.memory_error = f"retrieval exceeded {svc.config.memory.retrieval_timeout_ms:g} ms"
         svc.metrics.memory_failures.labels(stage="retrieval_timeout").inc()
@@ -341,7 +441,8 @@ async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
     except Exception as exc:  # memory never turns a chat into a 500, whatever is stored
         ex.memory_error = f"retrieval failed: {type(exc).__name__}: {exc}"
         svc.metrics.memory_failures.labels(stage="retrieval").inc()
-    svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
+    if not shed:
+        svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
     ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
 
 
@@ -368,8 +469,7 @@ async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outboun
     try:
         reply = await out.upstream.complete(out.body, out.raw, out.forward)
     finally:
-        svc.metrics.upstream_seconds.labels(stream="false").observe(time.perf_counter() - began)
-        ex.mark("upstream_ms", began)
+        _upstream_took(svc, ex, "false", began)
     ex.status, ex.reply = reply.status, reply.body
     await _store_once(svc, ex)
     content_type, _, charset = reply.content_type.partition(";")
@@ -383,6 +483,12 @@ async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outboun
     # after the answer is written, yet before the loop runs anything else (``send`` does
     # not suspend): a receipt read the client sends afterwards still finds it queued
     _queue_receipt(svc, ex, out.memory)
+
+
+def _upstream_took(svc: Services, ex: _Exchange, stream: str, began: float) -> None:
+    took = time.perf_counter() - began
+    svc.metrics.upstream_seconds.labels(api=ex.api, stream=stream).observe(took)
+    ex.mark("upstream_ms", began)
 
 
 def _parse_reply(ex: _Exchange) -> None:
@@ -401,7 +507,11 @@ def _parse_reply(ex: _Exchange) -> None:
 
 async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound) -> None:
     began = time.perf_counter()
-    stream = await out.upstream.stream(out.body, out.raw, out.forward)
+    try:
+        stream = await out.upstream.stream(out.body, out.raw, out.forward)
+    except BaseException:
+        _upstream_took(svc, ex, "true", began)  # refused or failed before its first byte
+        raise
     ex.mark("upstream_first_byte_ms", began)
     headers = merged(
         stream.headers,
@@ -433,8 +543,7 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         chunks.clear()
     finally:
         await stream.close()
-        svc.metrics.upstream_seconds.labels(stream="true").observe(time.perf_counter() - began)
-        ex.mark("upstream_ms", began)
+        _upstream_took(svc, ex, "true", began)
     if ex.outcome == "ok":
         ex.sse = chunks
         await _store_once(svc, ex)
@@ -661,7 +770,7 @@ def _history(ex: _Exchange) -> list[LogMessage]:
     if chat is None or ex.tenant is None or not ex.ingest or not stored:
         return []
     now = time.time()
-    history = [LogMessage(m, now) for m in chat.messages]
+    history = [LogMessage(m, now) for m in _remembered(ex)]
     if ex.answer is not None and ex.outcome == "ok":
         history.append(LogMessage(ex.answer, now))
     return history
@@ -674,7 +783,9 @@ async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> in
         return 0
     try:
         memory = svc.tenants.get(ex.tenant)
-        result = await memory.append(history, ex.explicit_conversation, "proxy")
+        # the conversation as the whole history names it: the stored turns may lack its
+        # first user message (a command), which would otherwise name another one
+        result = await memory.append(history, ex.conversation, "proxy")
         svc.metrics.ingested.inc(result.appended)
         settings = svc.config.memory
         pending = memory.form_soon(
@@ -695,6 +806,7 @@ def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
     return {
         "event": "chat",
         "api": ex.api,
+        "command": ex.command,
         "tenant": ex.tenant,
         "model": chat.model if chat else None,
         "stream": chat.stream if chat else None,

@@ -18,8 +18,9 @@ litellm), and the chat answer mapped back on the way to the client (:class:`Pres
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -237,6 +238,12 @@ class Door(Protocol):
         """The client as this door answers it."""
         ...
 
+    def without(self, parsed: Parsed, drop: Collection[int]) -> tuple[Parsed, bytes]:
+        """The request without the chat messages ``drop`` (indices into
+        ``parsed.chat.messages``; never its last user message), and its bytes: every other
+        chat message kept, in order."""
+        ...
+
 
 class ChatDoor:
     """``POST /v1/chat/completions``: the proxy's own format (memory spliced into the
@@ -259,8 +266,18 @@ class ChatDoor:
     def io(self, client: ClientIO) -> ClientIO:
         return client
 
+    def without(self, parsed: Parsed, drop: Collection[int]) -> tuple[Parsed, bytes]:
+        chat = _chat_without(parsed.chat, drop)
+        return Parsed(chat), encoded(chat.body)
+
 
 CHAT = ChatDoor()
+
+
+def _chat_without(chat: ChatRequest, drop: Collection[int]) -> ChatRequest:
+    messages = [m for i, m in enumerate(chat.messages) if i not in drop]
+    last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    return ChatRequest({**chat.body, "messages": messages}, chat.model, chat.stream, messages, last)
 
 
 class ForeignRequest(Protocol):
@@ -273,6 +290,16 @@ class ForeignRequest(Protocol):
     @property
     def chat(self) -> ChatRequest: ...
 
+    @property
+    def items(self) -> list[Any]:
+        """The request's own list of turns or input items."""
+        ...
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        """For each chat message, the index of its item (-1: from outside the items)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ForeignDoor:
@@ -283,6 +310,8 @@ class ForeignDoor:
     its :class:`Presenter`. ``name`` is also the API an upstream lists in ``serves``."""
 
     name: str
+    items_key: str
+    """The body's field that holds :attr:`ForeignRequest.items`."""
     read: Callable[[bytes], ForeignRequest]
     place: Callable[[Any, str, str], dict[str, Any]]
     to_chat: Callable[[Any], dict[str, Any]]
@@ -310,3 +339,28 @@ class ForeignDoor:
 
     def io(self, client: ClientIO) -> ClientIO:
         return self.presenter(client)
+
+    def without(self, parsed: Parsed, drop: Collection[int]) -> tuple[Parsed, bytes]:
+        """Items go when every chat message read from them goes (an item holding another
+        message too is kept whole)."""
+        request: Any = parsed.native
+        kept = [i for i in range(len(request.chat.messages)) if i not in drop]
+        going = {request.origin[i] for i in drop} - {request.origin[i] for i in kept}
+        items: list[Any] = []
+        renumber: dict[int, int] = {}
+        for index, item in enumerate(request.items):
+            if index not in going:
+                renumber[index] = len(items)
+                items.append(item)
+        chat = _chat_without(request.chat, drop)
+        origin = tuple(renumber.get(request.origin[i], -1) for i in kept)
+        body = {**request.body, self.items_key: items}
+        shorter = dataclasses.replace(
+            request,
+            body=body,
+            chat=chat,
+            items=items,
+            origin=origin,
+            last_user=origin[chat.last_user_index],
+        )
+        return Parsed(chat, shorter), encoded(body)

@@ -68,6 +68,7 @@ def _place(request: MessagesRequest, memory: str, role: str) -> dict[str, Any]:
 
 MESSAGES = ForeignDoor(
     name="messages",
+    items_key="messages",
     read=parse_messages,
     place=_place,
     to_chat=to_chat,

@@ -7,6 +7,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 __all__ = ["Metrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# a cycle forms what was queued and asks a model to judge: minutes are normal, an hour not
+_LONG_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
 class Metrics:
@@ -16,7 +18,16 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "areamem_requests", "Chat requests by outcome", ["stream", "status"], registry=r
+            "areamem_requests",
+            "Chat requests by front door (chat, responses, messages), stream and status",
+            ["api", "stream", "status"],
+            registry=r,
+        )
+        self.commands = Counter(
+            "areamem_commands",
+            "In-chat /memory commands answered by the proxy, by command",
+            ["command"],
+            registry=r,
         )
         self.decisions = Counter(
             "areamem_decisions", "Policy decisions", ["retrieve", "rule"], registry=r
@@ -24,27 +35,27 @@ class Metrics:
         self.errors = Counter("areamem_errors", "Errors by kind", ["kind"], registry=r)
         self.memory_failures = Counter(
             "areamem_memory_failures",
-            "Memory failures (request went on without memory)",
+            "Memory failures by stage (a chat request meeting one goes on without memory)",
             ["stage"],
             registry=r,
         )
         self.retrieval_seconds = Histogram(
             "areamem_retrieval_seconds",
-            "Retrieval + reconstruction latency",
+            "Retrieval + reconstruction latency of the lookups that ran (shed ones left out)",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.upstream_seconds = Histogram(
             "areamem_upstream_seconds",
-            "Upstream latency to the complete answer",
-            ["stream"],
+            "Upstream latency to the complete answer (failed calls included)",
+            ["api", "stream"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.request_seconds = Histogram(
             "areamem_request_seconds",
             "Whole request latency in the proxy",
-            ["stream"],
+            ["api", "stream"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -72,7 +83,7 @@ class Metrics:
         self.dream_seconds = Histogram(
             "areamem_dream_seconds",
             "Duration of a consolidation cycle (forming what was queued included)",
-            buckets=_LATENCY_BUCKETS,
+            buckets=_LONG_BUCKETS,
             registry=r,
         )
         self.rollbacks = Counter(
@@ -81,7 +92,7 @@ class Metrics:
         self.rollback_seconds = Histogram(
             "areamem_rollback_seconds",
             "Duration of a rollback (the graph read again included)",
-            buckets=_LATENCY_BUCKETS,
+            buckets=_LONG_BUCKETS,
             registry=r,
         )
 

@@ -36,6 +36,7 @@ from .schemas import (
     ContextsResponse,
     EntitiesResponse,
     ErrorResponse,
+    ForgetsResponse,
     Health,
     HeldResponse,
     IngestRequest,
@@ -79,6 +80,7 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     Readiness,
     Receipt,
     ReceiptsResponse,
+    ForgetsResponse,
     RelationsResponse,
     SearchResponse,
     StatsResponse,
@@ -260,6 +262,7 @@ def _paths(conversation_header: str) -> Json:
         "/memory/relations": {"get": _relations()},
         "/memory/area": {"get": _area()},
         "/memory/receipts": {"get": _receipts()},
+        "/memory/forgets": {"get": _forgets()},
         "/memory/receipts/{receipt_id}": {"get": _receipt()},
         "/memory/dream": {"post": _dream()},
         "/memory/snapshots": {"get": _snapshots()},
@@ -590,17 +593,30 @@ def _receipt() -> Json:
     )
 
 
-def _receipts() -> Json:
+def _listing(name: str, summary: str, found: str, schema: str) -> Json:
+    """A ``GET`` of the caller's newest rows of one kind, ``limit`` at most."""
     responses = {
-        "200": _json("The newest receipts, newest first.", _ref("ReceiptsResponse")),
+        "200": _json(found, _ref(schema)),
         "400": _error("``limit`` out of range."),
     }
-    return _operation(
+    return _operation(name, summary, "memory", responses, parameters=[_limit()])
+
+
+def _receipts() -> Json:
+    return _listing(
         "receipts",
         "The caller's newest receipts: time, model, decision, what was found.",
-        "memory",
-        responses,
-        parameters=[_limit()],
+        "The newest receipts, newest first.",
+        "ReceiptsResponse",
+    )
+
+
+def _forgets() -> Json:
+    return _listing(
+        "forgets",
+        "What ``/memory forget`` forgot (in force, or undone by ``/memory unforget``).",
+        "The forgets, newest first.",
+        "ForgetsResponse",
     )
 
 

@@ -67,6 +67,7 @@ class ResponsesIO(DoorIO):
 
 RESPONSES = ForeignDoor(
     name="responses",
+    items_key="input",
     read=parse_responses,
     place=inject_native,
     to_chat=to_chat,

@@ -52,14 +52,16 @@ _UNBRIDGEABLE = ("previous_response_id", "conversation", "prompt", "background")
 @dataclass(frozen=True)
 class ResponsesRequest:
     """A validated Responses request; ``body`` untouched; ``chat`` the conversation as
-    chat-completion messages; ``items`` the input as a list of items; ``last_user`` the
-    index in ``items`` of the latest user input item."""
+    chat-completion messages; ``items`` the input as a list of items; ``origin`` for each
+    chat message the index of its item (-1: the instructions); ``last_user`` the index in
+    ``items`` of the latest user input item."""
 
     body: dict[str, Any]
     model: str
     stream: bool
     chat: ChatRequest
     items: list[Any]
+    origin: tuple[int, ...]
     last_user: int
 
 
@@ -75,7 +77,7 @@ def parse_responses(raw: bytes) -> ResponsesRequest:
     if not users:
         raise _invalid("'input' must contain a user message", "input")
     chat = ChatRequest({"model": model, "messages": messages}, model, stream, messages, users[-1])
-    return ResponsesRequest(body, model, stream, chat, items, origin[users[-1]])
+    return ResponsesRequest(body, model, stream, chat, items, tuple(origin), origin[users[-1]])
 
 
 def _items(value: Any) -> list[Any]:

@@ -353,6 +353,24 @@ class ReceiptsResponse(_Body):
     receipts: list[ReceiptSummary] = Field(description="Newest first, at most ``limit``.")
 
 
+class ForgetSummary(_Body):
+    """One forget (``/memory forget`` in a chat), in force or undone."""
+
+    id: int = Field(description="The forget's number (``/memory unforget <id>`` undoes it).")
+    created_at: float | None = Field(description="Epoch seconds; null when unreadable.")
+    conversation_id: str | None = Field(description="The conversation it was asked in.")
+    request: str = Field(description="What was asked: the words, or the fragment ids.")
+    messages: int = Field(description="Messages whose fragments it forgot.")
+    undone_at: float | None = Field(description="When it was undone; null while in force.")
+
+
+class ForgetsResponse(_Body):
+    """``GET /memory/forgets``: the caller's forgets, newest first."""
+
+    tenant: str = Field(description="The caller's tenant.")
+    forgets: list[ForgetSummary] = Field(description="Newest first, at most ``limit``.")
+
+
 # --- memory admin ------------------------------------------------------------------------
 
 

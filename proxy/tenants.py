@@ -16,8 +16,10 @@ import asyncio
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -28,8 +30,10 @@ from memory_core.graph import GraphSettings
 from memory_core.history import HeldRow, Restored, SnapshotRow
 from memory_core.history_views import Diff, HistoryState
 from memory_core.reconstruction_config import ReconstructionConfig
+from memory_core.storage.forgets import ForgetRow
 from memory_core.storage.receipts import ReceiptRow
 from memory_core.store import DEFAULT_RECEIPT_AGE_S
+from memory_core.store_controls import Forgotten
 from memory_core.strategies import STRATEGIES
 from memory_core.tokens import TokenCounter, warm_tokenizers
 
@@ -37,7 +41,22 @@ from .as_of import AsOfCopies
 from .config import AuthConfig
 from .errors import ApiError, RetrievalSkipped
 
-__all__ = ["RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
+__all__ = ["LastTurn", "RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
+
+_TURNS_KEPT = 10_000
+
+
+@dataclass(frozen=True)
+class LastTurn:
+    """What memory did in a conversation's latest chat turn: the policy's decision, the
+    receipt when memory was consulted, the error when memory failed."""
+
+    at: float
+    retrieve: bool
+    reason: str
+    rule: str | None
+    receipt_id: str | None
+    memory_error: str | None
 
 REFRESH_INTERVAL_S = 0.25
 """Least time between two graph refreshes of a tenant (see ``TenantMemory.refresh_graph``)."""
@@ -145,6 +164,8 @@ class TenantMemory:
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
         self._gate = gate or RecallGate(4)
+        self._off = store.memory_off()
+        self._turns: OrderedDict[str, LastTurn] = OrderedDict()
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -331,6 +352,66 @@ class TenantMemory:
 
     async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         return await self._write(self.store.receipt, receipt_id)
+
+    async def conversation_receipt(self, conversation: str) -> dict[str, Any] | None:
+        return await self._write(self.store.conversation_receipt, conversation)
+
+    def note_turn(self, conversation: str, turn: LastTurn) -> None:
+        """What memory did in ``conversation``'s latest turn (for ``/memory why``; the
+        newest :data:`_TURNS_KEPT` conversations are kept, in this process)."""
+        self._turns[conversation] = turn
+        self._turns.move_to_end(conversation)
+        while len(self._turns) > _TURNS_KEPT:
+            self._turns.popitem(last=False)
+
+    def last_turn(self, conversation: str) -> LastTurn | None:
+        return self._turns.get(conversation)
+
+    def memory_is_off(self, conversation: str) -> bool:
+        """Whether the user switched memory off in ``conversation`` (``/memory off``)."""
+        return conversation in self._off
+
+    async def switch_memory(self, conversation: str, *, on: bool) -> bool:
+        """Switch memory on or off for ``conversation`` (stored: it outlives the
+        process); whether that changed anything."""
+        changed = await self._write(lambda: self.store.switch_memory(conversation, on=on))
+        if on:
+            self._off.discard(conversation)
+        else:
+            self._off.add(conversation)
+        return changed
+
+    async def forget_fragments(
+        self, fragment_ids: Sequence[int], *, request: str, conversation: str | None
+    ) -> Forgotten:
+        done = await self._write(
+            lambda: self.store.forget_fragments(
+                fragment_ids, request=request, conversation=conversation
+            )
+        )
+        self._forgets_changed()
+        return done
+
+    async def forget_matching(self, words: str, *, conversation: str | None) -> Forgotten:
+        done = await self._write(
+            lambda: self.store.forget_matching(words, conversation=conversation)
+        )
+        self._forgets_changed()
+        return done
+
+    async def unforget(self, forget_id: int | None) -> ForgetRow | None:
+        undone = await self._write(self.store.unforget, forget_id)
+        self._forgets_changed()
+        return undone
+
+    async def forgets(self, *, limit: int) -> list[ForgetRow]:
+        return await self._write(lambda: self.store.forgets(limit=limit))
+
+    def _forgets_changed(self) -> None:
+        """Copies as of a snapshot were made with the forgets of their time: dropped, so
+        an answer as of a snapshot never shows what was forgotten since."""
+        if self._as_of is not None:
+            self._as_of.close()
 
     async def recent_receipts(self, limit: int) -> list[ReceiptRow]:
         """The newest ``limit`` receipts (on the writer thread: after every receipt

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,8 @@ __all__ = [
     "encoded",
     "inject",
     "message_offset",
+    "own_completion",
+    "own_completion_events",
     "parse_chat",
     "request_head",
     "splice_memory",
@@ -357,3 +361,34 @@ def _assistant(content: Any, tool_calls: Any) -> dict[str, Any] | None:
     if tool_calls:
         message["tool_calls"] = tool_calls
     return message
+
+
+def own_completion(model: str, text: str) -> bytes:
+    """A chat completion the proxy answers itself (no model wrote it: no tokens used)."""
+    return encoded({
+        "id": _own_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    })  # fmt: skip
+
+
+def own_completion_events(model: str, text: str) -> list[bytes]:
+    """The same as a stream: the text in one chunk, the finish, the usage, ``[DONE]``."""
+    common = {"id": _own_id(), "object": "chat.completion.chunk", "created": int(time.time()),
+              "model": model}  # fmt: skip
+    chunks = [
+        {**common, "choices": [{"index": 0, "finish_reason": None,
+                                "delta": {"role": "assistant", "content": text}}]},
+        {**common, "choices": [{"index": 0, "finish_reason": "stop", "delta": {}}]},
+        {**common, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0,
+                                            "total_tokens": 0}},
+    ]  # fmt: skip
+    return [b"data: " + encoded(c) + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _own_id() -> str:
+    return f"chatcmpl-areamem-{uuid.uuid4().hex[:24]}"

@@ -220,6 +220,7 @@ async def _inspect(client: Client) -> None:
         ("/memory/area", {"q": "Where does Rui live now?"}),
         ("/metrics", {}),
         ("/memory/receipts", {}),
+        ("/memory/forgets", {}),
         ("/ui", {}),
     ]:
         answer = await client.call("GET", path, params=params)

@@ -182,7 +182,7 @@ async def test_models_health_and_metrics(proxy: Proxy) -> None:
         async with http.get(f"{proxy.url}/metrics") as response:
             metrics = await response.text()
     assert health["status"] == "ok"
-    assert 'areamem_requests_total{status="200",stream="false"} 1.0' in metrics
+    assert 'areamem_requests_total{api="chat",status="200",stream="false"} 1.0' in metrics
     assert "areamem_decisions_total" in metrics
     assert "areamem_upstream_seconds_bucket" in metrics
     assert "areamem_retrieval_seconds_count" in metrics

@@ -117,6 +117,21 @@ async def test_upstream_refusing_connections_is_502(make_proxy: MakeProxy) -> No
     assert caught.value.code == "upstream_unreachable"
 
 
+async def test_a_stream_refused_before_its_first_byte_is_timed(make_proxy: MakeProxy) -> None:
+    """The upstream latency a dashboard shows includes calls that never got a byte back
+    (they were left out, so an outage looked fast)."""
+    proxy = await make_proxy(proxy_config(f"http://127.0.0.1:{_closed_port()}/v1"))
+    async with proxy.client() as client:
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(model="echo", messages=USER, stream=True)  # type: ignore[arg-type]
+    await proxy.settle()
+    async with aiohttp.ClientSession() as http, http.get(f"{proxy.url}/metrics") as response:
+        metrics = await response.text()
+    assert 'areamem_upstream_seconds_count{api="chat",stream="true"} 1.0' in metrics
+    assert 'areamem_request_seconds_count{api="chat",stream="true"} 1.0' in metrics
+    assert 'areamem_requests_total{api="chat",status="502",stream="true"} 1.0' in metrics
+
+
 async def test_upstream_timeout_is_504(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
     config = proxy_config(upstream.url)
     config["upstreams"][0]["timeout_s"] = 0.3

@@ -1,0 +1,269 @@
+"""In-chat ``/memory`` commands through every front door, with the real SDKs.
+
+Each command is answered by the proxy in the door's own format (stream or not) and never
+reaches the upstream; a history that holds earlier commands is forwarded, read and stored
+without them; a forgotten fragment is never retrieved (search, chat, area, as of a
+snapshot, after a rollback) until the forget is undone; memory switched off in one
+conversation is neither consulted nor written there, and what was said meanwhile stays
+unknown after it is switched on again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy
+from .doors import FACT, FORCE, QUESTION, remembering, search, stats
+
+DOORS = ("chat", "responses", "messages")
+Turn = dict[str, Any]
+
+
+async def say(proxy: Proxy, door: str, history: list[Turn], *, stream: bool = False,
+              headers: dict[str, str] | None = None) -> str:  # fmt: skip
+    """The answer's text to ``history`` (chat messages: user and assistant text turns),
+    sent through ``door`` with its SDK."""
+    extra = headers or {}
+    if door == "chat":
+        async with proxy.client() as client:
+            if not stream:
+                done = await client.chat.completions.create(
+                    model="echo", messages=history, extra_headers=extra  # type: ignore[arg-type]
+                )
+                return str(done.choices[0].message.content)
+            chunks = await client.chat.completions.create(
+                model="echo", messages=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+            )
+            return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+    if door == "responses":
+        async with proxy.client() as client:
+            if not stream:
+                answer = await client.responses.create(
+                    model="echo", input=history, extra_headers=extra  # type: ignore[arg-type]
+                )
+                return str(answer.output_text)
+            events = await client.responses.create(
+                model="echo", input=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+            )
+            deltas = [e.delta async for e in events if e.type == "response.output_text.delta"]
+            return "".join(deltas)
+    async with anthropic.AsyncAnthropic(base_url=proxy.url, api_key="sk-x", max_retries=0) as sdk:
+        if not stream:
+            message = await sdk.messages.create(
+                model="echo", max_tokens=64, messages=history, extra_headers=extra  # type: ignore[arg-type]
+            )
+            return "".join(b.text for b in message.content if b.type == "text")
+        found = await sdk.messages.create(
+            model="echo", max_tokens=64, messages=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+        )
+        texts = [e.delta.text async for e in found
+                 if e.type == "content_block_delta" and e.delta.type == "text_delta"]  # fmt: skip
+        return "".join(texts)
+
+
+def user(text: str) -> Turn:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> Turn:
+    return {"role": "assistant", "content": text}
+
+
+def _fragment_id(answer: str, text: str) -> int:
+    """The id ``/memory search`` shows for the fragment holding ``text``."""
+    for line in answer.splitlines():
+        if text in line:
+            found = re.search(r"#(\d+)", line)
+            assert found is not None, line
+            return int(found.group(1))
+    raise AssertionError(f"{text!r} not in {answer!r}")
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_every_command_through_every_door(
+    upstream: FakeUpstream, make_proxy: MakeProxy, door: str, stream: bool
+) -> None:
+    proxy = await remembering(make_proxy, upstream, serves=None if door == "chat" else door)
+    opening = [user("Hello there."), assistant("Hi!")]
+
+    async def ask(command: str) -> str:
+        before = len(upstream.requests)
+        answer = await say(proxy, door, [*opening, user(command)], stream=stream)
+        assert len(upstream.requests) == before  # answered by the proxy, never forwarded
+        return answer
+
+    helped = await ask("/memory help")
+    for verb in ("why", "search", "forget", "unforget", "off", "on"):
+        assert f"/memory {verb}" in helped
+    assert "Unknown command `/memory frobnicate`" in await ask("/memory frobnicate")
+    assert "has consulted memory yet" in await ask("/memory why")
+
+    found = await ask("/memory search Lisbon sister")
+    lisbon = _fragment_id(found, "I live in Lisbon")
+    asked = await say(proxy, door, [*opening, user(QUESTION)], stream=stream, headers=FORCE)
+    assert asked == f"echo: {QUESTION}"
+    why = await ask("/memory why")
+    assert "header X-Memory: force" in why and f"#{lisbon}" in why
+    assert "<retrieved_memory>" in why and "Lisbon" in why
+
+    forgot = await ask(f"/memory forget #{lisbon}")
+    forget_id = int(re.search(r"/memory unforget (\d+)", forgot).group(1))  # type: ignore[union-attr]
+    assert "Forgot 1 fragment" in forgot
+    assert "I live in Lisbon" not in await ask("/memory search Lisbon sister")
+    undone = await ask(f"/memory unforget {forget_id}")
+    assert f"Undid forget {forget_id}" in undone
+    assert f"#{lisbon}" in await ask("/memory search Lisbon sister")
+    assert "No forget in force" in await ask("/memory unforget")
+
+    assert "now off" in await ask("/memory off")
+    assert "already off" in await ask("/memory off")
+    assert "now on" in await ask("/memory on")
+    await proxy.settle()
+    commands = [r for r in proxy.log_records() if r.get("event") == "chat" and r["command"]]
+    assert {r["api"] for r in commands} == {door} and len(commands) == 13
+    assert all(r["status"] == 200 and r["ingested"] == 0 for r in commands)
+
+
+async def test_a_forgotten_fragment_is_never_retrieved_until_the_forget_is_undone(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await remembering(make_proxy, upstream)
+    async with aiohttp.ClientSession() as http:
+        first = await _json(http, "POST", f"{proxy.url}/memory/dream")
+        answer = await say(proxy, "chat", [user("/memory forget Lisbon")])
+        assert "Forgot 2 fragments (2 messages)" in answer and "Lisbon is lovely" in answer
+        assert "Undid forget" in await say(proxy, "chat", [user("/memory unforget")])
+        answer = await say(proxy, "chat", [user("/memory forget lisbon SISTER")])
+        assert "Forgot 1 fragment (1 message)" in answer
+        assert not await _lisbon_hits(proxy)
+        area = await _json(http, "GET", f"{proxy.url}/memory/area", params={"q": QUESTION})
+        assert "I live in Lisbon" not in str(area)
+        as_of = await _json(http, "GET", f"{proxy.url}/memory/search",
+                            params={"q": "Lisbon", "as_of": str(first["snapshot"])})  # fmt: skip
+        assert "I live in Lisbon" not in str(as_of["hits"])
+        await say(proxy, "chat", [user(QUESTION)], headers=FORCE)
+        sent = upstream.requests[-1].body["messages"]
+        assert "I live in Lisbon" not in str(sent)
+
+        # consolidation and rollback neither undo nor repeat a forget
+        second = await _json(http, "POST", f"{proxy.url}/memory/dream")
+        assert second["snapshot"] > first["snapshot"]
+        back = await _json(http, "POST", f"{proxy.url}/memory/rollback",
+                           json={"snapshot": first["snapshot"]})  # fmt: skip
+        assert back["snapshot"] == first["snapshot"] or back
+        assert not await _lisbon_hits(proxy)
+        listed = await _json(http, "GET", f"{proxy.url}/memory/forgets")
+        assert [(f["request"], f["messages"], f["undone_at"]) for f in listed["forgets"]] == [
+            ("lisbon SISTER", 1, None),
+            ("Lisbon", 2, listed["forgets"][1]["undone_at"]),
+        ]
+        assert listed["forgets"][1]["undone_at"] is not None
+
+        assert "Undid forget" in await say(proxy, "chat", [user("/memory unforget")])
+        assert await _lisbon_hits(proxy)
+        await say(proxy, "chat", [user(QUESTION)], headers=FORCE)
+        assert "I live in Lisbon" in str(upstream.requests[-1].body["messages"])
+        as_of = await _json(http, "GET", f"{proxy.url}/memory/search",
+                            params={"q": "Lisbon", "as_of": str(first["snapshot"])})  # fmt: skip
+        assert "I live in Lisbon" in str(as_of["hits"])
+        listed = await _json(http, "GET", f"{proxy.url}/memory/forgets")
+        assert listed["forgets"][0]["undone_at"] is not None
+
+
+async def _lisbon_hits(proxy: Proxy) -> list[dict[str, Any]]:
+    return [h for h in await search(proxy, "Lisbon sister") if "I live in Lisbon" in h["text"]]
+
+
+async def _json(http: aiohttp.ClientSession, method: str, url: str, **kwargs: Any) -> Any:
+    async with http.request(method, url, **kwargs) as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_earlier_commands_are_never_forwarded_read_or_stored(
+    upstream: FakeUpstream, make_proxy: MakeProxy, door: str
+) -> None:
+    proxy = await remembering(make_proxy, upstream, serves=None if door == "chat" else door)
+    before = (await stats(proxy))["log_messages"]
+    history = [
+        user("/memory search Lisbon"),
+        assistant("**Memory for 'Lisbon'** ... #1 Rui: I live in Lisbon"),
+        user("I just adopted a cat named Miso."),
+        assistant("Congratulations!"),
+        user("/memory why"),
+        assistant("No turn of this conversation has consulted memory yet."),
+        user("What is my cat called?"),
+    ]
+    assert await say(proxy, door, history) == "echo: What is my cat called?"
+    sent = upstream.requests[-1].body
+    turns = sent.get("messages") or sent.get("input")
+    assert "/memory" not in str(turns) and "consulted memory" not in str(turns)
+    assert "Miso" in str(turns)
+    await proxy.settle()
+    assert (await stats(proxy))["log_messages"] == before + 4  # 2 kept turns, question, answer
+    assert not [h for h in await search(proxy, "consulted memory turn") if "/memory" in h["text"]]
+    assert [h for h in await search(proxy, "cat Miso") if "Miso" in h["text"]]
+
+
+async def test_memory_off_in_one_conversation(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await remembering(make_proxy, upstream)
+    off = {**FORCE, "X-Conversation-Id": "private"}
+    opened = [user("Hi."), assistant("Hello."), user("/memory off")]
+    assert "now off" in await say(proxy, "chat", opened, headers=off)
+    before = (await stats(proxy))["log_messages"]
+    secret = [*opened, assistant("Memory is now off"), user("My PIN is 4321. " + QUESTION)]
+    await say(proxy, "chat", secret, headers=off)
+    assert "<retrieved_memory>" not in str(upstream.requests[-1].body)  # force is overridden
+    await say(proxy, "chat", [user(QUESTION)], headers=FORCE)  # another conversation
+    assert "<retrieved_memory>" in str(upstream.requests[-1].body)
+    await proxy.settle()
+    stored = (await stats(proxy))["log_messages"]
+    assert stored == before + 2  # only the other conversation's question and answer
+
+    resumed = [*secret, assistant("ok"), user("/memory on")]
+    assert "now on" in await say(proxy, "chat", resumed, headers=off)
+    later = [*resumed, assistant("Memory is now on"), user("I like jazz. " + QUESTION)]
+    await say(proxy, "chat", later, headers=off)
+    assert "<retrieved_memory>" in str(upstream.requests[-1].body)
+    forwarded = str(upstream.requests[-1].body["messages"])
+    assert "My PIN is 4321" in forwarded and "/memory" not in forwarded  # the model has it
+    await proxy.settle()
+    assert (await stats(proxy))["log_messages"] == stored + 4  # Hi, Hello, jazz, answer
+    assert not [h for h in await search(proxy, "PIN 4321") if "4321" in h["text"]]
+    assert [h for h in await search(proxy, "jazz") if "jazz" in h["text"]]
+
+
+async def test_bad_command_arguments_get_clear_answers(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await remembering(make_proxy, upstream)
+    async with aiohttp.ClientSession() as http:
+        many = {"conversation_id": "many", "messages": [
+            user(f"Note {i}: the blue kettle is on shelf {i}.") for i in range(105)]}  # fmt: skip
+        await _json(http, "POST", f"{proxy.url}/memory/ingest", json=many)
+    for command, expected in [
+        ("/memory forget", "Say what to forget"),
+        ("/memory forget the of and", "no word to look for"),
+        ("/memory forget blue kettle", "more than 100 fragments"),
+        ("/memory forget #999999", "Not found (or forgotten already): #999999"),
+        ("/memory forget zebra unicorn", "Nothing to forget"),
+        ("/memory unforget abc", "takes a forget's number"),
+        ("/memory unforget 77", "No forget 77 in force"),
+        ("/memory search", "Say what to look for"),
+        ("/memory search zebra unicorn", "Nothing in memory matches"),
+        ("  /MEMORY   HELP  ", "Memory commands"),
+    ]:
+        assert expected in await say(proxy, "chat", [user(command)]), command
+    assert FACT["messages"][0]["content"] in str(await search(proxy, "Lisbon sister"))
+    assert await say(proxy, "chat", [user("/memoryless talk")]) == "echo: /memoryless talk"
