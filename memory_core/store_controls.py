@@ -51,7 +51,12 @@ class StoreControls:
         self, fragment_ids: Sequence[int], *, request: str, conversation: str | None
     ) -> Forgotten:
         """Forget the messages of ``fragment_ids`` (``request`` is what the user asked,
-        kept in the record)."""
+        kept in the record); raises :class:`InvalidInputError` for more than
+        :data:`MAX_FORGET` distinct ids (as many as one forget by words may name)."""
+        if len(set(fragment_ids)) > MAX_FORGET:
+            raise InvalidInputError(
+                f"{len(set(fragment_ids))} fragment ids: one forget takes at most {MAX_FORGET}"
+            )
 
         def run() -> Forgotten:
             with transaction(self._writer):

@@ -32,7 +32,7 @@ from typing import Any
 
 from .chat_stream import ChatStreamReader, event_objects
 from .errors import ApiError
-from .wire import ChatRequest, request_head
+from .wire import ChatRequest, fast_encoded, request_head
 
 __all__ = [
     "ChatToMessagesStream",
@@ -460,7 +460,7 @@ class ChatToMessagesStream(ChatStreamReader):
 
 
 def _event(name: str, data: Mapping[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return b"event: " + name.encode() + b"\ndata: " + fast_encoded(data) + b"\n\n"
 
 
 # -- answers (what is stored of an exchange) -------------------------------------------

@@ -15,6 +15,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .wire import fast_loads
+
 __all__ = ["ChatStreamReader", "event_objects"]
 
 
@@ -59,7 +61,7 @@ class ChatStreamReader:
         if payload == b"[DONE]":
             return self._end()
         try:
-            data = json.loads(payload)
+            data = fast_loads(payload)
         except ValueError:
             return b""
         return self._chunk(data) if isinstance(data, dict) else b""

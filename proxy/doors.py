@@ -22,7 +22,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from multidict import CIMultiDictProxy
 
@@ -89,7 +89,6 @@ class Route:
     bridged: bool = False
 
 
-@runtime_checkable
 class Presenter(ClientIO, Protocol):
     """The client's side as a door presents it: a bridged answer (chat completions)
     turned into the door's format, the proxy's own errors too."""

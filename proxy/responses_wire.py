@@ -31,7 +31,7 @@ from typing import Any
 
 from .chat_stream import ChatStreamReader, event_objects
 from .errors import ApiError
-from .wire import ChatRequest, request_head
+from .wire import ChatRequest, fast_encoded, request_head
 
 __all__ = [
     "ChatToResponsesStream",
@@ -375,7 +375,7 @@ class ChatToResponsesStream(ChatStreamReader):
     def _emit(self, kind: str, data: Mapping[str, Any]) -> bytes:
         event = {"type": kind, "sequence_number": self._sequence, **data}
         self._sequence += 1
-        return f"event: {kind}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+        return b"event: " + kind.encode() + b"\ndata: " + fast_encoded(event) + b"\n\n"
 
     def _start(self, data: Mapping[str, Any]) -> bytes:
         if self._started:

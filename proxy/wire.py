@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from memory_core import message_text
 
 from .body import load_json
@@ -281,6 +283,27 @@ def encoded(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:  # a lone surrogate: only a \u escape can carry it
         return json.dumps(value).encode()
+
+
+def fast_encoded(value: Any) -> bytes:
+    """:func:`encoded`, compact, by orjson where it can (a bridged stream encodes an event
+    per chunk: a fifth of the stream's cost with :mod:`json`); what orjson refuses (an
+    integer past 64 bits, a lone surrogate, a key that is not a string) as
+    :func:`encoded` writes it."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return encoded(value)
+
+
+def fast_loads(raw: bytes | str) -> Any:
+    """``json.loads`` by orjson where it can; what orjson refuses and :mod:`json` reads
+    (``NaN``, a lone surrogate escape, a number past 64 bits) by :mod:`json`. Raises
+    ``ValueError`` for what neither reads."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

@@ -257,6 +257,7 @@ async def test_bad_command_arguments_get_clear_answers(
         ("/memory forget the of and", "no word to look for"),
         ("/memory forget blue kettle", "more than 100 fragments"),
         ("/memory forget #999999", "Not found (or forgotten already): #999999"),
+        ("/memory forget " + " ".join(f"#{i}" for i in range(1, 20_000)), "at most 100"),
         ("/memory forget zebra unicorn", "Nothing to forget"),
         ("/memory unforget abc", "takes a forget's number"),
         ("/memory unforget 77", "No forget 77 in force"),
