@@ -102,6 +102,23 @@ def test_quick_run_prints_the_table_and_writes_every_figure(tmp_path: Path) -> N
     assert "stage medians in its receipts (ms): parse" in output
 
 
+def test_a_door_is_timed_against_chat_in_the_same_run(tmp_path: Path) -> None:
+    """``--api messages``: the door's pairs beside chat's, each answer read back whole
+    and checked to echo its question (a broken door cannot look fast)."""
+    out = tmp_path / "overhead.json"
+    code, output = _bench(*SMOKE, "--api", "messages", "--json", str(out))
+    assert code == 0, output
+    assert "door-chat p50" in output and "messages (bridged)" in output
+    assert "added p50 within 1 ms of chat's" in output
+    report = json.loads(out.read_text())
+    for row in report["scenarios"]:
+        assert len(row["samples_ms"]["door"]) == len(row["samples_ms"]["door_direct"]) == 8
+        assert row["door_minus_chat_p50_ms"] == pytest.approx(
+            row["door_added_p50_ms"] - row["added_p50_ms"]
+        )
+        assert row["door_memory"]["receipts"] == (8 if row["memory"] else 0)
+
+
 def test_locomo_preload_replays_the_file_and_asks_its_questions(tmp_path: Path) -> None:
     data, out = _locomo_file(tmp_path / "tiny.json"), tmp_path / "overhead.json"
     code, output = _bench(*SMOKE, "--preload-locomo", str(data), "--json", str(out))
