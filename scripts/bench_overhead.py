@@ -27,7 +27,7 @@ extra: ``pip install -e '.[bench]'``) in front of the same upstream, as an
 ``openai/<model>`` route, and times it in the same run, paired with direct requests of
 its own: the rounds come in blocks of ``BLOCK_ROUNDS``, each block timing areamem and
 direct (then LiteLLM and direct) with the same bodies, the order within a pair
-alternating. Each proxy's added latency is taken against the direct requests of its own
+alternating, and the order of the proxies flipping from block to block. Each proxy's added latency is taken against the direct requests of its own
 blocks, so the blocks' interleaving cancels drift, while one proxy's leftover work (after
 answering, LiteLLM keeps a core busy for a while: direct p50 doubles when its requests
 are interleaved one by one) is never charged to the other; each proxy's own leftover
@@ -910,7 +910,9 @@ async def run_scenario(targets: Mapping[str, Endpoint], scenario: Scenario,
     plan = [round_pairs(scenario, ask, i, settings) for i in range(rounds)]
     bar = tqdm(total=rounds * len(proxies), desc=scenario.name, unit="round", leave=False)
     for start in range(0, rounds, BLOCK_ROUNDS):
-        for target in proxies:
+        # the targets' order flips from block to block: a block runs while memory forms
+        # what the block before it stored, and that work must not always fall on one
+        for target in proxies if start // BLOCK_ROUNDS % 2 == 0 else proxies[::-1]:
             for i in range(start, min(start + BLOCK_ROUNDS, rounds)):
                 pair = plan[i]["door" if target == "door" else "chat"]
                 sends = [(PARTNERS[target], pair.direct), (target, pair.body)]
