@@ -27,8 +27,9 @@ extra: ``pip install -e '.[bench]'``) in front of the same upstream, as an
 ``openai/<model>`` route, and times it in the same run, paired with direct requests of
 its own: the rounds come in blocks of ``BLOCK_ROUNDS``, each block timing areamem and
 direct (then LiteLLM and direct) with the same bodies, the order within a pair
-alternating, and the order of the proxies flipping from block to block. Each proxy's added latency is taken against the direct requests of its own
-blocks, so the blocks' interleaving cancels drift, while one proxy's leftover work (after
+alternating, and the order of the proxies flipping from block to block. Each proxy's
+added latency is taken against the direct requests of its own blocks, so the blocks'
+interleaving cancels drift, while one proxy's leftover work (after
 answering, LiteLLM keeps a core busy for a while: direct p50 doubles when its requests
 are interleaved one by one) is never charged to the other; each proxy's own leftover
 work (areamem's formation in the worker) stays in its back-to-back requests. LiteLLM has no
