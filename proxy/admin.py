@@ -29,6 +29,7 @@ from .body import check_conversation_id
 from .errors import ApiError, RetrievalSkipped
 from .schemas import (
     AreaResponse,
+    ClusterTenants,
     ContextsResponse,
     EntitiesResponse,
     Health,
@@ -48,6 +49,7 @@ from .tenants import TenantMemory, tenant_of
 
 __all__ = [
     "area",
+    "cluster_tenants",
     "contexts",
     "entities",
     "healthz",
@@ -115,6 +117,23 @@ async def metrics(request: web.Request) -> web.Response:
     )
 
 
+async def cluster_tenants(request: web.Request) -> web.Response:
+    """The tenants this cluster node holds or held (operators' view: the same auth as
+    ``/metrics``)."""
+    svc = request.app[SERVICES]
+    if svc.config.auth.metrics == "keys":
+        tenant_of(request.headers, svc.config.auth)
+    placement = svc.placement
+    body = ClusterTenants.model_validate(
+        {
+            "node": placement.node if placement else None,
+            "replication_lag_s": placement.lag_s if placement else 0.0,
+            "tenants": placement.places() if placement else [],
+        }
+    )
+    return json_response(body)
+
+
 async def ingest(request: web.Request) -> web.Response:
     """Store a transcript as if it had passed through the proxy, then form memory."""
     svc = request.app[SERVICES]
@@ -125,7 +144,7 @@ async def ingest(request: web.Request) -> web.Response:
     if conversation is not None:
         conversation = check_conversation_id(conversation, "conversation_id")
     messages = _transcript(payload.get("messages"))
-    memory = svc.tenants.get(tenant)
+    memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once this node holds it
     try:
         result = await memory.append(messages, conversation, "ingest")
         formed = 0 if background else await memory.form()

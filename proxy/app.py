@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -16,13 +20,16 @@ from policies import PolicyEngine, PolicyError, PolicyStore
 
 from . import admin, history_api, receipts_api, ui
 from .chat import CLIENT_CLOSED, chat_completions, route_of
-from .config import Config
+from .config import ClusterConfig, Config
 from .dreams import DreamScheduler
 from .errors import ApiError, error_body, internal_error_body
 from .formation_workers import FormationWorkers
+from .leases import Leases, lease_store
 from .messages_door import MESSAGES
 from .metrics import Metrics
 from .openapi import openapi_json
+from .placement import Placement
+from .replication import Litestream, litestream_binary
 from .requestlog import RequestLog
 from .responses_door import RESPONSES
 from .services import SERVICES, Services
@@ -100,6 +107,8 @@ def build_services(
         log=log,
         workers=workers,
     )
+    if config.cluster is not None:
+        _cluster(services, config.cluster)
     services.dreams = DreamScheduler(
         tenants,
         lambda: policies.current.dream,
@@ -109,6 +118,37 @@ def build_services(
         quiet=lambda: services.state == "ready" and services.lag.recent_ms < _QUIET_LAG_MS,
     )
     return services
+
+
+_SOCKET_PATH_BYTES = 100
+
+
+def _cluster(services: Services, cluster: ClusterConfig) -> None:
+    """Serve tenants under leases, replicated by Litestream (:mod:`.placement`): this
+    node's own daemon, or an external one's control socket."""
+    tenants = services.tenants
+    workdir = services.config.server.data_dir / "litestream"
+    litestream = Litestream(
+        litestream_binary(), workdir, sync_interval_s=cluster.sync_interval_s
+    )
+    if cluster.litestream_socket is not None:
+        litestream.socket_path = cluster.litestream_socket
+    else:
+        services.litestream = litestream
+        if len(os.fsencode(litestream.socket_path)) > _SOCKET_PATH_BYTES:  # unix limit: 107
+            digest = hashlib.sha256(os.fsencode(workdir.resolve())).hexdigest()[:16]
+            litestream.socket_path = Path(tempfile.gettempdir()) / f"areamem-ls-{digest}.sock"
+    placement = Placement(
+        cluster,
+        tenants.folder,
+        Leases(lease_store(cluster.lease_root)),
+        litestream,
+        open_store=tenants.open_claimed,
+        drop_store=tenants.drop,
+        events=services.log.write,
+        metrics=services.metrics,
+    )
+    tenants.placement = services.placement = placement
 
 
 def _formation_workers(
@@ -152,6 +192,7 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/healthz", admin.healthz)
     app.router.add_get("/readyz", admin.readyz)
     app.router.add_get("/metrics", admin.metrics)
+    app.router.add_get("/cluster/tenants", admin.cluster_tenants)
     app.router.add_post("/memory/ingest", admin.ingest)
     app.router.add_get("/memory/search", admin.search)
     app.router.add_get("/memory/stats", admin.stats)
@@ -181,6 +222,10 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     if svc.dreams is not None:
         watchers.append(loop.create_task(svc.dreams.watch(1.0)))
     svc.start_workers()
+    if svc.litestream is not None:
+        await svc.litestream.start()
+    if svc.placement is not None:
+        await svc.placement.start()
     svc.spawn(_start(svc))
     yield
     for watcher in watchers:
@@ -188,6 +233,10 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
     finished = await svc.stop(svc.config.server.shutdown_grace_s)
+    if svc.placement is not None:  # ship what each tenant has, then release it
+        await svc.placement.stop()
+    if svc.litestream is not None:
+        await svc.litestream.stop()
     await svc.router.close()
     if finished:  # else a formation thread is still busy: closing would wait for it
         svc.tenants.close()
@@ -197,7 +246,8 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
 async def _start(svc: Services) -> None:
     """Warm up (then report ready), then form what a previous run left queued."""
     began = time.perf_counter()
-    tenants = svc.tenants.existing()
+    # in a cluster, a database on disk is not this node's until it claims the tenant
+    tenants = svc.tenants.existing() if svc.placement is None else []
     try:
         await asyncio.get_running_loop().run_in_executor(None, svc.tenants.warm_up, tenants)
     except Exception as exc:  # ready anyway: the first requests load what failed here
@@ -207,7 +257,8 @@ async def _start(svc: Services) -> None:
         svc.state = "ready"
     elapsed = round((time.perf_counter() - began) * 1000, 1)
     svc.log.write({"event": "ready", "warm_up_ms": elapsed, "tenants": len(tenants)})
-    await _recover(svc)
+    if svc.placement is None:  # a claimed tenant's queue is formed once it is open
+        await _recover(svc)
 
 
 async def _recover(svc: Services) -> None:

@@ -54,6 +54,8 @@ from .client_io import AiohttpIO, ClientIO
 from .doors import CHAT, CHAT_ANSWERS, Answers, Door, DoorIO, Parsed
 from .errors import (
     ApiError,
+    MemoryMoving,
+    ProxyError,
     RetrievalSkipped,
     UpstreamStreamError,
     error_body,
@@ -390,6 +392,10 @@ async def _memory(svc: Services, ex: _Exchange) -> TenantMemory | None:
     assert ex.tenant is not None
     try:
         return await svc.tenants.open(ex.tenant)
+    except MemoryMoving as exc:  # a cluster node taking the tenant over: chat goes on
+        ex.memory_error = exc.message
+        svc.metrics.memory_failures.labels(stage="moving").inc()
+        return None
     except MemoryCoreError as exc:
         ex.memory_error = f"open: {exc}"
         svc.metrics.memory_failures.labels(stage="open").inc()
@@ -782,7 +788,7 @@ async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> in
     if not history or ex.tenant is None:
         return 0
     try:
-        memory = svc.tenants.get(ex.tenant)
+        memory = await svc.tenants.open(ex.tenant, claim=True)  # in a cluster: once held
         # the conversation as the whole history names it: the stored turns may lack its
         # first user message (a command), which would otherwise name another one
         result = await memory.append(history, ex.conversation, "proxy")
@@ -791,7 +797,7 @@ async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> in
         pending = memory.form_soon(
             settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
         )
-    except MemoryCoreError as exc:
+    except (MemoryCoreError, ProxyError) as exc:  # a claim that failed, in a cluster
         svc.metrics.memory_failures.labels(stage="ingest").inc()
         ex.memory_error = f"ingestion failed: {exc}"
         svc.log.write({"event": "ingest_failed", "tenant": ex.tenant, "error": str(exc)})

@@ -54,6 +54,7 @@ from .errors import ConfigError
 __all__ = [
     "TENANT_NAME",
     "AuthConfig",
+    "ClusterConfig",
     "Config",
     "ConfigFile",
     "LoggingConfig",
@@ -235,6 +236,65 @@ class LoggingConfig(ConfigModel):
     file: bool = True
 
 
+def _replica_root(url: str) -> str:
+    """A replica root: ``file:///absolute/path`` (a folder every node mounts) or
+    ``s3://bucket/prefix``; leases need ``file://`` (see :mod:`.leases`)."""
+    url = url.rstrip("/")
+    if url.startswith("file://"):
+        if not url.startswith("file:///"):
+            raise ValueError(f"must be file:///absolute/path, got {url!r}")
+        return url
+    if re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[^\s]*)?", url):
+        return url
+    raise ValueError(f"must be file:///absolute/path or s3://bucket/prefix, got {url!r}")
+
+
+class ClusterConfig(ConfigModel):
+    """This node's place in a cluster (see ``docs/scaling.md``): absent, one node with
+    local tenant databases. Present, a tenant is served only under a lease held in the
+    replica store, restored from its replica when the node does not hold it, and
+    replicated continuously by Litestream."""
+
+    node: Annotated[str, AfterValidator(lambda n: _node_name(n))]
+    replica: Annotated[str, AfterValidator(_replica_root)]
+    sync_interval_s: float = Field(1.0, gt=0, le=1.0)
+    """How often a held tenant's changes are uploaded: what a node's crash can lose at
+    most. Litestream uploads a database registered at run time every second; shorter
+    intervals are paced by the node (:class:`.replication.Litestream`)."""
+    lease_ttl_s: float = Field(4.0, gt=0, le=3600)
+    """A lease not renewed for this long may be taken: a dead node's tenants move then."""
+    lease_renew_s: float = Field(1.0, gt=0, le=600)
+    idle_release_s: float = Field(10.0, gt=0)
+    """A tenant not served this long has its lease released (the node it hashes to now
+    can take it without waiting for an expiry)."""
+    litestream_socket: Annotated[Path, BeforeValidator(_path)] | None = None
+    """An external Litestream daemon's control socket; none: the node runs its own."""
+    restore_timeout_s: float = Field(120.0, gt=0)
+    leases: Annotated[str, AfterValidator(_replica_root)] | None = None
+    """Where the leases are: a ``file://`` folder every node mounts (compare-and-swap by
+    exclusive create); default: :attr:`replica` when that is a ``file://`` root."""
+
+    @model_validator(mode="after")
+    def _timings(self) -> ClusterConfig:
+        if self.lease_renew_s * 2 > self.lease_ttl_s:
+            raise ValueError("lease_renew_s must be at most half of lease_ttl_s")
+        if not self.lease_root.startswith("file://"):
+            raise ValueError(
+                "leases need a file:// folder every node mounts: set cluster.leases"
+            )
+        return self
+
+    @property
+    def lease_root(self) -> str:
+        return self.leases or self.replica
+
+
+def _node_name(name: str) -> str:
+    if not TENANT_NAME.fullmatch(name):
+        raise ValueError(f"must be 1-64 of A-Z a-z 0-9 _ . -, got {name!r}")
+    return name
+
+
 class ConfigFile(ConfigModel):
     """The schema of ``config.yaml`` as written (``policy``: a file path or the policy)."""
 
@@ -247,7 +307,18 @@ class ConfigFile(ConfigModel):
     retrieval: RetrievalSection = RetrievalSection()
     reconstruction: ReconstructionSection = ReconstructionSection()
     dream: DreamSection = DreamSection()
+    cluster: ClusterConfig | None = None
     policy: Annotated[str | dict[str, Any] | None, BeforeValidator(_policy_location)] = None
+
+    @model_validator(mode="after")
+    def _cluster_forms_in_process(self) -> ConfigFile:
+        """A node that loses a tenant closes its store at once; a worker process forming
+        it could not be stopped as surely, so a cluster node forms in its own process."""
+        if self.cluster is not None and self.memory.formation_workers:
+            raise ValueError(
+                "a cluster node forms in its own process: memory.formation_workers must be 0"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -270,6 +341,7 @@ class Config:
     retrieval: GraphSettings = field(default_factory=GraphSettings)
     reconstruction: ReconstructionConfig = DEFAULT_RECONSTRUCTION
     dream: DreamConfig = field(default_factory=DreamConfig)
+    cluster: ClusterConfig | None = None
 
     @property
     def log_file(self) -> Path:
@@ -308,6 +380,7 @@ def load_config(
         retrieval=file.retrieval.settings(),
         reconstruction=file.reconstruction.config(),
         dream=file.dream.config(),
+        cluster=file.cluster,
     )
 
 

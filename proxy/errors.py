@@ -15,6 +15,7 @@ from memory_core.configuration import ConfigurationError
 __all__ = [
     "ApiError",
     "ConfigError",
+    "MemoryMoving",
     "ProxyError",
     "RetrievalSkipped",
     "UpstreamError",
@@ -128,3 +129,19 @@ def _is_openai_error(raw: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
+
+
+class MemoryMoving(ApiError):
+    """A cluster node is taking a tenant over (its lease, its database restored from the
+    replica): its memory is not here yet. Chat goes on without it; the ``/memory`` API
+    answers 503 with ``Retry-After``."""
+
+    def __init__(self, tenant: str, node: str) -> None:
+        super().__init__(
+            503,
+            f"node {node} is taking over the memory of tenant {tenant} (restoring it from"
+            " the replica): retry in a moment",
+            type_="server_error",
+            code="memory_moving",
+            headers={"Retry-After": "1"},
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["Metrics"]
 
@@ -93,6 +93,28 @@ class Metrics:
             "areamem_rollback_seconds",
             "Duration of a rollback (the graph read again included)",
             buckets=_LONG_BUCKETS,
+            registry=r,
+        )
+
+        self.replication_lag = Gauge(
+            "areamem_replication_lag_seconds",
+            "In a cluster: the longest a commit of a tenant this node holds has waited for "
+            "its upload to the replica",
+            ["node"],
+            registry=r,
+        )
+        self.tenant_claims = Counter(
+            "areamem_tenant_claims",
+            "In a cluster: tenants this node took over, by how their database was put in "
+            "place (restored, kept, new) or failed",
+            ["node", "outcome"],
+            registry=r,
+        )
+        self.tenant_claim_seconds = Histogram(
+            "areamem_tenant_claim_seconds",
+            "In a cluster: from a tenant's lease taken to its memory ready here",
+            ["node"],
+            buckets=_LATENCY_BUCKETS,
             registry=r,
         )
 

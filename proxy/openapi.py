@@ -33,6 +33,7 @@ from .schemas import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
+    ClusterTenants,
     ContextsResponse,
     EntitiesResponse,
     ErrorResponse,
@@ -71,6 +72,7 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     SnapshotsResponse,
     ChatCompletion,
     ChatCompletionChunk,
+    ClusterTenants,
     ContextsResponse,
     EntitiesResponse,
     ErrorResponse,
@@ -254,6 +256,7 @@ def _paths(conversation_header: str) -> Json:
         "/healthz": {"get": _health()},
         "/readyz": {"get": _ready()},
         "/metrics": {"get": _metrics()},
+        "/cluster/tenants": {"get": _cluster_tenants()},
         "/memory/ingest": {"post": _ingest()},
         "/memory/search": {"get": _search()},
         "/memory/stats": {"get": _stats()},
@@ -456,6 +459,15 @@ def _metrics() -> Json:
         "content": {_PROMETHEUS: {"schema": {"type": "string"}}},
     }
     operation = _operation("metrics", "Prometheus metrics.", "service", {"200": ok})
+    operation["description"] = "Wants a proxy key only with ``auth.metrics: keys``."
+    return operation
+
+
+def _cluster_tenants() -> Json:
+    ok = _json("This node's tenants (none outside a cluster).", _ref("ClusterTenants"))
+    operation = _operation(
+        "clusterTenants", "The tenants a cluster node holds.", "service", {"200": ok}
+    )
     operation["description"] = "Wants a proxy key only with ``auth.metrics: keys``."
     return operation
 

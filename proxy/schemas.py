@@ -131,6 +131,37 @@ class FormationWorker(_Body):
     )
 
 
+class TenantPlaceReport(_Body):
+    """A tenant a cluster node holds, or held."""
+
+    tenant: str
+    state: Literal["claiming", "restoring", "ready", "lost", "released", "failed"] = Field(
+        description="``claiming``: waiting for the lease; ``restoring``: putting the "
+        "database in place; ``ready``: served with memory; ``lost``: another node took "
+        "the lease; ``released``: idle, given up; ``failed``: the claim failed (the next "
+        "request claims again)."
+    )
+    epoch: int | None = Field(description="The lease's epoch (one more at each takeover).")
+    acquired_at: float | None = Field(description="When the lease was taken (Unix time).")
+    released_at: float | None = Field(description="When the node let the tenant go.")
+    restore_ms: float | None = Field(description="From the lease taken to memory ready.")
+    restored_from_epoch: int | None = Field(
+        description="The epoch whose replica was restored (none: the local database was "
+        "kept, or the tenant is new)."
+    )
+    error: str | None = Field(description="Why the claim failed.")
+
+
+class ClusterTenants(_Body):
+    """``GET /cluster/tenants``: where this node stands in the cluster."""
+
+    node: str | None = Field(description="This node's name (none: not in a cluster).")
+    replication_lag_s: float = Field(
+        description="The longest a commit of a held tenant has waited for its upload."
+    )
+    tenants: list[TenantPlaceReport]
+
+
 class Health(_Body):
     """Liveness: always 200 while the process serves."""
 

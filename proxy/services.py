@@ -18,6 +18,8 @@ from .config import Config
 from .dreams import DreamScheduler
 from .formation_workers import FormationWorkers
 from .metrics import Metrics
+from .placement import Placement
+from .replication import Litestream
 from .requestlog import RequestLog
 from .tenants import TenantMemory, Tenants
 from .upstream import Router
@@ -75,6 +77,10 @@ class Services:
     workers: FormationWorkers | None = None
     """Formation worker processes (``memory.formation_workers`` > 0), else None:
     formation then runs on each tenant's formation thread."""
+    placement: Placement | None = None
+    """In a cluster, the tenants this node holds (:mod:`.placement`), else None."""
+    litestream: Litestream | None = None
+    """In a cluster, the Litestream daemon this node runs (None with an external one)."""
     state: str = "starting"
     """``starting`` until models and graphs are loaded, then ``ready``; ``stopping`` once
     shutdown began (``/readyz`` answers 200 only when ready)."""

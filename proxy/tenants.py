@@ -39,7 +39,8 @@ from memory_core.tokens import TokenCounter, warm_tokenizers
 
 from .as_of import AsOfCopies
 from .config import AuthConfig
-from .errors import ApiError, RetrievalSkipped
+from .errors import ApiError, MemoryMoving, RetrievalSkipped
+from .placement import Placement
 
 __all__ = ["LastTurn", "RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
 
@@ -584,10 +585,22 @@ class Tenants:
         self._lock = threading.Lock()
         self._readers = ThreadPoolExecutor(max_workers=max_lookups, thread_name_prefix="mem-r")
         self._gate = RecallGate(max_lookups)
+        self.placement: Placement | None = None
+        """In a cluster, which tenants this node may write (:mod:`.placement`); a tenant it
+        does not hold is claimed on first use and raises :class:`MemoryMoving` until then."""
 
     def get(self, tenant: str, *, warm_graph: bool = True) -> TenantMemory:
         """The tenant's memory, opened on first use (its graph then read on the formation
-        thread unless ``warm_graph`` is False)."""
+        thread unless ``warm_graph`` is False). In a cluster, raises
+        :class:`MemoryMoving` while this node does not hold the tenant (and starts
+        claiming it)."""
+        placement = self.placement
+        if placement is not None and not placement.ready(tenant):
+            placement.request(tenant)
+            raise MemoryMoving(tenant, placement.node)
+        return self._get(tenant, warm_graph)
+
+    def _get(self, tenant: str, warm_graph: bool = True) -> TenantMemory:
         with self._lock:
             memory = self._open.get(tenant)
             if memory is None:
@@ -615,14 +628,36 @@ class Tenants:
             dream=self._dream,
         )
 
-    async def open(self, tenant: str) -> TenantMemory:
+    async def open(self, tenant: str, *, claim: bool = False) -> TenantMemory:
         """:meth:`get` for the event loop: a store not yet open is opened (created,
-        migrated) on a worker thread, so the loop never waits for SQLite."""
+        migrated) on a worker thread, so the loop never waits for SQLite. In a cluster,
+        with ``claim`` it waits until this node holds the tenant (a write that must not
+        be lost); without, it raises :class:`MemoryMoving` meanwhile."""
+        placement = self.placement
+        if placement is not None:
+            if claim:
+                await placement.wait(tenant)
+            elif not placement.ready(tenant):
+                placement.request(tenant)
+                raise MemoryMoving(tenant, placement.node)
         with self._lock:
             memory = self._open.get(tenant)
         if memory is not None:
             return memory
-        return await asyncio.get_running_loop().run_in_executor(None, self.get, tenant)
+        return await asyncio.get_running_loop().run_in_executor(None, self._get, tenant)
+
+    async def open_claimed(self, tenant: str) -> None:
+        """Open the store of a tenant just claimed (its database in place): the
+        placement's hook, before the tenant counts as held."""
+        await asyncio.get_running_loop().run_in_executor(None, self._get, tenant)
+
+    async def drop(self, tenant: str) -> None:
+        """Close a tenant's store (the placement let it go): later uses claim it again."""
+        with self._lock:
+            memory = self._open.pop(tenant, None)
+        if memory is not None:
+            memory.cancel_formation()
+            await asyncio.get_running_loop().run_in_executor(None, memory.close)
 
     def warm_up(self, tenants: Collection[str]) -> None:
         """Load what the first request would otherwise wait for: the encoder (one text,

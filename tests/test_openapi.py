@@ -221,6 +221,7 @@ async def _inspect(client: Client) -> None:
         ("/metrics", {}),
         ("/memory/receipts", {}),
         ("/memory/forgets", {}),
+        ("/cluster/tenants", {}),
         ("/ui", {}),
     ]:
         answer = await client.call("GET", path, params=params)

@@ -1,0 +1,187 @@
+"""Cluster nodes (``cluster:`` in the config) in one process, with real Litestream
+daemons, a shared ``file://`` replica and leases, in front of the fake upstream.
+
+A node that receives a tenant it does not hold answers at once without memory while it
+claims the tenant; the exchange is stored once the claim is done. When the node that
+held a tenant stops renewing (its process is as good as dead: renewals and Litestream
+stopped, nothing released), another node takes the tenant once the lease expires,
+restores it from the replica and answers with its memory; the first node, when it comes
+back, finds its lease lost and stops writing the tenant. The lease log never shows two
+nodes holding one tenant at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from proxy.config import load_config
+from proxy.errors import ConfigError
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, Proxy, proxy_config
+
+FACT = "My sister Ana lives in Lisbon and keeps bees."
+QUESTION = "Where does my sister Ana live?"
+TTL_S = 2.0
+RENEW_S = 0.4
+
+
+def _node(upstream: FakeUpstream, replica: Path, node: str) -> dict[str, Any]:
+    config = proxy_config(upstream.url)
+    config["cluster"] = {
+        "node": node,
+        "replica": replica.as_uri(),
+        "lease_ttl_s": TTL_S,
+        "lease_renew_s": RENEW_S,
+        "sync_interval_s": 0.2,
+        "idle_release_s": 60,
+    }
+    return config
+
+
+async def _chat(proxy: Proxy, text: str, conversation: str) -> tuple[str, str | None]:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            f"{proxy.url}/v1/chat/completions",
+            json={"model": "echo", "messages": [{"role": "user", "content": text}]},
+            headers={"X-Memory": "force", "X-Conversation-Id": conversation},
+        ) as response:
+            assert response.status == 200, await response.text()
+            body = await response.json()
+            return body["choices"][0]["message"]["content"], response.headers.get(
+                "X-Memory-Receipt"
+            )
+
+
+async def _places(proxy: Proxy) -> list[dict[str, Any]]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/cluster/tenants") as response:
+            assert response.status == 200
+            return list((await response.json())["tenants"])
+
+
+async def _until(check: Any, within_s: float) -> float:
+    began = time.monotonic()
+    while not await check():
+        assert time.monotonic() - began < within_s, "not within the time allowed"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - began
+
+
+async def _remembers(proxy: Proxy) -> bool:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/search", params={"q": "Ana bees"}) as response:
+            if response.status == 503:
+                assert (await response.json())["error"]["code"] == "memory_moving"
+                return False
+            assert response.status == 200, await response.text()
+            return any("keeps bees" in h["text"] for h in (await response.json())["hits"])
+
+
+def _leases(*proxies: Proxy) -> list[dict[str, Any]]:
+    return sorted(
+        (r for p in proxies for r in p.log_records() if r.get("event") == "lease"),
+        key=lambda r: r["at"],
+    )
+
+
+@pytest.mark.timeout(120)
+async def test_a_dead_nodes_tenant_is_taken_over_with_its_memory(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    replica = tmp_path / "replica"
+    first = await make_proxy(_node(upstream, replica, "a"), name="a")
+    second = await make_proxy(_node(upstream, replica, "b"), name="b")
+
+    # first contact: answered at once, without memory, and stored once the claim is done
+    answer, _ = await _chat(first, FACT, "c1")
+    assert answer == f"echo: {FACT}"
+    await first.settle()
+    assert await _until(lambda: _remembers(first), 30) >= 0
+    (place,) = await _places(first)
+    assert (place["state"], place["epoch"], place["restored_from_epoch"]) == ("ready", 1, None)
+
+    # "kill" a: it stops renewing and replicating, and releases nothing
+    placement, litestream = first.services.placement, first.services.litestream
+    assert placement is not None and litestream is not None
+    await asyncio.sleep(0.5)  # one sync interval and more: the fact is in the replica
+    assert placement._loop is not None
+    placement._loop.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await placement._loop
+    await litestream.stop(grace_s=0)
+    killed = time.monotonic()
+
+    # b answers (without memory: its memory is not in place yet), then with a's memory
+    # once a's lease expired (renewed at most RENEW_S before the kill)
+    answer, _ = await _chat(second, QUESTION, "c2")
+    assert answer == f"echo: {QUESTION}"
+    await _until(lambda: _remembers(second), 30)
+    assert time.monotonic() - killed >= TTL_S - RENEW_S
+    first_answer = next(r for r in second.log_records() if r.get("event") == "chat")
+    assert "taking over the memory of tenant default" in first_answer["memory_error"]
+    (taken,) = await _places(second)
+    assert (taken["state"], taken["epoch"], taken["restored_from_epoch"]) == ("ready", 2, 1)
+    _, receipt = await _chat(second, QUESTION, "c3")
+    assert receipt is not None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{second.url}/memory/receipts/{receipt}") as response:
+            found = (await response.json())["area"]["fragments"]
+    assert any("keeps bees" in f["text"] for f in found)
+
+    # a comes back: its renewal finds the lease lost, and it stops writing the tenant
+    await litestream.start()
+    await placement.start()
+    await _until(lambda: _lost(first), 10)
+    assert first.services.tenants.find("default") is None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{first.url}/memory/stats") as response:
+            assert response.status == 503
+            assert response.headers["Retry-After"] == "1"
+
+    # the router sends the tenant back to a: b, no longer served it, lets go when asked,
+    # and a restores b's epoch (the exchanges b stored included)
+    began = time.monotonic()
+    answer, _ = await _chat(first, "Back on a.", "c4")
+    assert answer == "echo: Back on a."
+    await _until(lambda: _remembers(first), 30)
+    assert time.monotonic() - began < TTL_S + 5  # asked, not waiting for idle_release_s (60)
+    (back,) = [p for p in await _places(first) if p["state"] == "ready"]
+    assert (back["epoch"], back["restored_from_epoch"]) == (3, 2)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{first.url}/memory/search", params={"q": "sister Ana live"}) as r:
+            assert any(QUESTION in h["text"] for h in (await r.json())["hits"])  # said on b
+
+    events = [(r["node"], r["epoch"], r["action"]) for r in _leases(first, second)]
+    assert events == [
+        ("a", 1, "acquired"), ("b", 2, "acquired"), ("a", 1, "lost"),
+        ("b", 2, "released"), ("a", 3, "acquired"),
+    ]  # fmt: skip
+
+
+async def _lost(proxy: Proxy) -> bool:
+    return [p["state"] for p in await _places(proxy)] in (["lost"], ["claiming"])
+
+
+async def test_cluster_config_is_checked(upstream: FakeUpstream, tmp_path: Path) -> None:
+    config = _node(upstream, tmp_path / "replica", "a")
+    config["cluster"]["lease_renew_s"] = TTL_S * 0.75
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="lease_renew_s must be at most half"):
+        load_config(path)
+    config["cluster"].update(lease_renew_s=RENEW_S, replica="s3://bucket/prefix")
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"cluster\.leases"):
+        load_config(path)
+    config["cluster"]["leases"] = (tmp_path / "leases").as_uri()
+    path.write_text(yaml.safe_dump(config))
+    assert load_config(path).cluster is not None
