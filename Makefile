@@ -3,9 +3,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test check lint types bench clean browser vendor-ui
+.PHONY: install run test check lint types bench clean browser haproxy vendor-ui
 
 CHROMIUM := /usr/bin/chromium
+HAPROXY := /usr/sbin/haproxy
 UI_VENDOR := proxy/static/ui/vendor
 
 install: $(STAMP)
@@ -19,7 +20,7 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/areamem serve --config config.yaml
 
-test: install browser
+test: install browser haproxy
 	$(PY) -m pytest -q
 
 # The inspector's browser test (tests/test_ui_browser.py) drives Debian's chromium, never
@@ -32,6 +33,17 @@ browser:
 	  test -x $(CHROMIUM) || { \
 	    echo "could not install chromium: run 'apt-get install chromium' as root" \
 	      "(tests/test_ui_browser.py needs $(CHROMIUM))" >&2; exit 1; }; }
+
+# The cluster's router (deploy/haproxy.cfg, scripts/cluster.py; tests/test_cluster_script.py
+# checks the configs with haproxy -c): Debian's haproxy, installed here when missing.
+haproxy:
+	@command -v haproxy >/dev/null || test -x $(HAPROXY) || { \
+	  echo "haproxy is missing: apt-get install haproxy"; \
+	  { apt-get update && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y --no-install-recommends haproxy; } || true; \
+	  test -x $(HAPROXY) || { \
+	    echo "could not install haproxy: run 'apt-get install haproxy' as root" \
+	      "(scripts/cluster.py and tests/test_cluster_script.py need it)" >&2; exit 1; }; }
 
 # The inspector's third-party files, pinned by ui/package-lock.json, copied into the
 # package and committed (running and testing need no npm). Run after changing ui/package.json.
