@@ -45,6 +45,9 @@ __all__ = ["Placement", "TenantPlace"]
 RESTORE_EPOCHS = 5
 """How many earlier epochs' replicas a claim tries, newest first (a holder that died
 before its first upload left an empty replica: the one before it holds the state)."""
+_CONTROL_TIMEOUT_S = 5.0
+"""How long letting a tenant go waits for Litestream (ship, unregister): a daemon that does
+not answer must not keep the node from stopping."""
 _SAFETY_MARGIN = 0.25
 """A holder stops writing this share of ``lease_ttl_s`` before its lease expires."""
 
@@ -286,13 +289,14 @@ class Placement:
         place.state, place.released_at = why, self._clock()
         place.ready = asyncio.Event()
         db = self._db(place.tenant)
+        bound = max(_CONTROL_TIMEOUT_S, 2 * self.config.sync_interval_s)
         try:
             if ship:
-                await self._litestream.sync(db)
+                await self._litestream.sync(db, timeout_s=bound)
         except ReplicationError as exc:
             self._events({"event": "sync_failed", "tenant": place.tenant, "error": str(exc)})
         with contextlib.suppress(ReplicationError):
-            await self._litestream.unregister(db)
+            await self._litestream.unregister(db, timeout_s=bound)
         await self._drop_store(place.tenant)
         if lease is not None:
             if why == "released" and not await asyncio.to_thread(self._leases.release, lease):

@@ -365,13 +365,23 @@ async def _command(binary: Path, args: tuple[str, ...], timeout_s: float) -> byt
         raise ReplicationError(f"cannot run {binary}: {exc}") from exc
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        await _terminate(process, 0.0)
-        raise ReplicationError(f"`{shown}` took longer than {timeout_s:g} s") from None
+    except BaseException as exc:  # a timeout, or the caller cancelled: no process, no pipe left
+        await asyncio.shield(_reap(process))
+        if isinstance(exc, TimeoutError):
+            raise ReplicationError(f"`{shown}` took longer than {timeout_s:g} s") from None
+        raise
     if process.returncode != 0:
         detail = (err or out).decode(errors="replace").strip()
         raise ReplicationError(f"`{shown}` failed (exit {process.returncode}): {detail}")
     return out
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Kill a command and read its pipes to their end, which closes them (a pipe left open
+    is a leaked descriptor, and a warning when it is collected)."""
+    await _terminate(process, 0.0)
+    with contextlib.suppress(Exception):
+        await process.communicate()
 
 
 async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> None:
