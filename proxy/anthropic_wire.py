@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat_stream import ChatStreamReader, event_objects
+from .chat_stream import ChatStreamReader, event_objects, json_object
 from .errors import ApiError
 from .wire import ChatRequest, fast_encoded, request_head
 
@@ -468,11 +468,8 @@ def _event(name: str, data: Mapping[str, Any]) -> bytes:
 
 def answer_from_message(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The assistant message (chat form) and the usage of a Messages response."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None, None
-    if not isinstance(data, dict) or data.get("type") != "message":
+    data = json_object(raw)
+    if data.get("type") != "message":
         return None, None
     usage = data.get("usage")
     return _answer(data.get("content")), usage if isinstance(usage, dict) else None

@@ -12,12 +12,22 @@ after that end.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .wire import fast_loads
 
-__all__ = ["ChatStreamReader", "event_objects"]
+__all__ = ["ChatStreamReader", "event_objects", "json_object"]
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object; empty when it is not one."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
@@ -34,7 +44,7 @@ def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
             yield event
 
 
-class ChatStreamReader:
+class ChatStreamReader(ABC):
     """Base of a chat-stream mapping: subclasses define :meth:`_chunk` and :meth:`_finish`."""
 
     _buffer: bytes = b""
@@ -66,10 +76,10 @@ class ChatStreamReader:
             return b""
         return self._chunk(data) if isinstance(data, dict) else b""
 
+    @abstractmethod
     def _chunk(self, data: dict[str, Any]) -> bytes:
         """The mapped bytes of one chat chunk."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _finish(self) -> bytes:
         """The mapped stream's end (called once)."""
-        raise NotImplementedError

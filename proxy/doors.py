@@ -19,7 +19,6 @@ litellm), and the chat answer mapped back on the way to the client (:class:`Pres
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -50,7 +49,6 @@ __all__ = [
     "Presenter",
     "Route",
     "StreamMapper",
-    "json_object",
 ]
 
 AnswerOf = Callable[[bytes], tuple[dict[str, Any] | None, dict[str, Any] | None]]
@@ -206,15 +204,6 @@ class DoorIO:
 
     def abort(self) -> None:
         self._client.abort()
-
-
-def json_object(raw: bytes) -> dict[str, Any]:
-    """``raw`` as a JSON object; empty when it is not one."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class Door(Protocol):

@@ -26,7 +26,8 @@ from .anthropic_wire import (
     parse_messages,
     to_chat,
 )
-from .doors import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper, json_object
+from .chat_stream import json_object
+from .doors import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper
 from .wire import encoded
 
 __all__ = ["MESSAGES", "MessagesIO"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 
+from .chat_stream import json_object
 from .client_io import ClientIO
-from .doors import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper, json_object
+from .doors import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper
 from .responses_wire import (
     ChatToResponsesStream,
     answer_from_response,

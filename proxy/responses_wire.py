@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat_stream import ChatStreamReader, event_objects
+from .chat_stream import ChatStreamReader, event_objects, json_object
 from .errors import ApiError
 from .wire import ChatRequest, fast_encoded, request_head
 
@@ -471,11 +471,8 @@ class ChatToResponsesStream(ChatStreamReader):
 
 def answer_from_response(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The assistant message (chat form) and the usage of a Responses object."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None, None
-    if not isinstance(data, dict) or data.get("object") != "response":
+    data = json_object(raw)
+    if data.get("object") != "response":
         return None, None
     usage = data.get("usage")
     return _answer(data.get("output")), usage if isinstance(usage, dict) else None
