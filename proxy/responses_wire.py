@@ -100,6 +100,9 @@ def _items(value: Any) -> list[Any]:
         for j, part in enumerate(content if isinstance(content, list) else []):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                 raise _invalid(f"{where}.content[{j}] must be an object with a 'type'", where)
+            texts = part["type"] in ("input_text", "output_text")
+            if texts and not isinstance(part.get("text"), str):
+                raise _invalid(f"{where}.content[{j}].text must be a string", where)
     return value
 
 

@@ -215,6 +215,9 @@ async def test_errors_keep_the_openai_shape_and_name_what_cannot_be_bridged(
             await client.responses.create(
                 model="echo", input=[{"role": "assistant", "content": "only me"}]
             )
+        bad_text = [{"role": "user", "content": [{"type": "input_text", "text": 1e308}]}]
+        with pytest.raises(openai.BadRequestError, match=r"input\[0\]\.content\[0\]\.text"):
+            await client.responses.create(model="echo", input=bad_text)  # type: ignore[arg-type]
         with pytest.raises(openai.RateLimitError):  # bridged
             await client.responses.create(model="fail-429", input="hi")
         with pytest.raises(openai.InternalServerError) as failed:  # native, relayed as is
