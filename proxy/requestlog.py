@@ -3,7 +3,8 @@
 Only the fields the proxy chooses are written (never headers or bodies), so API keys
 and upstream keys cannot reach the log. The file is created readable by its owner only
 (0600, its folder 0700): it names tenants and conversations. Each line is flushed at
-once for ``tail -f``.
+once for ``tail -f``. A record written after ``close`` (a second signal while the
+proxy shuts down) is still appended: the file is opened for that one line.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ class RequestLog:
 
     def __init__(self, file: Path | None, *, stdout: bool) -> None:
         self._stdout: TextIO | None = sys.stdout if stdout else None
+        self._path = file
         self._file: TextIO | None = None
         if file is not None:
             file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+            self._file = _open(file)
 
     def write(self, record: dict[str, Any]) -> None:
         """Write one record; ``ts`` (ISO time) is added first."""
@@ -45,8 +46,16 @@ class RequestLog:
             if stream is not None:
                 stream.write(line)
                 stream.flush()
+        if self._file is None and self._path is not None:  # closed: this line still counts
+            with _open(self._path) as late:
+                late.write(line)
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _open(path: Path) -> TextIO:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1)

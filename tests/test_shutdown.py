@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ import pytest
 import yaml
 
 from proxy.fake_upstream import FakeUpstream
+from proxy.requestlog import RequestLog
 
 from .conftest import proxy_config
 
@@ -170,9 +172,26 @@ async def test_a_second_signal_exits_at_once(serve: Any) -> None:
     served = serve(formation_grace_ms=0)
     await _ready(served)
     await _ingest_background(served, 3000)
-    await asyncio.sleep(0.5)
+    first = await _queued(served)
+    for _ in range(600):  # formation is under way, so the first signal waits its grace
+        if await _queued(served) < first:
+            break
+        await asyncio.sleep(0.1)
     served.signal(signal.SIGTERM)
     await asyncio.sleep(0.1)
     served.signal(signal.SIGTERM)
     assert served.wait(30) == 1
     assert "shutdown_now" in [r.get("event") for r in served.records()]
+
+
+def test_a_record_written_after_the_log_is_closed_still_reaches_the_file(tmp_path: Path) -> None:
+    """CI regression: a second SIGTERM landed after shutdown had closed the log; the
+    process exited at once (code 1) but its ``shutdown_now`` line reached stdout only."""
+    path = tmp_path / "logs" / "proxy.jsonl"
+    log = RequestLog(path, stdout=False)
+    log.write({"event": "shutdown"})
+    log.close()
+    log.write({"event": "shutdown_now"})
+    events = [json.loads(line)["event"] for line in path.read_text().splitlines()]
+    assert events == ["shutdown", "shutdown_now"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
