@@ -19,10 +19,10 @@ never interleaved with the new holder's. While a claim runs, the tenant is not
 before it is logged (:meth:`Placement.wait`).
 
 Every lease change is a log line ``{"event": "lease", "tenant", "node", "epoch",
-"action"}`` (``acquired``, ``lost``, ``released``), which ``scripts/cluster.py`` checks for
-overlaps. Renewals happen every ``lease_renew_s``; a renewal that fails (another node took
-the lease, or this node could not renew before the expiry) drops the tenant at once:
-unregistered from Litestream first, then its store closed.
+"action"}`` (``acquired``, ``lost``, ``released`` with its ``cause``), which
+``scripts/cluster.py`` checks for overlaps. Renewals happen every ``lease_renew_s``; a
+renewal that fails (another node took the lease, or this node could not renew before the
+expiry) drops the tenant at once: unregistered from Litestream first, then its store closed.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ class Placement:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await place.task
             if place.state == "ready":
-                await self._let_go(place, "released", ship=True)
+                await self._let_go(place, "released", ship=True, cause="stopping")
 
     # -- claims ------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ class Placement:
             place.state, place.error = "failed", f"{type(exc).__name__}: {exc}"
             self._events({"event": "claim_failed", "tenant": tenant, "error": place.error})
             if place.lease is not None:
-                await self._let_go(place, "released", ship=False)
+                await self._let_go(place, "released", ship=False, cause="claim_failed")
                 place.state = "failed"
         finally:
             place.task = None
@@ -265,13 +265,13 @@ class Placement:
         assert place.lease is not None
         quiet = time.monotonic() - place.last_used
         if quiet > self.config.idle_release_s:
-            await self._let_go(place, "released", ship=True)
+            await self._let_go(place, "released", ship=True, cause="idle")
             return
         if quiet > 2 * self.config.lease_renew_s:
             wanted = await asyncio.to_thread(self._leases.wanted, place.tenant)
             asked = wanted is not None and wanted[0] != self.node
             if asked and wanted is not None and wanted[1] > place.lease.acquired_at:
-                await self._let_go(place, "released", ship=True)
+                await self._let_go(place, "released", ship=True, cause="asked")
                 return
         renewed = await asyncio.to_thread(
             self._leases.renew, place.lease, self.config.lease_ttl_s, self._clock()
@@ -281,10 +281,13 @@ class Placement:
         else:
             place.lease = renewed
 
-    async def _let_go(self, place: TenantPlace, why: str, *, ship: bool) -> None:
+    async def _let_go(
+        self, place: TenantPlace, why: str, *, ship: bool, cause: str | None = None
+    ) -> None:
         """Stop writing ``place``'s tenant: it is not ready from now on; Litestream stops
         replicating it (after shipping what it has when ``ship``), its store is closed,
-        and a released lease is given up."""
+        and a released lease is given up. ``cause`` (why it is released: ``asked``,
+        ``idle``, ``stopping``, ``claim_failed``) goes into the lease line."""
         lease = place.lease
         place.state, place.released_at = why, self._clock()
         place.ready = asyncio.Event()
@@ -301,7 +304,7 @@ class Placement:
         if lease is not None:
             if why == "released" and not await asyncio.to_thread(self._leases.release, lease):
                 place.state = why = "lost"  # another node had taken it already
-            self._event(place.tenant, lease.epoch, why)
+            self._event(place.tenant, lease.epoch, why, **({"cause": cause} if cause else {}))
 
     async def _lag(self) -> float:
         """The longest a commit of a held tenant has waited for its upload: for each

@@ -96,7 +96,7 @@ async def test_a_fact_told_is_recalled_by_the_next_chat_within_seconds(
         )
         told = time.monotonic()
         while not await _found(proxy, "sister bees", "Ana keeps bees"):
-            assert time.monotonic() - told < 15, "not retrievable 15 s after the answer"
+            assert time.monotonic() - told < 30, "not retrievable 30 s after the answer"
             await asyncio.sleep(0.05)
         await proxy.settle()  # the graph has read the new rows too
         question = {"role": "user", "content": "Do you remember what my sister keeps?"}
