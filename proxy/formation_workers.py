@@ -64,6 +64,8 @@ _STABLE_S = 30.0
 """A worker alive this long before it dies is restarted at once (not a crash loop)."""
 _MAX_DELAY_S = 10.0
 _KILL_WAIT_S = 2.0
+_REAP_WAIT_S = 1.0
+"""Longest wait to reap a worker whose sentinel closed (microseconds in practice)."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,9 @@ class FormationWorkers:
         self._loop.remove_reader(process.sentinel)
         self._on_readable(slot)
         self._close_conn(slot)
-        process.join(0)
+        # the sentinel closes as the process exits, a moment before the kernel lets it be
+        # reaped: a join(0) then finds no exit code (seen under load, the log said None)
+        process.join(_REAP_WAIT_S)
         slot.exited.set()
         if self._stopping:
             return
