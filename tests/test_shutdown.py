@@ -178,7 +178,7 @@ async def test_a_second_signal_exits_at_once(serve: Any) -> None:
             break
         await asyncio.sleep(0.1)
     served.signal(signal.SIGTERM)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.02)  # delivered (not merged with the next), shutdown under way
     served.signal(signal.SIGTERM)
     assert served.wait(30) == 1
     assert "shutdown_now" in [r.get("event") for r in served.records()]
