@@ -40,13 +40,13 @@ import contextlib
 import json
 import os
 import re
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .config import TENANT_NAME
+from .durable import TEMP_PREFIX, fsync_dir, write_temp
 from .errors import ProxyError
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     "LeaseError",
     "LeaseStore",
     "Leases",
-    "fsync_dir",
     "lease_store",
 ]
 
@@ -164,7 +163,7 @@ class FileLeaseStore:
         folder = self._folder(tenant)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            temp = self._write_temp(folder, body)
+            temp = write_temp(folder, body, 0o644)
             try:
                 os.link(temp, self._path(tenant, epoch))
             except FileExistsError:
@@ -200,7 +199,7 @@ class FileLeaseStore:
 
     def _replace(self, path: Path, body: bytes) -> None:
         """Write ``body`` to a temp file beside ``path`` and rename it over ``path``."""
-        temp = self._write_temp(path.parent, body)
+        temp = write_temp(path.parent, body, 0o644)
         try:
             os.replace(temp, path)
         finally:
@@ -220,18 +219,6 @@ class FileLeaseStore:
 
     def _path(self, tenant: str, epoch: int) -> Path:
         return self._folder(tenant) / f"{epoch:020d}.json"
-
-    @staticmethod
-    def _write_temp(folder: Path, body: bytes) -> Path:
-        temp = folder / f".tmp-{uuid.uuid4().hex}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return temp
-
 
 class Leases:
     """The lease protocol over a :class:`LeaseStore` (see the module docstring).
@@ -390,14 +377,5 @@ def _remove_stale_temps(folder: Path) -> None:
         cutoff = os.stat(folder).st_mtime - _STALE_TEMP_S  # the store's clock, not ours
         for entry in entries:
             with contextlib.suppress(OSError):
-                if entry.name.startswith(".tmp-") and entry.stat().st_mtime < cutoff:
+                if entry.name.startswith(TEMP_PREFIX) and entry.stat().st_mtime < cutoff:
                     os.unlink(entry.path)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a folder's entries (a rename, a link) durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

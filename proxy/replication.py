@@ -47,8 +47,8 @@ from datetime import datetime
 from pathlib import Path
 
 from .config import TENANT_NAME
+from .durable import fsync_dir
 from .errors import ProxyError
-from .leases import fsync_dir
 
 __all__ = [
     "DAEMON_SYNC_INTERVAL_S",

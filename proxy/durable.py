@@ -1,0 +1,42 @@
+"""Files written so that a crash leaves either the old state or the new one, whole.
+
+A file is first written under a hidden temporary name (``.tmp-…``) in its final folder
+and fsynced; the caller then links or renames it into place and fsyncs the folder
+(:func:`fsync_dir`), so the new name survives power loss with its content. A leftover
+temporary file means a writer died before the rename: it was never visible.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+__all__ = ["TEMP_PREFIX", "fsync_dir", "write_temp"]
+
+TEMP_PREFIX = ".tmp-"
+
+
+def write_temp(folder: Path, body: bytes, mode: int) -> Path:
+    """Write ``body`` to a new temporary file in ``folder`` (created with ``mode``),
+    fsynced; returns its path."""
+    temp = folder / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, body)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return temp
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (a rename, a link) durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
