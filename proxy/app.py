@@ -24,6 +24,7 @@ from .config import ClusterConfig, Config
 from .dreams import DreamScheduler
 from .errors import ApiError, error_body, internal_error_body
 from .formation_workers import FormationWorkers
+from .ingest import replay_spool
 from .leases import Leases, lease_store
 from .messages_door import MESSAGES
 from .metrics import Metrics
@@ -33,6 +34,7 @@ from .replication import Litestream, litestream_binary
 from .requestlog import RequestLog
 from .responses_door import RESPONSES
 from .services import SERVICES, Services
+from .spool import Spool
 from .tenants import Tenants
 from .upstream import Router, Upstream, build_upstream
 
@@ -149,6 +151,7 @@ def _cluster(services: Services, cluster: ClusterConfig) -> None:
         metrics=services.metrics,
     )
     tenants.placement = services.placement = placement
+    services.spool = Spool(services.config.server.data_dir / "spool", services.log.write)
 
 
 def _formation_workers(
@@ -259,6 +262,9 @@ async def _start(svc: Services) -> None:
     svc.log.write({"event": "ready", "warm_up_ms": elapsed, "tenants": len(tenants)})
     if svc.placement is None:  # a claimed tenant's queue is formed once it is open
         await _recover(svc)
+    elif svc.spool is not None:  # exchanges answered while a claim ran, before a stop
+        for tenant in await asyncio.to_thread(svc.spool.tenants):
+            svc.spawn(replay_spool(svc, tenant))
 
 
 async def _recover(svc: Services) -> None:

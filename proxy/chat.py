@@ -6,12 +6,13 @@ exchange durably *before the answer completes*: a non-streamed answer is sent on
 exchange is in the tenant's log, a streamed one's ``data: [DONE]`` (or its end, when the
 upstream sends none) once it is. So every answer a client received whole is stored, even
 if the process is killed the next instant (bounded by ``memory.ingest_wait_ms``: past it
-the answer goes out and the write goes on). Forming memory and writing the request log
-happen afterwards, in background tasks; the receipt is queued on the tenant's writer
-thread before the loop can read anything more from any client (before a stream's end; a
-whole answer's right after it is handed to the transport, so its building does not
-hold the interpreter while the answer is written), so a client that reads it afterwards
-finds it.
+the answer goes out and the write goes on). On a cluster node still claiming the tenant,
+the exchange is on disk once it is in the node's spool (:mod:`.ingest`). Forming memory
+and writing the request log happen afterwards, in background tasks; the receipt is
+queued on the tenant's writer thread before the loop can read anything more from any
+client (before a stream's end; a whole answer's right after it is handed to the
+transport, so its building does not hold the interpreter while the answer is written),
+so a client that reads it afterwards finds it.
 
 Every request is counted and logged once, whatever its outcome: an error answered to
 the client, an internal failure (500), or a client that went away (outcome
@@ -47,7 +48,7 @@ from memory_core.strategies import STRATEGIES
 from memory_core.views import AreaSummary
 from policies import Decision
 
-from . import commands
+from . import commands, ingest
 from .api_io import snapshot_id
 from .body import check_conversation_id, read_body
 from .client_io import AiohttpIO, ClientIO
@@ -638,12 +639,19 @@ async def _store_exchange(svc: Services, ex: _Exchange) -> None:
     """Log the exchange durably before its answer completes (bounded by
     ``memory.ingest_wait_ms``; the write goes on past it and is awaited after)."""
     began = time.perf_counter()
-    ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex)))
+    durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex), durable))
+    ex.stored.add_done_callback(lambda _: _resolve(durable))
     try:
-        await asyncio.wait_for(asyncio.shield(ex.stored), svc.config.memory.ingest_wait_ms / 1000)
+        await asyncio.wait_for(asyncio.shield(durable), svc.config.memory.ingest_wait_ms / 1000)
     except TimeoutError:
         svc.metrics.memory_failures.labels(stage="ingest_late").inc()
     ex.mark("store_ms", began)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _queue_receipt(svc: Services, ex: _Exchange, memory: TenantMemory | None) -> None:
@@ -782,29 +790,24 @@ def _history(ex: _Exchange) -> list[LogMessage]:
     return history
 
 
-async def _ingest(svc: Services, ex: _Exchange, history: list[LogMessage]) -> int:
+async def _ingest(
+    svc: Services,
+    ex: _Exchange,
+    history: list[LogMessage],
+    durable: asyncio.Future[None] | None = None,
+) -> int:
     """Append ``history`` to the tenant's log and schedule formation; a failure is
-    counted and logged, never raised."""
+    counted and logged, never raised. ``durable`` is resolved once the exchange is on
+    disk (in a cluster's spool while its tenant is claimed: before the append)."""
     if not history or ex.tenant is None:
         return 0
     try:
-        memory = await svc.tenants.open(ex.tenant, claim=True)  # in a cluster: once held
-        # the conversation as the whole history names it: the stored turns may lack its
-        # first user message (a command), which would otherwise name another one
-        result = await memory.append(history, ex.conversation, "proxy")
-        svc.metrics.ingested.inc(result.appended)
-        settings = svc.config.memory
-        pending = memory.form_soon(
-            settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
-        )
+        return await ingest.store(svc, ex.tenant, ex.conversation, history, durable)
     except (MemoryCoreError, ProxyError) as exc:  # a claim that failed, in a cluster
         svc.metrics.memory_failures.labels(stage="ingest").inc()
         ex.memory_error = f"ingestion failed: {exc}"
         svc.log.write({"event": "ingest_failed", "tenant": ex.tenant, "error": str(exc)})
         return 0
-    if pending is not None:
-        svc.watch_formation(memory.name, pending)
-    return result.appended
 
 
 def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:

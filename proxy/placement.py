@@ -16,7 +16,8 @@ The replica path per epoch fences a writer that lost its lease without knowing i
 paused process, a partitioned node): its late uploads land where no later holder reads,
 never interleaved with the new holder's. While a claim runs, the tenant is not
 :meth:`Placement.ready`: chat goes on without memory, and an exchange waits for the claim
-before it is logged (:meth:`Placement.wait`).
+before it is logged (:meth:`Placement.wait`), on disk in the node's spool meanwhile
+(:mod:`.ingest`).
 
 Every lease change is a log line ``{"event": "lease", "tenant", "node", "epoch",
 "action"}`` (``acquired``, ``lost``, ``released`` with its ``cause``), which
@@ -114,6 +115,7 @@ class Placement:
         self._clock = clock
         self._places: dict[str, TenantPlace] = {}
         self._loop: asyncio.Task[None] | None = None
+        self._stopping = False
         self._metrics = metrics
         self.lag_s = 0.0
         if metrics is not None:
@@ -135,17 +137,21 @@ class Placement:
         if place is None or (place.state in ("lost", "released", "failed") and place.task is None):
             place = self._places[tenant] = TenantPlace(tenant)
         place.last_used = time.monotonic()
-        if place.task is None and place.state == "claiming":
+        if place.task is None and place.state == "claiming" and not self._stopping:
             place.task = asyncio.create_task(self._claim(place), name=f"claim-{tenant}")
         return place
 
     async def wait(self, tenant: str) -> None:
-        """Claim ``tenant`` if needed and wait until this node may write it."""
+        """Claim ``tenant`` if needed and wait until this node may write it; raises
+        :class:`ReplicationError` when the claim failed or the node is stopping."""
         while True:
             place = self.request(tenant)
-            await place.ready.wait()
+            if not self._stopping:
+                await place.ready.wait()
             if self.ready(tenant):
                 return
+            if self._stopping:
+                raise ReplicationError(f"tenant {tenant} not claimed: this node is stopping")
             if place.state == "failed":
                 raise ReplicationError(f"tenant {tenant} could not be claimed: {place.error}")
             await asyncio.sleep(self.config.lease_renew_s)  # lost meanwhile: claim again
@@ -161,7 +167,9 @@ class Placement:
 
     async def stop(self) -> None:
         """Ship what each held tenant has, then release its lease (the next node takes it
-        at once, from a complete replica)."""
+        at once, from a complete replica). Claims in progress are called off, and whatever
+        waits for one is told so (:meth:`wait` raises)."""
+        self._stopping = True
         if self._loop is not None:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,6 +181,7 @@ class Placement:
                     await place.task
             if place.state == "ready":
                 await self._let_go(place, "released", ship=True, cause="stopping")
+            place.ready.set()  # wakes waiters: wait() raises from now on
 
     # -- claims ------------------------------------------------------------------------
 

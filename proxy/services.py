@@ -21,6 +21,7 @@ from .metrics import Metrics
 from .placement import Placement
 from .replication import Litestream
 from .requestlog import RequestLog
+from .spool import Spool
 from .tenants import TenantMemory, Tenants
 from .upstream import Router
 
@@ -79,6 +80,8 @@ class Services:
     formation then runs on each tenant's formation thread."""
     placement: Placement | None = None
     """In a cluster, the tenants this node holds (:mod:`.placement`), else None."""
+    spool: Spool | None = None
+    """In a cluster, exchanges waiting for their tenant's claim, on disk (:mod:`.spool`)."""
     litestream: Litestream | None = None
     """In a cluster, the Litestream daemon this node runs (None with an external one)."""
     state: str = "starting"

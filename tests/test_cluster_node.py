@@ -25,6 +25,7 @@ import yaml
 from proxy.config import load_config
 from proxy.errors import ConfigError
 from proxy.fake_upstream import FakeUpstream
+from proxy.leases import Leases, lease_store
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
@@ -185,3 +186,40 @@ async def test_cluster_config_is_checked(upstream: FakeUpstream, tmp_path: Path)
     config["cluster"]["leases"] = (tmp_path / "leases").as_uri()
     path.write_text(yaml.safe_dump(config))
     assert load_config(path).cluster is not None
+
+
+@pytest.mark.timeout(120)
+async def test_an_exchange_answered_during_a_claim_outlives_the_node(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """An exchange answered while the node waits for the tenant (its holder has not let
+    go) is on disk before its answer completes; the node stops before the claim ends,
+    and when it starts again it claims the tenant and stores the exchange."""
+    replica = tmp_path / "replica"
+    leases = Leases(lease_store(replica.as_uri()))
+    ghost = leases.acquire("default", "ghost", 600, time.time())  # never lets go by itself
+    assert ghost is not None
+    config = _node(upstream, replica, "a")
+    config["server"]["shutdown_grace_s"] = 1
+    # the answer waits for the exchange to be durable: the spool, not the claim (which
+    # would hold it for the whole ingest_wait_ms, longer than this test may run)
+    config["memory"] = {"ingest_wait_ms": 600_000}
+    first = await make_proxy(config, name="a")
+    answer, _ = await _chat(first, FACT, "c1")
+    assert answer == f"echo: {FACT}"
+    folder = first.data_dir / "spool" / "default"
+    (entry,) = folder.glob("*.json")  # written before the answer completed
+    assert FACT in entry.read_text()
+    assert [p["state"] for p in await _places(first)] == ["claiming"]
+    await first.server.close()  # stops while the claim still waits for the ghost
+    assert entry.exists()
+    failed = [r for r in first.log_records() if r.get("event") == "ingest_failed"]
+    assert "this node is stopping" in failed[0]["error"]
+
+    assert leases.release(ghost)
+    again = await make_proxy(config, name="a")  # the same data folder
+    await _until(lambda: _remembers(again), 30)
+    await again.settle()
+    assert not list(folder.glob("*.json"))
+    (replayed,) = [r for r in again.log_records() if r.get("event") == "spool_replayed"]
+    assert replayed["ingested"] == 2  # the question and its answer

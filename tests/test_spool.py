@@ -1,0 +1,119 @@
+"""The spool of exchanges waiting for their tenant's claim (:mod:`proxy.spool`): entries
+are whole files, private, read back as written, handled by one task at a time; leftovers
+of a kill mid-write are deleted, and files that are not entries are set aside and
+reported, never replayed."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core import LogMessage
+from proxy.spool import Spool, SpoolError
+
+MESSAGES = (
+    LogMessage({"role": "user", "content": "Ana garde des abeilles à Évora 🐝"}, 1_700_000_000.5),
+    LogMessage({"role": "assistant", "content": "Noted."}, 1_700_000_001.0, "ext-1"),
+)
+
+
+def _spool(tmp_path: Path) -> tuple[Spool, list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    return Spool(tmp_path / "spool", events.append), events
+
+
+def test_an_entry_is_private_and_reads_back_as_written(tmp_path: Path) -> None:
+    spool, events = _spool(tmp_path)
+    entry = spool.put("ana-1", "conv", MESSAGES)
+    assert stat.S_IMODE(entry.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(entry.path.parent.stat().st_mode) == 0o700
+    assert spool.pending("ana-1") == []  # taken by the task that wrote it
+    spool.put_back(entry)
+    assert spool.waiting("ana-1") and spool.tenants() == ["ana-1"]
+    (again,) = spool.pending("ana-1")
+    assert (again.tenant, again.conversation, again.messages) == ("ana-1", "conv", MESSAGES)
+    assert spool.take(again) and not spool.take(again)  # one task at a time
+    spool.remove(again)
+    assert not again.path.exists() and spool.tenants() == []
+    assert spool.pending("ana-1") == [] and not spool.waiting("ana-1")
+    assert events == []
+
+
+def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
+    tmp_path: Path,
+) -> None:
+    spool, _ = _spool(tmp_path)
+    first = spool.put("t", None, MESSAGES[:1])
+    torn = first.path.parent / ".tmp-00000000000000000001-dead.json"
+    torn.write_text('{"format": 1, "tenant": "t", "mess')  # killed mid-write
+    reopened, events = _spool(tmp_path)
+    assert not torn.exists()
+    assert reopened.waiting("t") and reopened.tenants() == ["t"]
+    (entry,) = reopened.pending("t")
+    assert entry.path == first.path and entry.conversation is None
+    assert events == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json",
+        b"\xff\xfe",
+        b"[]",
+        json.dumps({"format": 2, "tenant": "t", "conversation": None, "messages": []}).encode(),
+        json.dumps({"format": 1, "tenant": "u", "conversation": None, "messages": []}).encode(),
+        json.dumps({"format": 1, "tenant": "t", "conversation": 5, "messages": []}).encode(),
+        json.dumps({"format": 1, "tenant": "t", "conversation": None, "messages": []}).encode(),
+        json.dumps(
+            {"format": 1, "tenant": "t", "conversation": None, "messages": [{"message": "x"}]}
+        ).encode(),
+        json.dumps(
+            {
+                "format": 1,
+                "tenant": "t",
+                "conversation": None,
+                "messages": [{"message": {"role": "user"}, "ts": "soon"}],
+            }
+        ).encode(),
+    ],
+)
+def test_a_file_that_is_not_an_entry_is_set_aside_and_reported(
+    tmp_path: Path, content: bytes
+) -> None:
+    spool, events = _spool(tmp_path)
+    good = spool.put("t", "c", MESSAGES)
+    spool.put_back(good)
+    bad = good.path.parent / "00000000000000000001-bad0.json"  # sorts first
+    bad.write_bytes(content)
+    (entry,) = spool.pending("t")
+    assert entry.path == good.path
+    assert not bad.exists()
+    moved = tmp_path / "spool" / ".unreadable" / "t" / bad.name
+    assert moved.read_bytes() == content
+    (event,) = events
+    assert event["event"] == "spool_unreadable" and event["moved_to"] == str(moved)
+    assert spool.tenants() == ["t"]  # the folder of set-aside files is no tenant
+
+
+def test_an_entry_the_log_refuses_is_set_aside(tmp_path: Path) -> None:
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    spool.set_aside(entry, "messages[0].timestamp out of range")
+    assert not entry.path.exists() and spool.pending("t") == []
+    assert events[0]["error"] == "messages[0].timestamp out of range"
+
+
+def test_what_cannot_be_written_is_a_spool_error(tmp_path: Path) -> None:
+    spool, _ = _spool(tmp_path)
+    with pytest.raises(SpoolError, match="not a tenant name"):
+        spool.put("../escape", None, MESSAGES)
+    with pytest.raises(SpoolError, match="could not spool"):
+        spool.put("t", None, (LogMessage({"role": "user", "content": object()}, 1.0),))
+    (tmp_path / "spool" / "u").write_text("a file where the tenant's folder goes")
+    with pytest.raises(SpoolError, match="could not spool an exchange of u"):
+        spool.put("u", None, MESSAGES)
+    assert spool.tenants() == [] and not list((tmp_path / "spool").glob("**/.tmp-*"))
