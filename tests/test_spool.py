@@ -1,12 +1,16 @@
 """The spool of exchanges waiting for their tenant's claim (:mod:`proxy.spool`): entries
 are whole files, private, read back as written, handled by one task at a time; leftovers
 of a kill mid-write are deleted, and files that are not entries are set aside and
-reported, never replayed."""
+reported, never replayed. And ``scripts/claim_spool.py`` end to end at smoke size: a
+node SIGKILLed after answering during a claim keeps every turn."""
 
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +121,22 @@ def test_what_cannot_be_written_is_a_spool_error(tmp_path: Path) -> None:
     with pytest.raises(SpoolError, match="could not spool an exchange of u"):
         spool.put("u", None, MESSAGES)
     assert spool.tenants() == [] and not list((tmp_path / "spool").glob("**/.tmp-*"))
+
+
+@pytest.mark.timeout(240)
+def test_claim_spool_script_kills_a_node_mid_claim_and_loses_nothing() -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "scripts/claim_spool.py", "--exchanges", "3", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        timeout=220,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    (losses,) = [line.split() for line in lines if line.startswith("6 ")]
+    assert losses[:4] == ["6", "3", "exchanges", "6"]  # turns, spooled, -, stored
+    assert losses[4:6] == ["0", "0"]  # lost, twice
+    assert "PASS" in done.stdout and "while claiming" in done.stdout
