@@ -151,7 +151,8 @@ def _cluster(services: Services, cluster: ClusterConfig) -> None:
         metrics=services.metrics,
     )
     tenants.placement = services.placement = placement
-    services.spool = Spool(services.config.server.data_dir / "spool", services.log.write)
+    spool = services.spool = Spool(services.config.server.data_dir / "spool", services.log.write)
+    services.metrics.spooled.labels(node=cluster.node).set_function(lambda: len(spool))
 
 
 def _formation_workers(

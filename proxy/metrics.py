@@ -103,6 +103,13 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.spooled = Gauge(
+            "areamem_spooled_exchanges",
+            "In a cluster: exchanges on this node's disk waiting for their tenant's claim "
+            "(the spool); a number that keeps growing means claims keep failing",
+            ["node"],
+            registry=r,
+        )
         self.tenant_claims = Counter(
             "areamem_tenant_claims",
             "In a cluster: tenants this node took over, by how their database was put in "

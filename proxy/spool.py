@@ -73,8 +73,14 @@ class Spool:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for temp in folder.glob(f"*/{TEMP_PREFIX}*"):
             temp.unlink(missing_ok=True)
+        self._on_disk = set(folder.glob("*/[0-9]*.json"))
+        """The entries this spool wrote or found and has not removed or set aside."""
         self._waiting = set(self.tenants())
         """Tenants that may have entries no task has taken (a superset)."""
+
+    def __len__(self) -> int:
+        """Entries on disk (those written or found by this process, not yet removed)."""
+        return len(self._on_disk)
 
     def put(
         self, tenant: str, conversation: str | None, messages: Sequence[LogMessage]
@@ -104,6 +110,7 @@ class Spool:
             raise SpoolError(f"could not spool an exchange of {tenant}: {exc}") from exc
         entry = SpoolEntry(folder / name, tenant, conversation, tuple(messages))
         self._taken.add(entry.path)
+        self._on_disk.add(entry.path)
         return entry
 
     def waiting(self, tenant: str) -> bool:
@@ -125,6 +132,7 @@ class Spool:
         for path in sorted((self.folder / tenant).glob("[0-9]*.json")):
             if path in self._taken:
                 continue
+            self._on_disk.add(path)  # a file copied in from another node's spool counts too
             try:
                 found.append(_read(path, tenant))
             except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -150,6 +158,7 @@ class Spool:
         no-op replay)."""
         entry.path.unlink(missing_ok=True)
         self._taken.discard(entry.path)
+        self._on_disk.discard(entry.path)
 
     def set_aside(self, entry: SpoolEntry, reason: str) -> None:
         """Move an entry the log refuses (it would be refused again at every replay)."""
@@ -157,6 +166,7 @@ class Spool:
         self._taken.discard(entry.path)
 
     def _set_aside(self, path: Path, tenant: str, reason: object) -> None:
+        self._on_disk.discard(path)
         aside = self.folder / _UNREADABLE / tenant
         moved: str | None = str(aside / path.name)
         try:

@@ -211,6 +211,7 @@ async def test_an_exchange_answered_during_a_claim_outlives_the_node(
     (entry,) = folder.glob("*.json")  # written before the answer completed
     assert FACT in entry.read_text()
     assert [p["state"] for p in await _places(first)] == ["claiming"]
+    assert b'areamem_spooled_exchanges{node="a"} 1.0' in first.services.metrics.render()
     await first.server.close()  # stops while the claim still waits for the ghost
     assert entry.exists()
     failed = [r for r in first.log_records() if r.get("event") == "ingest_failed"]
@@ -221,5 +222,6 @@ async def test_an_exchange_answered_during_a_claim_outlives_the_node(
     await _until(lambda: _remembers(again), 30)
     await again.settle()
     assert not list(folder.glob("*.json"))
+    assert b'areamem_spooled_exchanges{node="a"} 0.0' in again.services.metrics.render()
     (replayed,) = [r for r in again.log_records() if r.get("event") == "spool_replayed"]
     assert replayed["ingested"] == 2  # the question and its answer

@@ -33,6 +33,7 @@ def _spool(tmp_path: Path) -> tuple[Spool, list[dict[str, Any]]]:
 def test_an_entry_is_private_and_reads_back_as_written(tmp_path: Path) -> None:
     spool, events = _spool(tmp_path)
     entry = spool.put("ana-1", "conv", MESSAGES)
+    assert len(spool) == 1
     assert stat.S_IMODE(entry.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(entry.path.parent.stat().st_mode) == 0o700
     assert spool.pending("ana-1") == []  # taken by the task that wrote it
@@ -42,7 +43,7 @@ def test_an_entry_is_private_and_reads_back_as_written(tmp_path: Path) -> None:
     assert (again.tenant, again.conversation, again.messages) == ("ana-1", "conv", MESSAGES)
     assert spool.take(again) and not spool.take(again)  # one task at a time
     spool.remove(again)
-    assert not again.path.exists() and spool.tenants() == []
+    assert not again.path.exists() and spool.tenants() == [] and len(spool) == 0
     assert spool.pending("ana-1") == [] and not spool.waiting("ana-1")
     assert events == []
 
@@ -55,7 +56,7 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
     torn = first.path.parent / ".tmp-00000000000000000001-dead.json"
     torn.write_text('{"format": 1, "tenant": "t", "mess')  # killed mid-write
     reopened, events = _spool(tmp_path)
-    assert not torn.exists()
+    assert not torn.exists() and len(reopened) == 1
     assert reopened.waiting("t") and reopened.tenants() == ["t"]
     (entry,) = reopened.pending("t")
     assert entry.path == first.path and entry.conversation is None
@@ -94,7 +95,7 @@ def test_a_file_that_is_not_an_entry_is_set_aside_and_reported(
     bad = good.path.parent / "00000000000000000001-bad0.json"  # sorts first
     bad.write_bytes(content)
     (entry,) = spool.pending("t")
-    assert entry.path == good.path
+    assert entry.path == good.path and len(spool) == 1
     assert not bad.exists()
     moved = tmp_path / "spool" / ".unreadable" / "t" / bad.name
     assert moved.read_bytes() == content
