@@ -12,7 +12,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["TEMP_PREFIX", "fsync_dir", "write_temp"]
+__all__ = ["TEMP_PREFIX", "fsync_dir", "replace_file", "write_temp"]
 
 TEMP_PREFIX = ".tmp-"
 
@@ -31,6 +31,17 @@ def write_temp(folder: Path, body: bytes, mode: int) -> Path:
         raise
     os.close(fd)
     return temp
+
+
+def replace_file(path: Path, body: bytes, mode: int) -> None:
+    """Put ``body`` at ``path`` whole (a new file, or over the old one): a temporary file
+    beside it, renamed over it, the folder fsynced. No temporary file is left behind."""
+    temp = write_temp(path.parent, body, mode)
+    try:
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def fsync_dir(folder: Path) -> None:

@@ -46,7 +46,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from .config import TENANT_NAME
-from .durable import TEMP_PREFIX, fsync_dir, write_temp
+from .durable import TEMP_PREFIX, fsync_dir, replace_file, write_temp
 from .errors import ProxyError
 
 __all__ = [
@@ -152,12 +152,7 @@ class FileLeaseStore:
         return sorted(int(m[1]) for name in names if (m := _EPOCH_FILE.fullmatch(name)))
 
     def read(self, tenant: str, epoch: int) -> bytes | None:
-        try:
-            return self._path(tenant, epoch).read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise LeaseError(f"cannot read {self._path(tenant, epoch)}: {exc}") from exc
+        return _read_or_none(self._path(tenant, epoch))
 
     def create(self, tenant: str, epoch: int, body: bytes) -> bool:
         folder = self._folder(tenant)
@@ -179,7 +174,7 @@ class FileLeaseStore:
     def replace(self, tenant: str, epoch: int, body: bytes) -> None:
         path = self._path(tenant, epoch)
         try:
-            self._replace(path, body)
+            replace_file(path, body, 0o644)
         except OSError as exc:
             raise LeaseError(f"cannot rewrite {path}: {exc}") from exc
 
@@ -193,7 +188,7 @@ class FileLeaseStore:
         folder = self._folder(tenant)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._replace(folder / f"{name}.note", body)
+            replace_file(folder / f"{name}.note", body, 0o644)
         except OSError as exc:
             raise LeaseError(f"cannot write note {name} of {tenant!r}: {exc}") from exc
 
@@ -207,12 +202,7 @@ class FileLeaseStore:
         fsync_dir(path.parent)
 
     def read_note(self, tenant: str, name: str) -> bytes | None:
-        try:
-            return (self._folder(tenant) / f"{name}.note").read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise LeaseError(f"cannot read note {name} of {tenant!r}: {exc}") from exc
+        return _read_or_none(self._folder(tenant) / f"{name}.note")
 
     def _folder(self, tenant: str) -> Path:
         return self.root / "leases" / _checked(tenant)
@@ -368,6 +358,16 @@ def _check_node(node: str) -> None:
 def _check_ttl(ttl_s: float) -> None:
     if not ttl_s > 0:
         raise ValueError(f"a lease lasts a positive time, not ttl_s={ttl_s}")
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    """A lease store file's bytes; None when it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LeaseError(f"cannot read {path}: {exc}") from exc
 
 
 def _remove_stale_temps(folder: Path) -> None:
