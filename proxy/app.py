@@ -264,7 +264,7 @@ async def _start(svc: Services) -> None:
     if svc.placement is None:  # a claimed tenant's queue is formed once it is open
         await _recover(svc)
     elif svc.spool is not None:  # exchanges answered while a claim ran, before a stop
-        for tenant in await asyncio.to_thread(svc.spool.tenants):
+        for tenant in svc.spool.tenants():
             svc.spawn(replay_spool(svc, tenant))
 
 

@@ -641,17 +641,12 @@ async def _store_exchange(svc: Services, ex: _Exchange) -> None:
     began = time.perf_counter()
     durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex), durable))
-    ex.stored.add_done_callback(lambda _: _resolve(durable))
+    ex.stored.add_done_callback(lambda _: ingest.resolve(durable))
     try:
         await asyncio.wait_for(asyncio.shield(durable), svc.config.memory.ingest_wait_ms / 1000)
     except TimeoutError:
         svc.metrics.memory_failures.labels(stage="ingest_late").inc()
     ex.mark("store_ms", began)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _queue_receipt(svc: Services, ex: _Exchange, memory: TenantMemory | None) -> None:

@@ -18,7 +18,7 @@ from .errors import ProxyError
 from .services import Services
 from .spool import SpoolEntry, SpoolError
 
-__all__ = ["replay_spool", "store"]
+__all__ = ["replay_spool", "resolve", "store"]
 
 
 async def store(
@@ -39,8 +39,8 @@ async def store(
         except SpoolError as exc:  # the exchange still waits for the claim, in memory
             svc.log.write({"event": "spool_failed", "tenant": tenant, "error": str(exc)})
         else:
-            if durable is not None and not durable.done():
-                durable.set_result(None)
+            if durable is not None:
+                resolve(durable)
     try:
         appended = await _append(svc, tenant, conversation, history)
     except BaseException:
@@ -53,6 +53,12 @@ async def store(
         if spool.waiting(tenant):
             svc.spawn(replay_spool(svc, tenant))
     return appended
+
+
+def resolve(durable: asyncio.Future[None]) -> None:
+    """Say the exchange is durable (once: the first of the spool and the append)."""
+    if not durable.done():
+        durable.set_result(None)
 
 
 async def replay_spool(svc: Services, tenant: str) -> int:

@@ -24,7 +24,6 @@ hold conversation text). Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -37,7 +36,7 @@ from typing import Any
 from memory_core import LogMessage
 
 from .config import TENANT_NAME
-from .durable import TEMP_PREFIX, fsync_dir, write_temp
+from .durable import TEMP_PREFIX, replace_file
 from .errors import ProxyError
 
 __all__ = ["Spool", "SpoolEntry", "SpoolError"]
@@ -62,9 +61,9 @@ class SpoolEntry:
 
 
 class Spool:
-    """The spool folder of one node. :meth:`put` and :meth:`pending` touch the disk
-    (call them off the event loop); :meth:`take`, :meth:`put_back` and :meth:`remove`
-    keep the in-memory record of which entries a task is handling."""
+    """The spool folder of one node. :meth:`put`, :meth:`pending` and :meth:`remove`
+    touch the disk (call them off the event loop); the rest answer from the in-memory
+    record of the entries on disk and of those a task is handling."""
 
     def __init__(self, folder: Path, events: Callable[[dict[str, Any]], None]) -> None:
         self.folder = folder
@@ -73,10 +72,10 @@ class Spool:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for temp in folder.glob(f"*/{TEMP_PREFIX}*"):
             temp.unlink(missing_ok=True)
-        self._on_disk = set(folder.glob("*/[0-9]*.json"))
+        self._on_disk = {
+            p for p in folder.glob("*/[0-9]*.json") if TENANT_NAME.fullmatch(p.parent.name)
+        }
         """The entries this spool wrote or found and has not removed or set aside."""
-        self._waiting = set(self.tenants())
-        """Tenants that may have entries no task has taken (a superset)."""
 
     def __len__(self) -> int:
         """Entries on disk (those written or found by this process, not yet removed)."""
@@ -96,17 +95,11 @@ class Spool:
         }
         folder = self.folder / tenant
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
-        temp: Path | None = None
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
             folder.mkdir(mode=0o700, exist_ok=True)
-            temp = write_temp(folder, data, 0o600)
-            os.replace(temp, folder / name)
-            fsync_dir(folder)
+            replace_file(folder / name, data, 0o600)
         except (OSError, TypeError, ValueError) as exc:
-            if temp is not None:
-                with contextlib.suppress(OSError):
-                    temp.unlink(missing_ok=True)
             raise SpoolError(f"could not spool an exchange of {tenant}: {exc}") from exc
         entry = SpoolEntry(folder / name, tenant, conversation, tuple(messages))
         self._taken.add(entry.path)
@@ -114,16 +107,12 @@ class Spool:
         return entry
 
     def waiting(self, tenant: str) -> bool:
-        """Whether ``tenant`` may have entries to replay (no disk access)."""
-        return tenant in self._waiting
+        """Whether ``tenant`` has entries on disk that no task has taken."""
+        return any(p.parent.name == tenant and p not in self._taken for p in self._on_disk)
 
     def tenants(self) -> list[str]:
         """Tenants with entries on disk."""
-        return sorted(
-            p.name
-            for p in self.folder.iterdir()
-            if p.is_dir() and TENANT_NAME.fullmatch(p.name) and any(p.glob("[0-9]*.json"))
-        )
+        return sorted({p.parent.name for p in self._on_disk})
 
     def pending(self, tenant: str) -> list[SpoolEntry]:
         """The tenant's entries no task has taken, oldest first; unreadable files are
@@ -137,8 +126,6 @@ class Spool:
                 found.append(_read(path, tenant))
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 self._set_aside(path, tenant, exc)
-        if not found:
-            self._waiting.discard(tenant)
         return found
 
     def take(self, entry: SpoolEntry) -> bool:
@@ -151,7 +138,6 @@ class Spool:
     def put_back(self, entry: SpoolEntry) -> None:
         """Give ``entry`` up, still on disk, for a later replay."""
         self._taken.discard(entry.path)
-        self._waiting.add(entry.tenant)
 
     def remove(self, entry: SpoolEntry) -> None:
         """The tenant's log has ``entry``: delete it (a lost deletion only repeats a
