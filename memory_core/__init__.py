@@ -13,15 +13,21 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .chain import chain_hashes, conversation_id, message_text
     from .errors import InvalidInputError, MemoryCoreError, StorageBusyError, StorageError
     from .formation import FormationResult
-    from .log import MAX_TIMESTAMP, MIN_TIMESTAMP, AppendResult, LogMessage, check_timestamp
-    from .names import NameIndex, extract_names
-    from .reconstruction import Reconstruction
-    from .retrieval import Hit, query_terms
-    from .store import DEFAULT_RECEIPT_LIMIT, MemoryStore, Recall, StoreStats
-    from .tokens import TokenCounter, default_counter
+    from .log.chain import chain_hashes, conversation_id, message_text
+    from .log.messages import (
+        MAX_TIMESTAMP,
+        MIN_TIMESTAMP,
+        AppendResult,
+        LogMessage,
+        check_timestamp,
+    )
+    from .reconstruction.render import Reconstruction
+    from .retrieval.bm25 import Hit, query_terms
+    from .store.memory_store import DEFAULT_RECEIPT_LIMIT, MemoryStore, Recall, StoreStats
+    from .text.names import NameIndex, extract_names
+    from .text.tokens import TokenCounter, default_counter
 
 __all__ = [
     "DEFAULT_RECEIPT_LIMIT",
@@ -51,15 +57,21 @@ __all__ = [
 ]
 
 _HOMES = {
-    "chain": ("chain_hashes", "conversation_id", "message_text"),
+    "log.chain": ("chain_hashes", "conversation_id", "message_text"),
     "errors": ("InvalidInputError", "MemoryCoreError", "StorageBusyError", "StorageError"),
     "formation": ("FormationResult",),
-    "log": ("MAX_TIMESTAMP", "MIN_TIMESTAMP", "AppendResult", "LogMessage", "check_timestamp"),
-    "names": ("NameIndex", "extract_names"),
-    "reconstruction": ("Reconstruction",),
-    "retrieval": ("Hit", "query_terms"),
-    "store": ("DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"),
-    "tokens": ("TokenCounter", "default_counter"),
+    "log.messages": (
+        "MAX_TIMESTAMP",
+        "MIN_TIMESTAMP",
+        "AppendResult",
+        "LogMessage",
+        "check_timestamp",
+    ),
+    "text.names": ("NameIndex", "extract_names"),
+    "reconstruction.render": ("Reconstruction",),
+    "retrieval.bm25": ("Hit", "query_terms"),
+    "store.memory_store": ("DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"),
+    "text.tokens": ("TokenCounter", "default_counter"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 

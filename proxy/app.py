@@ -15,7 +15,7 @@ from aiohttp import web
 
 from memory_core import MemoryCoreError
 from memory_core.formation import Backends, build_backends
-from memory_core.worker import WorkerSettings
+from memory_core.worker.loop import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from . import admin, history_api, receipts_api, ui

@@ -44,7 +44,7 @@ from memory_core import (
     chain_hashes,
     conversation_id,
 )
-from memory_core.strategies import STRATEGIES
+from memory_core.retrieval.strategies import STRATEGIES
 from memory_core.views import AreaSummary
 from policies import Decision
 

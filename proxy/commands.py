@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_core import Hit, MemoryCoreError, message_text
-from memory_core.storage.forgets import ForgetRow
-from memory_core.store_controls import MAX_FORGET, Forgotten
+from memory_core.storage.tables.forgets import ForgetRow
+from memory_core.store.controls import MAX_FORGET, Forgotten
 
 from .tenants import TenantMemory
 

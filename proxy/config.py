@@ -41,12 +41,12 @@ from memory_core.dream import DreamConfig, DreamSection
 from memory_core.formation import FormationConfig
 from memory_core.formation.config import FormationSection
 from memory_core.graph import GraphSettings, RetrievalSection
-from memory_core.reconstruction_config import (
+from memory_core.reconstruction.config import (
     DEFAULT_RECONSTRUCTION,
     ReconstructionConfig,
     ReconstructionSection,
 )
-from memory_core.strategies import STRATEGIES
+from memory_core.retrieval.strategies import STRATEGIES
 from policies import DEFAULT_POLICY_PATH, load_policy
 
 from .errors import ConfigError
@@ -208,7 +208,7 @@ class MemoryConfig(ConfigModel):
     ingest: bool = True
     conversation_header: Name = "X-Conversation-Id"
     retrieval: Annotated[str, AfterValidator(_strategy)] = "area"
-    """A name in :data:`memory_core.strategies.STRATEGIES` (``area`` or ``bm25``)."""
+    """A name in :data:`memory_core.retrieval.strategies.STRATEGIES` (``area`` or ``bm25``)."""
     receipts_keep_days: float = Field(30.0, gt=0, le=36_500)
     """How long a tenant keeps each receipt (pruned as new ones are saved)."""
     formation_grace_ms: float = Field(250.0, ge=0)

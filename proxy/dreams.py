@@ -10,7 +10,7 @@ graph is read); one automatic cycle runs at a time in the whole proxy, and one s
 while the proxy is ready and its event loop keeps time (``quiet``), so consolidating many
 tenants never takes more than one core from the answers, and never while they queue. A
 cycle on demand (``POST /memory/dream``) does not wait for this one, but two cycles never
-run at once for one tenant (:mod:`memory_core.exclusive`).
+run at once for one tenant (:mod:`memory_core.store.exclusive`).
 
 The same tick reads the graph of an open tenant again when another process (the
 ``areamem`` command line) rolled its memory back or consolidated it, and, every
@@ -29,7 +29,7 @@ from typing import Any
 
 from memory_core import MemoryCoreError
 from memory_core.errors import DreamBusyError
-from memory_core.store import DreamStatus
+from memory_core.store.memory_store import DreamStatus
 from policies.dream import DreamPolicy, DreamState
 
 from .tenants import TenantMemory, Tenants

@@ -1,7 +1,7 @@
 """Formation worker processes, supervised from the event loop: start, assign, restart, stop.
 
 ``memory.formation_workers: N`` (N > 0) moves formation out of the request process into
-N processes running :func:`memory_core.worker.run` (``spawn`` start method: a fresh
+N processes running :func:`memory_core.worker.loop.run` (``spawn`` start method: a fresh
 interpreter, never a fork of this threaded process). Each has one duplex pipe, read here
 with ``loop.add_reader`` (no thread), and its process sentinel watched the same way.
 
@@ -11,7 +11,7 @@ with ``loop.add_reader`` (no thread), and its process sentinel watched the same 
   tenant's name, unless a message for it is already waiting in that worker's pipe (at
   most one per tenant: the pipe never fills and ``send`` never blocks the loop). Asked
   again while one waits, the tenant is sent again once the worker reports it
-  :class:`~memory_core.worker.Took` it, so a row appended while a pass ran is never left
+  :class:`~memory_core.worker.loop.Took` it, so a row appended while a pass ran is never left
   behind.
 - **Formed**: each committed pass is reported with the tenant; ``on_formed`` then lets
   the proxy's store read the new rows past its graph cursors.
@@ -41,7 +41,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from memory_core import MemoryCoreError
-from memory_core.worker import (
+from memory_core.worker.loop import (
     Failed,
     Form,
     Formed,

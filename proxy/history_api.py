@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from memory_core import MemoryCoreError
 from memory_core.errors import DreamBusyError, SnapshotNotFoundError
-from memory_core.history import HeldRow, SnapshotRow
+from memory_core.history.snapshots import HeldRow, SnapshotRow
 from memory_core.storage.values import stored_timestamp
 
 from .api_io import int_param, json_body, json_response, snapshot_id, snapshot_param

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from memory_core.dream import DreamReport
-from memory_core.history_views import Diff
+from memory_core.history.views import Diff
 
 from .body import MAX_CONVERSATION_ID
 from .chat import AS_OF_HEADER, RECEIPT_HEADER

@@ -27,15 +27,15 @@ from memory_core import AppendResult, LogMessage, MemoryCoreError, MemoryStore, 
 from memory_core.dream import DreamConfig, DreamReport, Step
 from memory_core.formation import Backends, FormationConfig
 from memory_core.graph import GraphSettings
-from memory_core.history import HeldRow, Restored, SnapshotRow
-from memory_core.history_views import Diff, HistoryState
-from memory_core.reconstruction_config import ReconstructionConfig
-from memory_core.storage.forgets import ForgetRow
-from memory_core.storage.receipts import ReceiptRow
-from memory_core.store import DEFAULT_RECEIPT_AGE_S
-from memory_core.store_controls import Forgotten
-from memory_core.strategies import STRATEGIES
-from memory_core.tokens import TokenCounter, warm_tokenizers
+from memory_core.history.snapshots import HeldRow, Restored, SnapshotRow
+from memory_core.history.views import Diff, HistoryState
+from memory_core.reconstruction.config import ReconstructionConfig
+from memory_core.retrieval.strategies import STRATEGIES
+from memory_core.storage.tables.forgets import ForgetRow
+from memory_core.storage.tables.receipts import ReceiptRow
+from memory_core.store.controls import Forgotten
+from memory_core.store.memory_store import DEFAULT_RECEIPT_AGE_S
+from memory_core.text.tokens import TokenCounter, warm_tokenizers
 
 from .as_of import AsOfCopies
 from .config import AuthConfig
@@ -304,9 +304,10 @@ class TenantMemory:
         model: str | None = None,
         as_of: int | None = None,
     ) -> Recall:
-        """Retrieval by the named ``strategy`` (:data:`memory_core.strategies.STRATEGIES`),
-        the block counted with ``model``'s tokenizer; with ``as_of``, from that snapshot's
-        state (:meth:`as_of_store`), the current one unchanged.
+        """Retrieval by the named ``strategy``
+        (:data:`memory_core.retrieval.strategies.STRATEGIES`), the block counted with
+        ``model``'s tokenizer; with ``as_of``, from that snapshot's state
+        (:meth:`as_of_store`), the current one unchanged.
 
         Raises :class:`RetrievalSkipped` at once when the reader threads already have
         their limit of lookups, or when this one would start after ``deadline``

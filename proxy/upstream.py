@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
-from memory_core.formation.llm import litellm_module
+from memory_core.formation.models.llm import litellm_module
 
 from .config import UpstreamConfig
 from .errors import UpstreamError, UpstreamStreamError

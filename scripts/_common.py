@@ -15,13 +15,13 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
+from evaluation.locomo import Conversation, as_message, load_locomo
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore, TokenCounter
 from memory_core.dream import DreamReport
-from memory_core.evaluation.locomo import Conversation, as_message, load_locomo
 from memory_core.storage import integrity_check
-from memory_core.storage.log import logged_turns
+from memory_core.storage.tables.log import logged_turns
 
 __all__ = [
     "Turn",
@@ -47,7 +47,7 @@ __all__ = [
 
 def locomo_conversations(path: Path, spec: str) -> list[Conversation]:
     """The conversations ``spec`` selects (:func:`select_indices`) from a LoCoMo file;
-    :class:`~memory_core.evaluation.locomo.LocomoError` or ValueError say what is wrong."""
+    :class:`~evaluation.locomo.LocomoError` or ValueError say what is wrong."""
     samples = load_locomo(path)
     return [samples[i] for i in select_indices(spec, len(samples))]
 

@@ -46,9 +46,8 @@ from typing import Any
 import aiohttp
 from _common import format_ms, percentile, render_table, sigterm_as_interrupt
 from bench_overhead import ROOT, BenchError, LocalStack
+from evaluation.locomo import LocomoError, load_locomo
 from tqdm import tqdm
-
-from memory_core.evaluation.locomo import LocomoError, load_locomo
 
 MODEL = "bench-echo"
 TARGET_MS = 25.0

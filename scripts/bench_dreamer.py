@@ -71,10 +71,10 @@ from tqdm import tqdm
 from memory_core import LogMessage, MemoryStore
 from memory_core.dream import DreamConfig
 from memory_core.formation import Backends, FormationConfig, build_backends
-from memory_core.kernels import compile_kernels
+from memory_core.retrieval.kernels import compile_kernels
 from memory_core.storage import connect, copy_database
 from memory_core.storage.db import open_plain
-from memory_core.storage.stats import row_counts
+from memory_core.storage.tables.stats import row_counts
 
 GENERATOR = "dense@1"
 """Names the built text; a kept store made by another version of it is refused."""

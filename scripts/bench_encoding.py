@@ -10,7 +10,7 @@ every text the candidate encoded (questions one at a time, turns in batches). Fo
 ``onnx`` a further row times the retrieval path, ``encode_question`` with int8 question
 weights (``formation.encoder.question_weights``), against the same reference.
 
-Candidates: the registered runtimes of :data:`memory_core.embeddings.RUNTIMES`
+Candidates: the registered runtimes of :data:`memory_core.text.embeddings.RUNTIMES`
 (``torch``, ``onnx``, ``onnx-int8``) and ``torch-int8`` (torch dynamic int8 quantisation of
 every Linear layer, benchmark only). Texts are synthesised from a seeded RNG, or read
 from a LoCoMo file with ``--data`` (questions and turns). ONNX exports go to a temporary
@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 from _common import percentile, render_table
 from _synthetic import FOODS, HOBBIES, JOBS, NAMES, PETS, PLACES, USER_TEMPLATES, slot_values
+from evaluation.locomo import LocomoError, load_locomo
 
-from memory_core.embeddings import RUNTIMES, MiniLMEncoder, RuntimeSettings
-from memory_core.evaluation.locomo import LocomoError, load_locomo
+from memory_core.text.embeddings import RUNTIMES, MiniLMEncoder, RuntimeSettings
 
 BATCH = 64
 FILLER = (
@@ -271,7 +271,7 @@ def _torch_int8(settings: RuntimeSettings) -> Any:
         torch.ao.quantization.quantize_dynamic(
             model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
         )
-    from memory_core.embeddings import _trace
+    from memory_core.text.embeddings import _trace
 
     runtime._traced, runtime.fast_path = _trace(model)
     return runtime

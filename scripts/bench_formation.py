@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from _common import select_indices
+from evaluation.locomo import Conversation, LocomoError, as_message, load_locomo
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.evaluation.locomo import Conversation, LocomoError, as_message, load_locomo
 from memory_core.formation import FormationConfig, build_backends
-from memory_core.storage.stats import row_counts
+from memory_core.storage.tables.stats import row_counts
 
 TARGET_TURNS_PER_S = 100.0
 

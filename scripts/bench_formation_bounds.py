@@ -140,7 +140,7 @@ def _child(kind: str, size: int, timeout: float) -> int:
     from memory_core import MemoryStore
     from memory_core.formation import FormationConfig, Former, build_backends
     from memory_core.storage import connect
-    from memory_core.storage.stats import row_counts
+    from memory_core.storage.tables.stats import row_counts
 
     backends = build_backends(FormationConfig())
     backends.encoder.encode(["warm up the encoder"] * 4)

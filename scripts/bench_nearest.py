@@ -4,7 +4,7 @@ Reads the vectors of an areamem store (a tenant's ``.db``, e.g. one built by
 ``scripts/bench_overhead.py --fragments 100000`` with ``--json`` and a kept data folder,
 or any proxy's ``data/tenants/<tenant>.db``), encodes questions (a LoCoMo file's with
 ``--data``, else synthetic ones like the benchmarks'), and for each shortlist size
-compares :func:`memory_core.nearest.nearest` with the exact search over every vector:
+compares :func:`memory_core.index.nearest.nearest` with the exact search over every vector:
 median milliseconds of each, recall@20 and recall@50 of the shortlist against the exact
 top, and how much lower the 50th cosine found is than the exact 50th (mean, max).
 
@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 from _common import render_table
 from _synthetic import HOBBIES, NAMES, PLACES
+from evaluation.locomo import LocomoError, load_locomo
 
 from memory_core import MemoryStore
-from memory_core import nearest as nearest_module
-from memory_core.evaluation.locomo import LocomoError, load_locomo
+from memory_core.index import nearest as nearest_module
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,11 +119,10 @@ from _common import (
     sigterm_as_interrupt,
 )
 from _synthetic import HOBBIES, NAMES, PLACES, synthetic_conversation
+from evaluation.locomo import LocomoError, load_locomo
 from replay import Conversation as ReplayConversation
 from replay import InputError, ProxyClient, ProxyUnreachable, Totals, ingest_conversation, load_file
 from tqdm import tqdm
-
-from memory_core.evaluation.locomo import LocomoError, load_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"

@@ -48,7 +48,7 @@ from _synthetic import slot_values, synthetic_conversation
 from tqdm import tqdm
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.retrieval import search
+from memory_core.retrieval.bm25 import search
 from memory_core.storage import sqlite_versions
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)

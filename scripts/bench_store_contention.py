@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from memory_core import LogMessage, MemoryStore, Recall
 from memory_core.formation import Backends, FormationConfig, build_backends
-from memory_core.storage.log import conversation_sizes
+from memory_core.storage.tables.log import conversation_sizes
 
 TS = 1_683_504_000.0
 

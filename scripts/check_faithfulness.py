@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import locomo_conversations, render_table, replay_locomo
+from evaluation.locomo import Conversation, LocomoError
 from tqdm import tqdm
 
 from memory_core import MemoryStore
-from memory_core.evaluation.locomo import Conversation, LocomoError
-from memory_core.inert import inert, label
-from memory_core.predicates import phrase
-from memory_core.reconstruction import Reconstruction
-from memory_core.retrieval import fetch_hits
-from memory_core.storage.evidence import RelationRow, relations_by_id
+from memory_core.reconstruction.inert import inert, label
+from memory_core.reconstruction.predicates import phrase
+from memory_core.reconstruction.render import Reconstruction
+from memory_core.retrieval.bm25 import fetch_hits
+from memory_core.storage.tables.evidence import RelationRow, relations_by_id
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

@@ -52,17 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from _common import DREAMS, locomo_conversations, replay_locomo
+from evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+from evaluation.locomo import Conversation, LocomoError
+from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 from tqdm import tqdm
 
 from memory_core import MemoryStore, TokenCounter, default_counter
 from memory_core.dream import DreamReport
-from memory_core.embeddings import MiniLMEncoder
-from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
-from memory_core.evaluation.locomo import (
-    Conversation,
-    LocomoError,
-)
-from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
+from memory_core.text.embeddings import MiniLMEncoder
 
 METHODS = ("bm25", "dense", "hybrid", "memory", "memory-bm25")
 STORE_METHODS = {"memory", "memory-bm25"}

@@ -1,6 +1,6 @@
 """Precision and recall of the offline pattern relation extractor on labelled sentences.
 
-Runs :class:`memory_core.formation.relations.PatternRelations` over each sentence of a
+Runs :class:`memory_core.formation.stages.relations.PatternRelations` over each sentence of a
 JSON-lines file (by default ``tests/data/relation_sentences.jsonl``, written by hand for
 this purpose: no evaluation data) and compares the claims with the labelled ones::
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from _common import render_table
 
 from memory_core.formation.interfaces import FragmentView, RelationExtractor
-from memory_core.formation.relations import NEGATABLE, PatternRelations
+from memory_core.formation.stages.relations import NEGATABLE, PatternRelations
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "tests" / "data" / "relation_sentences.jsonl"

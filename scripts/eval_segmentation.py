@@ -6,19 +6,19 @@ reference boundaries with Pk (Beeferman et al., 1999) and WindowDiff (Pevzner & 
 (rounded half to even, at least 1, or ``--min-k``: segeval's default is at least 2);
 the figures are means over dialogues (the pooled variant is in the JSON). Lower is
 better. Conventions and the metric code live in
-``memory_core/evaluation/segmentation.py``.
+``scripts/evaluation/segmentation.py``.
 
 Methods:
 
 - ``segmenter``: the project's segmenter, the offline default of formation
-  (:class:`memory_core.formation.segmenter.EmbeddingSegmenter` over MiniLM), plugged in
+  (:class:`memory_core.formation.stages.segmenter.EmbeddingSegmenter` over MiniLM), plugged in
   by :func:`project_segmenter`: a boundary at each dip of the similarity between the two
   utterances before a gap and the two after it that falls below an absolute cosine of
   0.30. Its interpretation label (method and parameters) is printed and kept in the JSON.
 - ``texttiling``: TextTiling (Hearst, 1997) over TF-IDF vectors of the utterances (IDF
   fitted on all utterances of the file; no labels are used), blocks of 4 utterances,
   one smoothing step, boundaries at valleys deeper than mean - std/2.
-- ``texttiling_embedding``: the same over MiniLM vectors (``memory_core.embeddings``).
+- ``texttiling_embedding``: the same over MiniLM vectors (``memory_core.text.embeddings``).
   The whole file is encoded once (about 200 utterances/s on 2 CPU cores) and the
   vectors are shared with ``segmenter``.
 - ``none``: no boundaries at all.
@@ -53,10 +53,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 from _common import render_table
-from tqdm import tqdm
-
-from memory_core.embeddings import Encoder, EncoderUnavailableError, MiniLMEncoder
-from memory_core.evaluation.segmentation import (
+from evaluation.segmentation import (
     Dialogue,
     Idf,
     Scores,
@@ -70,7 +67,10 @@ from memory_core.evaluation.segmentation import (
     texttiling_from_vectors,
     tfidf_vectors,
 )
-from memory_core.formation.segmenter import EmbeddingSegmenter
+from tqdm import tqdm
+
+from memory_core.formation.stages.segmenter import EmbeddingSegmenter
+from memory_core.text.embeddings import Encoder, EncoderUnavailableError, MiniLMEncoder
 
 LOADERS: dict[str, Callable[[Path], list[Dialogue]]] = {
     "dialseg711": load_dialseg711,

@@ -4,7 +4,7 @@ Two modes:
 
 - ``--ingest`` stores each conversation with ``POST /memory/ingest``, one call per
   session. Every call sends the whole history so far under the same conversation id:
-  the log identifies a message by the hash chain of its prefix (memory_core/chain.py),
+  the log identifies a message by the hash chain of its prefix (memory_core/log/messages/chain.py),
   so a call carrying only the new session would start a second branch at the root and
   supersede the earlier sessions. Turns already stored are skipped by the proxy; the
   summary's "already stored" counts only this session's turns, not the resent history.
@@ -47,10 +47,9 @@ from typing import Any
 
 import aiohttp
 from _common import api_error_message, base_url, format_ms, percentile, render_table, select_indices
+from evaluation.locomo import Conversation as LocomoConversation
+from evaluation.locomo import LocomoError, Turn, as_message, parse_locomo
 from tqdm import tqdm
-
-from memory_core.evaluation.locomo import Conversation as LocomoConversation
-from memory_core.evaluation.locomo import LocomoError, Turn, as_message, parse_locomo
 
 Message = dict[str, Any]
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.area_retrieval import retrieve_area
 from memory_core.formation import Backends
 from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
-from memory_core.memory_graph import MemoryGraph, MemoryGraphIndex
-from memory_core.nearest import codes
-from memory_core.text import stem
+from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex
+from memory_core.index.nearest import codes
+from memory_core.retrieval.area import retrieve_area
+from memory_core.text.words import stem
 
 TURNS = [
     "The Dreamer is the consolidation cycle; it runs every night at 3 am.",

@@ -128,7 +128,7 @@ def test_no_sql_text_outside_storage() -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("module", ["memory_core/graph", "memory_core/scoring.py"])
+@pytest.mark.parametrize("module", ["memory_core/graph", "memory_core/retrieval/scoring.py"])
 def test_the_numeric_core_needs_no_database_and_no_threads(module: str) -> None:
     """The graph engine and fragment scoring are pure functions of arrays: no SQLite, no
     locks or threads (publication and caching live outside, see ``graph_holder``)."""

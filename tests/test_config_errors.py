@@ -12,7 +12,7 @@ import pytest
 
 from memory_core.configuration import ConfigurationError, read_yaml
 from memory_core.registry import Registry, UnknownNameError
-from memory_core.strategies import STRATEGIES
+from memory_core.retrieval.strategies import STRATEGIES
 from proxy import ConfigError, load_config
 from proxy.config import ConfigFile
 

@@ -28,7 +28,7 @@ from memory_core.dream.judges import ContextPair
 from memory_core.errors import DreamBusyError
 from memory_core.formation import Backends
 from memory_core.formation.config import LLMConfig
-from memory_core.storage.dream import ContextProfile, EntityProfile
+from memory_core.storage.tables.dream import ContextProfile, EntityProfile
 from proxy.fake_upstream import FakeUpstream
 
 from .test_history import say

@@ -239,7 +239,7 @@ async def test_queries_during_a_rollback_read_one_version(
 async def test_a_second_cycle_for_the_tenant_is_refused(
     upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:
-    from memory_core.exclusive import exclusive
+    from memory_core.store.exclusive import exclusive
 
     proxy = await _proxy(make_proxy, upstream)
     database = proxy.data_dir / "tenants" / "default.db"

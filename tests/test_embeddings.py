@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core.embeddings import DEFAULT_RUNTIME, MiniLMEncoder
 from memory_core.formation import FormationConfig
 from memory_core.formation.backends import SentenceEncoder
 from memory_core.formation.config import FormationConfigError, parse_formation
+from memory_core.text.embeddings import DEFAULT_RUNTIME, MiniLMEncoder
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = [
@@ -239,7 +239,7 @@ def test_the_export_never_touches_the_network(tmp_path: Path) -> None:
         "        raise OSError(f'network access refused: {event} {args}')\n"
         "sys.addaudithook(guard)\n"
         "from pathlib import Path\n"
-        "from memory_core.embeddings import MiniLMEncoder\n"
+        "from memory_core.text.embeddings import MiniLMEncoder\n"
         "encoder = MiniLMEncoder(cache_dir=Path(sys.argv[1]))\n"
         "print(encoder.encode(['offline']).shape, encoder.fast_path.split()[1], seen)\n"
     )

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
+from evaluation.locomo import LocomoError, load_locomo, parse_session_date
+from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 
-from memory_core.embeddings import MiniLMEncoder
-from memory_core.evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
-from memory_core.evaluation.locomo import LocomoError, load_locomo, parse_session_date
-from memory_core.evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
+from memory_core.text.embeddings import MiniLMEncoder
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Segmentation metrics, converters, loaders and TextTiling (memory_core.evaluation)."""
+"""Segmentation metrics, converters, loaders and TextTiling (scripts/evaluation)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from memory_core import MemoryCoreError
-from memory_core.evaluation.segmentation import (
+from evaluation.segmentation import (
     Dialogue,
     Idf,
     SegmentationDataError,
@@ -33,6 +31,8 @@ from memory_core.evaluation.segmentation import (
     tokenize,
     windowdiff,
 )
+
+from memory_core import MemoryCoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 COOKING = [

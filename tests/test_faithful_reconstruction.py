@@ -21,15 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.evidence import Claim, Evidence, Statement
 from memory_core.formation import Backends
-from memory_core.formation.llm import LiteLLMGenerator
-from memory_core.formation.llm_stages import LLMRelationExtractor
-from memory_core.predicates import is_structural, phrase
-from memory_core.reconstruction import reconstruct
-from memory_core.retrieval import Hit
-from memory_core.storage.fragments import fetch_hits
-from memory_core.tokens import counter_for
+from memory_core.formation.models.llm import LiteLLMGenerator
+from memory_core.formation.models.llm_stages import LLMRelationExtractor
+from memory_core.reconstruction.evidence import Claim, Evidence, Statement
+from memory_core.reconstruction.predicates import is_structural, phrase
+from memory_core.reconstruction.render import reconstruct
+from memory_core.retrieval.bm25 import Hit
+from memory_core.storage.tables.fragments import fetch_hits
+from memory_core.text.tokens import counter_for
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import Proxy
@@ -160,7 +160,7 @@ def test_a_conflict_shows_both_sides_disputed_neither_chosen(
 
 
 def test_the_disputed_marker_is_configuration(tmp_path: Path, backends: Backends) -> None:
-    from memory_core.reconstruction_config import ReconstructionConfig
+    from memory_core.reconstruction.config import ReconstructionConfig
 
     store = MemoryStore(
         tmp_path / "m.db",
@@ -285,7 +285,7 @@ def test_a_greeting_gets_no_note(tmp_path: Path, backends: Backends) -> None:
 
 
 def test_the_note_can_be_switched_off(tmp_path: Path, backends: Backends) -> None:
-    from memory_core.reconstruction_config import CoverageConfig, ReconstructionConfig
+    from memory_core.reconstruction.config import CoverageConfig, ReconstructionConfig
 
     quiet = ReconstructionConfig(coverage=CoverageConfig(note=False, when_empty=False))
     store = MemoryStore(tmp_path / "m.db", backends=backends, reconstruction=quiet)
@@ -482,8 +482,8 @@ async def test_hostile_names_values_and_predicates_cannot_forge_the_block(
 
 
 def test_the_note_names_what_memory_lacks_not_how_the_question_words_it() -> None:
-    from memory_core.coverage import Shown, assess
-    from memory_core.reconstruction_config import CoverageConfig
+    from memory_core.reconstruction.config import CoverageConfig
+    from memory_core.reconstruction.coverage import Shown, assess
 
     config = CoverageConfig()
     shown = [Shown("fragment 1", "Gina won a trophy at the dance contest in May."),

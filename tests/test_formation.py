@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends, FormationConfig
-from memory_core.formation.llm import LiteLLMGenerator
-from memory_core.formation.llm_stages import LLMNormaliser, LLMRelationExtractor
+from memory_core.formation.models.llm import LiteLLMGenerator
+from memory_core.formation.models.llm_stages import LLMNormaliser, LLMRelationExtractor
 from proxy.fake_upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,7 +394,7 @@ def _reference_mentions(text: str, known: list[str]) -> list[tuple[int, int, str
     overlapping), minus the spans nested in another."""
     import re
 
-    from memory_core.names import extract_names
+    from memory_core.text.names import extract_names
 
     spans: set[tuple[int, int]] = set()
     for name in [*extract_names(text), *known]:
@@ -411,7 +411,7 @@ def _reference_mentions(text: str, known: list[str]) -> list[tuple[int, int, str
     known=st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=3).map("".join)),
 )
 def test_lexical_ner_matches_the_one_regex_per_name_rule(text: str, known: list[str]) -> None:
-    from memory_core.formation.ner import LexicalNER
+    from memory_core.formation.stages.ner import LexicalNER
 
     found = [(m.start, m.end, m.surface) for m in LexicalNER().mentions(text, known)]
     assert found == _reference_mentions(text, known)

@@ -29,8 +29,8 @@ from memory_core.formation import (
     parse_formation,
 )
 from memory_core.formation.interfaces import FragmentView, Mention
-from memory_core.formation.ner import LexicalNER
-from memory_core.formation.relations import PatternRelations
+from memory_core.formation.stages.ner import LexicalNER
+from memory_core.formation.stages.relations import PatternRelations
 from memory_core.formation.writer import cooccurrences
 from memory_core.storage import connect
 
@@ -259,7 +259,7 @@ from pathlib import Path
 import numpy as np
 from memory_core import MemoryStore
 from memory_core.formation import FormationConfig, build_backends
-from memory_core.formation.ner import LexicalNER
+from memory_core.formation.stages.ner import LexicalNER
 
 class Encoder:
     name, dimension = "fake-hash", 8

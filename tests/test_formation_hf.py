@@ -19,14 +19,14 @@ import pytest
 import torch
 import transformers
 
-from memory_core.formation.hf import (
+from memory_core.formation.interfaces import BackendError, Mention
+from memory_core.formation.models.hf import (
     TokenTag,
     TransformersGenerator,
     TransformersMentionEncoder,
     TransformersNER,
     tags_to_mentions,
 )
-from memory_core.formation.interfaces import BackendError, Mention
 
 # Token 0 is an ordinary word, so a causal LM whose logits all tie answers "hello".
 VOCAB = [

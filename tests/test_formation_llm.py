@@ -21,9 +21,13 @@ from memory_core.formation.interfaces import (
     Normalised,
     RelationCandidate,
 )
-from memory_core.formation.llm import LiteLLMGenerator
-from memory_core.formation.llm_stages import LLMNormaliser, LLMRelationExtractor, LLMSegmenter
-from memory_core.formation.structured import extract_json, structured_call, validate_schema
+from memory_core.formation.models.llm import LiteLLMGenerator
+from memory_core.formation.models.llm_stages import (
+    LLMNormaliser,
+    LLMRelationExtractor,
+    LLMSegmenter,
+)
+from memory_core.formation.models.structured import extract_json, structured_call, validate_schema
 from proxy.fake_upstream import FakeUpstream
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from memory_core.graph import (
     Traversal,
     pulse,
 )
-from memory_core.graph_holder import GraphHolder
+from memory_core.index.holder import GraphHolder
 
 from .test_graph_reference import SmallGraph, dense_weights, small_graphs, traversals
 

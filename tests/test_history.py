@@ -14,9 +14,9 @@ from memory_core import LogMessage, MemoryStore
 from memory_core.dream import DreamConfig
 from memory_core.errors import MemoryChangedError, SnapshotNotFoundError, StorageError
 from memory_core.formation import Backends
-from memory_core.storage import history as history_rows
 from memory_core.storage import integrity_check, journal, transaction
 from memory_core.storage.journal import TRACKED
+from memory_core.storage.tables import history as history_rows
 
 T0 = 1_700_000_000.0
 

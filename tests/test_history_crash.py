@@ -26,10 +26,10 @@ import yaml
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
-from memory_core.storage import history as history_rows
 from memory_core.storage import integrity_check
 from memory_core.storage.db import connect
 from memory_core.storage.journal import TRACKED
+from memory_core.storage.tables import history as history_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ("Who went to Lisbon?", "Where did Greta go?", "Who travelled with Hugo?")

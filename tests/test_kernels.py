@@ -7,11 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import LogMessage, MemoryStore, area_retrieval, lexical
-from memory_core import nearest as nearest_module
+from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
-from memory_core.graph import activation, field, growth, induced, push, region_terms
-from memory_core.kernels import compile_kernels
+from memory_core.graph import activation
+from memory_core.graph.compiled import field, growth, induced, push, region_terms
+from memory_core.index import lexical
+from memory_core.index import nearest as nearest_module
+from memory_core.retrieval import area as area_retrieval
+from memory_core.retrieval.kernels import compile_kernels
 
 _KERNELS = [
     push.push_rounds,

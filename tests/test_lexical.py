@@ -1,4 +1,4 @@
-"""The in-memory BM25 beside the graph gives FTS5's bm25() scores (memory_core.lexical)."""
+"""The in-memory BM25 beside the graph gives FTS5's bm25() scores (memory_core.index.lexical)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import LogMessage, MemoryStore, lexical, retrieval
+from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
-from memory_core.retrieval import indexed_search_scores, query_terms, search_scores
-from memory_core.storage import fragments
+from memory_core.index import lexical
+from memory_core.retrieval import bm25 as retrieval
+from memory_core.retrieval.bm25 import indexed_search_scores, query_terms, search_scores
+from memory_core.storage.tables import fragments
 
 WORDS = [
     "bicycle", "bicycles", "Bicycle", "café", "cafe", "CAFÉS", "running", "runs", "ran",

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core import nearest as nearest_module
-from memory_core.nearest import BITS, PREFIX_WORDS, WORDS, codes, nearest, prefixes
+from memory_core.index import nearest as nearest_module
+from memory_core.index.nearest import BITS, PREFIX_WORDS, WORDS, codes, nearest, prefixes
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.asked import AskedQuestions
 from memory_core.formation import Backends
-from memory_core.storage import question_vectors
+from memory_core.log.asked import AskedQuestions
+from memory_core.storage.tables import question_vectors
 
 T0 = 1_700_000_000.0
 

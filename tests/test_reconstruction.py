@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core import Reconstruction, default_counter
-from memory_core.reconstruction import reconstruct, speaker_label
-from memory_core.reconstruction_config import CoverageConfig, ReconstructionConfig
-from memory_core.retrieval import Hit
+from memory_core.reconstruction.config import CoverageConfig, ReconstructionConfig
+from memory_core.reconstruction.render import reconstruct, speaker_label
+from memory_core.retrieval.bm25 import Hit
 
 COUNTER = default_counter()
 _WORD = re.compile(r"[^\W_]+")

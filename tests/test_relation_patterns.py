@@ -1,6 +1,6 @@
 """The offline pattern relation extractor in English, Portuguese and Spanish
-(``memory_core/formation/relations.py``), negation and its mutation classification
-(``memory_core/formation/mutations.py``), and its measured precision and recall
+(``memory_core/formation/stages/relations.py``), negation and its mutation classification
+(``memory_core/formation/stages/mutations.py``), and its measured precision and recall
 (``scripts/eval_patterns.py`` over ``tests/data/relation_sentences.jsonl``)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
 from memory_core.formation.interfaces import FragmentView, RelationCandidate
-from memory_core.formation.relations import (
+from memory_core.formation.stages.relations import (
     _RULES,
     CORRECTION,
     FUNCTIONAL,

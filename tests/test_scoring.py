@@ -1,4 +1,4 @@
-"""The fragment score: a pure, explainable weighted sum of terms (memory_core.scoring)."""
+"""The fragment score: a pure, explainable weighted sum of terms (memory_core.retrieval.scoring)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memory_core.scoring import TERMS, Candidates, ScoringConfig, rank, rank_computing, score
+from memory_core.retrieval.scoring import (
+    TERMS,
+    Candidates,
+    ScoringConfig,
+    rank,
+    rank_computing,
+    score,
+)
 
 
 def _candidates(**overrides: object) -> Candidates:

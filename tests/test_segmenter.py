@@ -1,4 +1,4 @@
-"""The offline embedding segmenter (memory_core.formation.segmenter), over fake vectors."""
+"""The offline embedding segmenter (memory_core.formation.stages.segmenter), over fake vectors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from memory_core.formation.interfaces import BackendError, Segmenter
-from memory_core.formation.segmenter import (
+from memory_core.formation.stages.segmenter import (
     EmbeddingSegmenter,
     exchange_similarities,
     utterance_weights,

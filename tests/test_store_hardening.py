@@ -34,8 +34,8 @@ from memory_core import (
     check_timestamp,
 )
 from memory_core.formation import Backends, FormationConfig, build_backends
-from memory_core.log import stored_timestamp
-from memory_core.retrieval import QUESTION_CHARS, fetch_hits, question_excerpt
+from memory_core.log.messages import stored_timestamp
+from memory_core.retrieval.bm25 import QUESTION_CHARS, fetch_hits, question_excerpt
 from memory_core.storage import connect, retry_busy, transaction
 
 MAY_2023 = 1_683_504_000.0

@@ -1,10 +1,11 @@
-"""One notion of a word for the graph, retrieval, reconstruction and linking (memory_core.text)."""
+"""One notion of a word for the graph, retrieval, reconstruction and linking
+(memory_core.text.words)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory_core.text import (
+from memory_core.text.words import (
     MAX_QUERY_TERMS,
     content_stems,
     normalise_name,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.tokens import (
+from memory_core.text.tokens import (
     DEFAULT_MAX_NAMES,
     DEFAULT_TOKENIZER,
     MAX_MODEL_CHARS,
@@ -202,7 +202,7 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.getaddrinfo = refuse
-from memory_core.tokens import counter_for
+from memory_core.text.tokens import counter_for
 models = ("gpt-4o", "gpt-4", "text-davinci-003", "davinci", "claude-sonnet-4", "deepseek-chat",
           None)
 counters = [counter_for(m) for m in models]

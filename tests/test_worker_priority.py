@@ -1,4 +1,4 @@
-"""The formation worker's scheduling (:mod:`memory_core.worker_priority`).
+"""The formation worker's scheduling (:mod:`memory_core.worker.priority`).
 
 Run in a child process: going under ``SCHED_IDLE`` changes every thread of the process
 that does it, and the test process must keep its own priority.
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import worker_priority
-from memory_core.worker_priority import Priority
+from memory_core.worker import priority as worker_priority
+from memory_core.worker.priority import Priority
 
 ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = textwrap.dedent(
     """
     import json, os, threading, time
-    from memory_core.worker_priority import Priority, _may_leave_idle
+    from memory_core.worker.priority import Priority, _may_leave_idle
 
     def policy(tid=None):
         tid = threading.get_native_id() if tid is None else tid

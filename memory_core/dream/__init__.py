@@ -3,7 +3,7 @@
 A cycle (:class:`Dreamer`) examines what was formed since the last one, merges duplicate
 entities and topics, links related topics, strengthens restated claims, reinforces
 co-occurrences seen again (the others decay), records the changes and conflicts it finds
-without choosing a truth, and ends in a snapshot of memory (:mod:`memory_core.history`)
+without choosing a truth, and ends in a snapshot of memory (:mod:`memory_core.history.snapshots`)
 that can be rolled back. Who decides a candidate is a backend (:data:`JUDGES`: rules
 offline, or a served model); how is ``dream:`` in config.yaml (:class:`DreamConfig`);
 when is the policy's ``dream:`` section (:mod:`policies.dream`).

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..storage import Connection
-from ..storage import dream as rows
-from ..storage.dream import EntityProfile, NewRelation
+from ..storage.tables import dream as rows
+from ..storage.tables.dream import EntityProfile, NewRelation
 from .config import DreamConfig
 from .judges import ContextPair, EntityPair, context_similarity
 

@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..formation.relations import CORRECTION, is_functional
-from ..history_views import DiffSource
+from ..formation.stages.relations import CORRECTION, is_functional
+from ..history.views import DiffSource
 from ..storage import Connection
-from ..storage import dream as rows
-from ..storage import fragments as fragment_rows
-from ..storage.dream import EntityProfile, NewRelation
-from ..text import opens_as_correction
+from ..storage.tables import dream as rows
+from ..storage.tables import fragments as fragment_rows
+from ..storage.tables.dream import EntityProfile, NewRelation
+from ..text.words import opens_as_correction
 from .config import DreamConfig
 from .judges import ContextPair, EntityPair, Verdict
 from .report import Decision, DecisionKind

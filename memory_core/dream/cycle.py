@@ -9,12 +9,12 @@
 3. **Write** (one transaction, on the formation connection): merges, reviews, links,
    strengths, reinforcement (:mod:`.consolidate`), the Dreamer's state moved to the
    material read, then the snapshot that folds in the journal (formation since the
-   previous snapshot) and this cycle's own change (:func:`memory_core.history.fold`), a
+   previous snapshot) and this cycle's own change (:func:`memory_core.history.snapshots.fold`), a
    new generation, and old snapshots pruned. A crash at any point leaves the previous
    snapshot current and the store as it was before this transaction.
 
 The write re-checks that no other cycle or rollback committed since the read (the
-caller holds the tenant's lock, :mod:`memory_core.exclusive`, so this is a guard against
+caller holds the tenant's lock, :mod:`memory_core.store.exclusive`, so this is a guard against
 another writer that ignores it) and applies nothing if one did. Rows formed while the
 cycle ran (row ids above what was read) are examined by the next one.
 """
@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import history
 from ..errors import DreamBusyError
+from ..history import snapshots as history
 from ..storage import Connection, journal, read_snapshot, transaction
-from ..storage import dream as rows
-from ..storage import history as history_rows
+from ..storage.tables import dream as rows
+from ..storage.tables import history as history_rows
 from .candidates import Material, read_material
 from .config import DreamConfig
 from .consolidate import Consolidation, Decisions

@@ -19,10 +19,10 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ..formation.interfaces import BackendError
-from ..formation.llm import LiteLLMGenerator
-from ..formation.structured import TextGenerator, structured_call
+from ..formation.models.llm import LiteLLMGenerator
+from ..formation.models.structured import TextGenerator, structured_call
 from ..registry import Registry
-from ..storage.dream import ContextProfile, EntityProfile
+from ..storage.tables.dream import ContextProfile, EntityProfile
 from .config import DreamConfig
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..history_views import DiffSource
+from ..history.views import DiffSource
 
 __all__ = ["DECISION_KINDS", "Decision", "DecisionKind", "DreamReport"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TypeVar
 
-from ..embeddings import Encoder, MiniLMEncoder
 from ..registry import NameTable, Registry
+from ..text.embeddings import Encoder, MiniLMEncoder
 from .config import FormationConfig
 from .interfaces import (
     Interpretation,
@@ -32,12 +32,12 @@ from .interfaces import (
     Segmenter,
     Vectors,
 )
-from .ner import LexicalNER
-from .normalise import StopwordNormaliser
+from .models.structured import TextGenerator
 from .pipeline import Backends
-from .relations import PatternRelations
-from .segmenter import EmbeddingSegmenter
-from .structured import TextGenerator
+from .stages.ner import LexicalNER
+from .stages.normalise import StopwordNormaliser
+from .stages.relations import PatternRelations
+from .stages.segmenter import EmbeddingSegmenter
 
 __all__ = [
     "MENTION_ENCODERS",
@@ -77,7 +77,7 @@ class SentenceEncoder:
 
     def reuse_key(self, text: str) -> str | None:
         """The key under which the question vector of ``text`` may stand for its stored
-        vector (:mod:`memory_core.storage.question_vectors`), or None when the question
+        vector (:mod:`memory_core.storage.tables.question_vectors`), or None when the question
         path computes anything else (then a stored text is always encoded). The key is a
         digest of the encoder's identity (model, runtime, wordpiece cap) and the text."""
         encoder = self._encoder
@@ -144,7 +144,7 @@ def _embedding_segmenter(context: BuildContext) -> Segmenter:
 
 def _generated_segmenter(kind: str) -> _Factory[Segmenter]:
     def build(context: BuildContext) -> Segmenter:
-        from .llm_stages import LLMSegmenter
+        from .models.llm_stages import LLMSegmenter
 
         return LLMSegmenter(context.generator(kind))
 
@@ -152,13 +152,13 @@ def _generated_segmenter(kind: str) -> _Factory[Segmenter]:
 
 
 def _llm_normaliser(context: BuildContext) -> Normaliser:
-    from .llm_stages import LLMNormaliser
+    from .models.llm_stages import LLMNormaliser
 
     return LLMNormaliser(context.generator("llm"))
 
 
 def _transformers_ner(context: BuildContext) -> MentionDetector:
-    from .hf import TransformersNER
+    from .models.hf import TransformersNER
 
     stage = context.config.stage("ner")
     ner = TransformersNER(str(stage.model), stage.model_path, config_key="formation.ner")
@@ -167,7 +167,7 @@ def _transformers_ner(context: BuildContext) -> MentionDetector:
 
 
 def _transformers_mentions(context: BuildContext) -> MentionEncoder:
-    from .hf import TransformersMentionEncoder
+    from .models.hf import TransformersMentionEncoder
 
     stage = context.config.stage("mentions")
     encoder = TransformersMentionEncoder(
@@ -179,7 +179,7 @@ def _transformers_mentions(context: BuildContext) -> MentionEncoder:
 
 def _generated_relations(kind: str) -> _Factory[RelationExtractor]:
     def build(context: BuildContext) -> RelationExtractor:
-        from .llm_stages import LLMRelationExtractor
+        from .models.llm_stages import LLMRelationExtractor
 
         return LLMRelationExtractor(context.generator(kind))
 
@@ -205,7 +205,7 @@ RELATION_EXTRACTORS.register(
 
 
 def _llm(config: FormationConfig) -> TextGenerator:
-    from .llm import LiteLLMGenerator
+    from .models.llm import LiteLLMGenerator
 
     llm = config.llm
     key = os.environ.get(llm.api_key_env) if llm.api_key_env else None
@@ -219,7 +219,7 @@ def _llm(config: FormationConfig) -> TextGenerator:
 
 
 def _causal(config: FormationConfig) -> TextGenerator:
-    from .hf import TransformersGenerator
+    from .models.hf import TransformersGenerator
 
     causal = config.causal_lm
     generator = TransformersGenerator(

@@ -19,8 +19,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..configuration import ConfigModel, ConfigurationError, Document, Name, validate
-from ..embeddings import DEFAULT_RUNTIME, RUNTIMES
 from ..errors import MemoryCoreError
+from ..text.embeddings import DEFAULT_RUNTIME, RUNTIMES
 
 __all__ = [
     "CausalLMConfig",
@@ -113,7 +113,7 @@ class ContextConfig(ConfigModel):
 
 class EncoderConfig(ConfigModel):
     """How the sentence encoder (the shipped MiniLM) runs: ``runtime`` is a name in
-    :data:`~memory_core.embeddings.RUNTIMES` (``onnx-int8``, the default: int8 weights,
+    :data:`~memory_core.text.embeddings.RUNTIMES` (``onnx-int8``, the default: int8 weights,
     one text per call, 2.4x the float32 texts/s, cosine to the float32 vectors >= 0.985 on
     LoCoMo; ``onnx``, float32 reference vectors; ``torch``); ``question_weights`` what a
     question is encoded with at retrieval under ``onnx``: ``int8`` (the int8 graph: 2.4x

@@ -138,7 +138,7 @@ class QuestionEncoder(MentionEncoder, Protocol):
 
     def reuse_key(self, text: str) -> str | None:
         """Where a question's vector may serve as the stored vector of the same text: its
-        key (see :mod:`memory_core.storage.question_vectors`); else None."""
+        key (see :mod:`memory_core.storage.tables.question_vectors`); else None."""
         ...
 
 

@@ -54,15 +54,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import MemoryCoreError
-from ..log import stored_timestamp
-from ..names import NameIndex
-from ..storage import Connection, journal, question_vectors, transaction
-from ..storage import contexts as context_rows
-from ..storage import log as log_rows
-from ..storage.log import MAX_ATTEMPTS
+from ..log.messages import stored_timestamp
+from ..storage import Connection, journal, transaction
+from ..storage.tables import contexts as context_rows
+from ..storage.tables import log as log_rows
+from ..storage.tables import question_vectors
+from ..storage.tables.log import MAX_ATTEMPTS
+from ..text.names import NameIndex
 from .budget import RowBudget
 from .config import FormationConfig
-from .contexts import ContextCache
 from .interfaces import (
     BackendError,
     Backends,
@@ -74,8 +74,9 @@ from .interfaces import (
     Vectors,
 )
 from .items import Failure, Item
-from .linking import EntityCache, context_vector
-from .normalise import StopwordNormaliser
+from .stages.contexts import ContextCache
+from .stages.linking import EntityCache, context_vector
+from .stages.normalise import StopwordNormaliser
 from .state import load_contexts, load_entities, save_contexts, save_entities, vector
 from .writer import Counts, GraphWriter
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..storage import Connection
-from ..storage import contexts as context_rows
-from ..storage import entities as entity_rows
-from .contexts import ContextCache, ContextState
+from ..storage.tables import contexts as context_rows
+from ..storage.tables import entities as entity_rows
 from .interfaces import Vectors
-from .linking import EntityCache, EntityState
+from .stages.contexts import ContextCache, ContextState
+from .stages.linking import EntityCache, EntityState
 
 __all__ = ["blob", "load_contexts", "load_entities", "save_contexts", "save_entities", "vector"]
 

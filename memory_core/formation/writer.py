@@ -16,20 +16,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..storage import Connection
-from ..storage import contexts as context_rows
-from ..storage import entities as entity_rows
-from ..storage import fragments as fragment_rows
-from ..storage import log as log_rows
-from ..storage import relations as relation_rows
-from ..storage.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
-from ..text import content_stems, opens_as_correction, query_terms
+from ..storage.tables import contexts as context_rows
+from ..storage.tables import entities as entity_rows
+from ..storage.tables import fragments as fragment_rows
+from ..storage.tables import log as log_rows
+from ..storage.tables import relations as relation_rows
+from ..storage.tables.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
+from ..text.words import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
-from .contexts import ContextCache, ContextState
 from .interfaces import Backends, Vectors
 from .items import Failure, Item
-from .linking import EntityCache, EntityState, normalise_name
-from .mutations import record_relation
-from .relations import CORRECTION, SPEAKER
+from .stages.contexts import ContextCache, ContextState
+from .stages.linking import EntityCache, EntityState, normalise_name
+from .stages.mutations import record_relation
+from .stages.relations import CORRECTION, SPEAKER
 from .state import blob
 
 __all__ = ["Counts", "GraphWriter", "cooccurrences"]

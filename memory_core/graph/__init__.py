@@ -1,6 +1,6 @@
 """Graph engine and area retrieval (DESIGN.md §7): pure numerics, no SQLite, no I/O.
 
-A query pins one :class:`GraphVersion` (published by ``memory_core.graph_holder``), runs
+A query pins one :class:`GraphVersion` (published by ``memory_core.index.holder``), runs
 :func:`pulse` from its foci, and hands the :class:`Activation` to :func:`select_area`,
 which returns the chosen region whole, its representative, every candidate with its score
 terms, and the ranked fragments. :func:`damped_wave` is the wave variant (``AreaConfig.operator``).

@@ -72,9 +72,9 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from .compiled.push import push_rounds
 from .csr import GraphVersion
 from .errors import GraphConfigError, GraphError
-from .push import push_rounds
 from .traversal import Traversal
 
 __all__ = ["Activation", "PulseConfig", "combine", "pulse"]

@@ -58,13 +58,13 @@ import numpy.typing as npt
 
 from ..registry import Registry, UnknownNameError
 from .activation import Activation
+from .compiled.field import local_arrays
+from .compiled.growth import grow_all
+from .compiled.region_terms import candidate_terms
 from .csr import GraphVersion
 from .edges import EdgeList
 from .errors import GraphConfigError
-from .field import local_arrays
-from .growth import grow_all
 from .kinds import MAX_EDGE_TYPES, NodeKind
-from .region_terms import candidate_terms
 from .traversal import Traversal
 from .wave import WaveConfig, WaveResult, damped_wave, region_laplacian
 

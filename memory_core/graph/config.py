@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from ..configuration import ConfigModel, ConfigurationError, Document, validate
-from ..scoring import ScoringConfig
+from ..retrieval.scoring import ScoringConfig
 from .activation import PulseConfig
 from .area import OPERATORS, AreaConfig
 from .csr import DEFAULT_MAX_DELTA_EDGES

@@ -16,7 +16,7 @@ A :class:`GraphVersion` is what a query pins. It holds
 Nothing is ever mutated: :meth:`GraphVersion.with_delta` and :meth:`GraphVersion.rebuild`
 return new versions that share the arrays they did not change, so a query holding an old
 version keeps reading exactly what it pinned. Publishing is the job of
-:class:`memory_core.graph_holder.GraphHolder`.
+:class:`memory_core.index.holder.GraphHolder`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .compiled.induced import base_positions_within
 from .edges import EdgeList
 from .errors import GraphError
-from .induced import base_positions_within
 from .traversal import Traversal
 
 __all__ = ["CSR", "Arcs", "GraphVersion", "ReverseIndex", "isin_sorted"]

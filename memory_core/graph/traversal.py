@@ -104,5 +104,5 @@ DEFAULT_TRAVERSAL = Traversal(
 """Named preset: mentions, relations and dialogue links (next both ways, answers doubled:
 a question turn hands most of its mass to its answer) at full weight, weaker
 context/session/time links. Measured on LoCoMo with the score of
-:mod:`memory_core.area_retrieval`: next/answers at (0.3, 0.3)/(1, 1) gave recall@10 0.684
+:mod:`memory_core.retrieval.area`: next/answers at (0.3, 0.3)/(1, 1) gave recall@10 0.684
 against 0.704 for these."""

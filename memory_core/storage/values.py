@@ -3,8 +3,8 @@
 Rows written before the log validated its input (or by hand) may hold anything in a
 column: a timestamp that is inf, nan, 1e308 or text, a text column holding NULL or
 bytes. Every typed row this package returns is read through these functions.
-``memory_core.log`` re-exports the timestamp bounds and :func:`stored_timestamp` next to
-:func:`~memory_core.log.check_timestamp`, the rule they mirror for what is written.
+``memory_core.log.messages`` re-exports the timestamp bounds and :func:`stored_timestamp` next to
+:func:`~memory_core.log.messages.check_timestamp`, the rule they mirror for what is written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ MAX_TIMESTAMP = 7_258_118_400.0
 
 def stored_timestamp(value: object) -> float | None:
     """A timestamp column as read back: its value if it is epoch seconds in
-    ``[MIN_TIMESTAMP, MAX_TIMESTAMP)`` (what :func:`memory_core.log.check_timestamp`
+    ``[MIN_TIMESTAMP, MAX_TIMESTAMP)`` (what :func:`memory_core.log.messages.check_timestamp`
     accepts), else None (unknown): inf, nan, out of range, NULL, text, bytes."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None

@@ -1,0 +1,2 @@
+"""The offline stages of formation: segmentation, context assignment, normalisation, NER,
+mention linking, relation patterns and mutation classification."""

@@ -1,0 +1,215 @@
+"""Fragment scoring for area retrieval: a pure function from term arrays to scores.
+
+Retrieval is fetch, score, render. Fetching (``area_retrieval``) gathers the candidate
+fragments and, for each, every score term as a share in [0, 1]; this module weighs and
+ranks them; reconstruction renders the winners. Nothing here reads SQLite, the graph or
+a clock, so the ranking can be tested, explained and tuned on arrays alone, and every
+term of every fragment is reported as it was used (receipts, ``GET /memory/area``).
+
+The score of a fragment is the weighted sum of its terms (weights: :class:`ScoringConfig`,
+``retrieval.scoring`` in config.yaml)::
+
+    score = w_bm25 * bm25 + w_activation * activation + w_convergence * convergence
+          + w_similarity * similarity + w_area * area
+
+* ``bm25``: its BM25 score over the best BM25 score of the question;
+* ``activation``: its total activation over the largest total among fragments;
+* ``convergence``: the share of the question's foci that bring it at least
+  ``convergence_share`` of their own peak (foci meeting on one fragment);
+* ``similarity``: the cosine of its embedding to the question's, floored at 0;
+* ``area``: the chosen area's own ranking of its fragments over the best one (pulse:
+  activation times evenness across foci; wave: interference); 0 outside the area.
+
+A fragment formed after the graph version the query pinned has no graph or vector terms
+yet: they are *imputed* as equal to its BM25 share, so it competes at full scale on BM25
+alone (and the report says so). Ranking keeps fragments with a positive score, best
+first, ties broken by the smaller fragment id, so a ranking is reproducible.
+
+Why these default weights (LoCoMo dev, recall@10, ``docs/evaluation.md``): without the
+convergence term recall fell from 0.696 to 0.655, without the graph terms to 0.640; area
+weights above 0.1 lowered it (0.692 at 0.2, 0.682 at 0.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field, model_validator
+
+from ..configuration import ConfigModel
+
+__all__ = ["TERMS", "Candidates", "ScoringConfig", "rank", "rank_computing", "score"]
+
+TERMS = ("bm25", "activation", "convergence", "similarity", "area")
+"""The score terms, in the column order of :attr:`Candidates.terms`."""
+
+_IMPUTED = ("activation", "convergence", "similarity")
+"""The terms a fragment newer than the pinned graph version takes from its BM25 share."""
+
+Floats = npt.NDArray[np.float64]
+Int64s = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+
+class ScoringConfig(ConfigModel):
+    """Weights of the per-fragment score terms (``retrieval.scoring`` in config.yaml)."""
+
+    bm25: float = Field(1.0, ge=0, description="weight of the BM25 share (score / best score)")
+    activation: float = Field(0.5, ge=0, description="weight of the total activation share")
+    convergence: float = Field(
+        1.0, ge=0, description="weight of the share of foci that reach the fragment"
+    )
+    similarity: float = Field(
+        0.5, ge=0, description="weight of the embedding cosine to the question (floored at 0)"
+    )
+    area: float = Field(0.1, ge=0, description="weight of the chosen area's own ranking")
+    convergence_share: float = Field(
+        0.05, gt=0, le=1, description="a focus reaches a fragment with >= this share of its peak"
+    )
+    seeds: int = Field(
+        20, ge=1, le=1000, description="fragments seeding the BM25 and the dense focus"
+    )
+    candidates: int = Field(
+        50, ge=1, le=10_000, description="BM25 and nearest-by-embedding fragments scored"
+    )
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ScoringConfig:
+        if not any(getattr(self, term) > 0 for term in TERMS):
+            raise ValueError("at least one term weight must be positive (else nothing ranks)")
+        return self
+
+    def weights(self) -> Floats:
+        """The weights in :data:`TERMS` order."""
+        return np.array([getattr(self, term) for term in TERMS], dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """The fragments a query scores, one row each, and every term of each.
+
+    Invariants: ``terms`` has shape ``(len(fragment_ids), len(TERMS))`` with every value
+    in [0, 1]; fragment ids are distinct; ``imputed[i]`` is True when row ``i`` is a
+    fragment the pinned graph version does not hold (its graph and vector terms are then
+    its BM25 share, filled in by :meth:`of`).
+    """
+
+    fragment_ids: Int64s
+    terms: Floats
+    imputed: Bools
+
+    @classmethod
+    def of(
+        cls,
+        fragment_ids: npt.ArrayLike,
+        *,
+        bm25: npt.ArrayLike,
+        activation: npt.ArrayLike,
+        convergence: npt.ArrayLike,
+        similarity: npt.ArrayLike,
+        area: npt.ArrayLike,
+        imputed: npt.ArrayLike,
+    ) -> Candidates:
+        """Columns to rows, each value clipped into [0, 1] (NaN counts as 0); imputed rows
+        take their BM25 share for the graph terms."""
+        ids = np.asarray(fragment_ids, dtype=np.int64)
+        columns = {
+            "bm25": bm25,
+            "activation": activation,
+            "convergence": convergence,
+            "similarity": similarity,
+            "area": area,
+        }
+        terms = np.zeros((ids.shape[0], len(TERMS)))
+        for j, term in enumerate(TERMS):
+            column = np.asarray(columns[term], dtype=np.float64)
+            terms[:, j] = np.clip(np.nan_to_num(column, nan=0.0, posinf=1.0, neginf=0.0), 0, 1)
+        newer = np.asarray(imputed, dtype=bool)
+        for term in _IMPUTED:
+            terms[newer, TERMS.index(term)] = terms[newer, 0]
+        return cls(ids, terms, newer)
+
+    def __len__(self) -> int:
+        return int(self.fragment_ids.shape[0])
+
+    def row(self, i: int) -> dict[str, float]:
+        """Row ``i``'s terms by name."""
+        return {term: float(v) for term, v in zip(TERMS, self.terms[i], strict=True)}
+
+
+def score(candidates: Candidates, config: ScoringConfig) -> Floats:
+    """Each candidate's weighted sum of terms (see the module docstring)."""
+    return candidates.terms @ config.weights()
+
+
+def rank(candidates: Candidates, config: ScoringConfig, limit: int) -> tuple[Int64s, Floats]:
+    """The row indices of the ``limit`` best candidates with a positive score, best
+    first (ties: smaller fragment id first), and every candidate's score."""
+    scores = score(candidates, config)
+    positive = _best_rows(scores, np.flatnonzero(scores > 0), max(limit, 0))
+    order = np.lexsort((candidates.fragment_ids[positive], -scores[positive]))
+    return positive[order[: max(limit, 0)]], scores
+
+
+def _best_rows(values: Floats, rows: Int64s, k: int) -> Int64s:
+    """Those of ``rows`` whose value is at least the ``k``-th largest among them (ties
+    at the bar all kept, so sorting them finds the same ``k`` best as sorting all), in
+    row order; a partition instead of a sort of every candidate (thousands at 100k
+    fragments, for the ten best)."""
+    if k <= 0:
+        return rows[:0]
+    if rows.shape[0] <= k:
+        return rows
+    bar = np.partition(values[rows], rows.shape[0] - k)[rows.shape[0] - k]
+    kept: Int64s = rows[values[rows] >= bar]
+    return kept
+
+
+def rank_computing(
+    candidates: Candidates,
+    config: ScoringConfig,
+    limit: int,
+    term: str,
+    compute: Callable[[Int64s], Floats],
+) -> tuple[Candidates, Int64s, Floats]:
+    """:func:`rank` when one term is costly (a cosine needs the fragment's vector): the
+    term is computed, by ``compute(rows)``, only for the rows that could still reach the
+    top ``limit``, and the candidates are returned with it filled in.
+
+    Exact: every term is at most 1 and every weight at least 0, so a row whose score
+    without the term plus the term's weight stays below the ``limit``-th best score of
+    rows already complete can never rank; it keeps 0 for the term and is never among
+    those returned. Imputed rows keep their imputed value (it is already complete). The
+    returned rows always have the term computed, also when its weight is 0 (a report
+    shows every term as it was).
+    """
+    j = TERMS.index(term)
+    weight = float(config.weights()[j])
+    terms = candidates.terms.copy()
+    done = candidates.imputed.copy()
+    if weight > 0.0 and limit > 0:
+        terms[~done, j] = 0.0
+        without = terms @ config.weights()
+        open_rows = np.flatnonzero(~done)
+        best = _best_rows(without, open_rows, limit)
+        first = best[np.argsort(-without[best], kind="stable")[:limit]]
+        _fill(terms, done, first, j, compute)
+        complete = np.sort((terms @ config.weights())[done])[::-1]
+        bar = complete[limit - 1] if complete.shape[0] >= limit else -np.inf
+        _fill(terms, done, np.flatnonzero(~done & (without + weight >= bar)), j, compute)
+    filled = Candidates(candidates.fragment_ids, terms, candidates.imputed)
+    order, scores = rank(filled, config, limit)
+    _fill(terms, done, order[~done[order]], j, compute)  # reported as used, even at weight 0
+    return filled, order, scores
+
+
+def _fill(
+    terms: Floats, done: Bools, rows: Int64s, j: int, compute: Callable[[Int64s], Floats]
+) -> None:
+    if rows.shape[0]:
+        value = np.nan_to_num(compute(rows), nan=0.0, posinf=1.0, neginf=0.0)
+        terms[rows, j] = np.clip(value, 0.0, 1.0)  # as Candidates.of clips every term
+        done[rows] = True

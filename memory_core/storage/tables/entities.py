@@ -1,0 +1,270 @@
+"""Entities, their aliases, and the mentions that link fragments to them.
+
+Homonyms are separate entity rows with the same name; aliases (other names, other
+languages, declared aliases) join names to one entity, unique per entity by their
+normalised form (``normalized``: see :func:`memory_core.formation.stages.linking.normalise_name`,
+which callers apply). A mention is a span of a fragment with the linker's decision.
+An entity's context vector is kept as a running sum (``vector_sum`` over ``vectors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from ..db import Connection, reading
+
+__all__ = [
+    "AliasRow",
+    "EntityAlias",
+    "EntityContext",
+    "EntityRow",
+    "EntitySummary",
+    "MentionRow",
+    "alias_names",
+    "aliases_of",
+    "aliases_since",
+    "all_aliases",
+    "all_entities",
+    "contexts_of",
+    "entity_ids_since",
+    "insert",
+    "insert_alias",
+    "insert_mention",
+    "mark_speaker",
+    "mentions_since",
+    "name_of",
+    "summaries",
+    "update",
+]
+
+EntityRow = tuple[int, str, str, bytes | None, int, int, int]
+"""``(id, name, label, vector_sum blob, vectors, mentions, is_speaker)``: an entity as
+formation loads it (plain tuples: formation loads every entity of a store)."""
+AliasRow = tuple[int, int, str]
+"""``(id, entity_id, alias)`` of an ``aliases`` row."""
+MentionRow = tuple[int, int, int]
+"""``(id, fragment_id, entity_id)`` of a ``mentions`` row."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySummary:
+    """An entity as inspection lists it (values as stored)."""
+
+    id: int
+    name: str
+    label: str
+    is_speaker: int
+    mentions: int
+    first_seen: object
+    last_seen: object
+    interpretation: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityAlias:
+    """One name of an entity, its language and where it was learned."""
+
+    alias: str
+    lang: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityContext:
+    """A context the entity is mentioned in, with how often."""
+
+    id: int
+    label: str
+    mentions: int
+
+
+def all_entities(conn: Connection) -> list[EntityRow]:
+    """Every entity (formation keeps them all in memory)."""
+    with reading("cannot read entities"):
+        return list(
+            conn.execute(
+                "SELECT id, name, label, vector_sum, vectors, mentions, is_speaker FROM entities"
+            )
+        )
+
+
+def all_aliases(conn: Connection) -> list[tuple[int, str]]:
+    """``(entity_id, alias)`` of every alias."""
+    with reading("cannot read aliases"):
+        return list(conn.execute("SELECT entity_id, alias FROM aliases"))
+
+
+def alias_names(conn: Connection) -> list[str]:
+    """Every alias (the names memory knows), in row order."""
+    with reading("cannot read aliases"):
+        return [row[0] for row in conn.execute("SELECT alias FROM aliases")]
+
+
+def name_of(conn: Connection, entity_id: int) -> str | None:
+    """An entity's name, or None when there is no such entity."""
+    with reading("cannot read entities"):
+        row = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def insert(
+    conn: Connection, *, name: str, label: str, ts: float, created_at: float, interpretation: str
+) -> int:
+    """A new entity, first and last seen at ``ts``, with no mention yet; its id."""
+    conn.execute(
+        "INSERT INTO entities (name, label, mentions, first_seen, last_seen, created_at,"
+        " interpretation) VALUES (?,?,0,?,?,?,?)",
+        (name, label, ts, ts, created_at, interpretation),
+    )
+    return int(conn.last_insert_rowid())
+
+
+def mark_speaker(conn: Connection, entity_id: int, name: str) -> None:
+    """The entity is a speaker (a person) and ``name`` its name."""
+    conn.execute(
+        "UPDATE entities SET name = ?, label = 'PER', is_speaker = 1 WHERE id = ?",
+        (name, entity_id),
+    )
+
+
+def update(
+    conn: Connection,
+    entity_id: int,
+    *,
+    vector_sum: bytes | None,
+    vectors: int,
+    mentions: int,
+    seen: float,
+) -> None:
+    """Store an entity's running context vector and mention count; ``seen`` moves its
+    last time forward (never back)."""
+    conn.execute(
+        "UPDATE entities SET vector_sum = ?, vectors = ?, mentions = ?,"
+        " last_seen = max(last_seen, ?) WHERE id = ?",
+        (vector_sum, vectors, mentions, seen, entity_id),
+    )
+
+
+def insert_alias(
+    conn: Connection,
+    *,
+    entity_id: int,
+    alias: str,
+    normalized: str,
+    lang: str | None,
+    source: str,
+    fragment_id: int | None,
+) -> None:
+    """A name of the entity (ignored when the entity has it already, by ``normalized``)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO aliases (entity_id, alias, normalized, lang, source,"
+        " fragment_id) VALUES (?,?,?,?,?,?)",
+        (entity_id, alias, normalized, lang, source, fragment_id),
+    )
+
+
+def insert_mention(
+    conn: Connection,
+    *,
+    fragment_id: int,
+    entity_id: int,
+    start: int,
+    end: int,
+    surface: str,
+    label: str,
+    confidence: float,
+    link_score: float,
+    link_reason: str,
+    ner: str,
+    linker: str,
+) -> None:
+    """A span of a fragment linked to an entity, with the linker's score and reason."""
+    conn.execute(
+        "INSERT INTO mentions (fragment_id, entity_id, start, end, surface, label,"
+        " confidence, link_score, link_reason, ner, linker) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            fragment_id,
+            entity_id,
+            start,
+            end,
+            surface,
+            label,
+            confidence,
+            link_score,
+            link_reason,
+            ner,
+            linker,
+        ),
+    )
+
+
+def entity_ids_since(conn: Connection, after: int) -> list[tuple[int]]:
+    """``(id,)`` of the entities with an id above ``after``, in id order."""
+    return list(conn.execute("SELECT id FROM entities WHERE id > ? ORDER BY id", (after,)))
+
+
+def mentions_since(conn: Connection, after: int) -> list[MentionRow]:
+    """Mentions with an id above ``after``, in id order."""
+    return list(
+        conn.execute(
+            "SELECT id, fragment_id, entity_id FROM mentions WHERE id > ? ORDER BY id", (after,)
+        )
+    )
+
+
+def aliases_since(conn: Connection, after: int) -> list[AliasRow]:
+    """Aliases with an id above ``after``, in id order."""
+    return list(
+        conn.execute("SELECT id, entity_id, alias FROM aliases WHERE id > ? ORDER BY id", (after,))
+    )
+
+
+# -- inspection (read-only views for people) ------------------------------------------------
+
+
+def summaries(conn: Connection, *, limit: int, normalized: str | None) -> list[EntitySummary]:
+    """Entities by number of mentions (only those with the alias ``normalized`` if given)."""
+    where, args = "", cast(tuple[str, ...], ())
+    if normalized is not None:
+        where = " WHERE e.id IN (SELECT entity_id FROM aliases WHERE normalized = ?)"
+        args = (normalized,)
+    with reading("inspection query failed"):
+        return [
+            EntitySummary(*row)
+            for row in conn.execute(
+                "SELECT e.id, e.name, e.label, e.is_speaker, e.mentions, e.first_seen,"
+                " e.last_seen, e.interpretation FROM entities e"
+                + where
+                + " ORDER BY e.mentions DESC, e.id LIMIT ?",
+                (*args, limit),
+            )
+        ]
+
+
+def aliases_of(conn: Connection, entity_id: int) -> list[EntityAlias]:
+    """The entity's names, in the order they were learned."""
+    with reading("inspection query failed"):
+        return [
+            EntityAlias(*row)
+            for row in conn.execute(
+                "SELECT alias, lang, source FROM aliases WHERE entity_id = ? ORDER BY id",
+                (entity_id,),
+            )
+        ]
+
+
+def contexts_of(conn: Connection, entity_id: int, limit: int) -> list[EntityContext]:
+    """The ``limit`` contexts whose fragments mention the entity most."""
+    with reading("inspection query failed"):
+        return [
+            EntityContext(*row)
+            for row in conn.execute(
+                "SELECT fc.context_id AS id, c.label, count(*) AS mentions FROM mentions m"
+                " JOIN fragment_contexts fc ON fc.fragment_id = m.fragment_id"
+                " AND fc.is_primary = 1"
+                " JOIN contexts c ON c.id = fc.context_id WHERE m.entity_id = ?"
+                " GROUP BY fc.context_id ORDER BY mentions DESC LIMIT ?",
+                (entity_id, limit),
+            )
+        ]

@@ -1,0 +1,85 @@
+"""Read-only views of what formation built, for people: entities, contexts, relations.
+
+Each function returns plain JSON-ready dictionaries with the sources that support what
+they show (fragment text, conversation and time), so a person can check any claim.
+Whatever is stored, the output is strict JSON: a time that is not a sane timestamp reads
+as None (:func:`.log.stored_timestamp`), and so does any other non-finite number. The
+queries are in :mod:`.storage` (:func:`.storage.entities.summaries` and its neighbours);
+each dictionary has the keys of its row's fields, in their order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from ..formation.stages.linking import normalise_name
+from ..log.messages import stored_timestamp
+from ..storage import Connection
+from ..storage.tables import contexts, entities, relations
+
+__all__ = ["list_contexts", "list_entities", "list_relations"]
+
+_TIMES = frozenset({"ts", "first_ts", "last_ts", "first_seen", "last_seen", "created_at"})
+_SOURCE = ("fragment_id", "fragment_text", "conversation_id", "ts", "speaker")
+_CONTEXTS_PER_ENTITY = 5
+_SAMPLES_PER_CONTEXT = 3
+
+
+def _value(name: str, value: Any) -> Any:
+    if name in _TIMES:
+        return stored_timestamp(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _plain(row: Any) -> dict[str, Any]:
+    """A typed row as a JSON-ready dictionary (see :func:`_value`)."""
+    return {f.name: _value(f.name, getattr(row, f.name)) for f in dataclasses.fields(row)}
+
+
+def list_entities(
+    conn: Connection, *, limit: int = 100, name: str | None = None
+) -> list[dict[str, Any]]:
+    """Entities by number of mentions, with their aliases (and languages)."""
+    normalized = normalise_name(name) if name else None
+    found = [_plain(e) for e in entities.summaries(conn, limit=limit, normalized=normalized)]
+    for entity in found:
+        entity["is_speaker"] = bool(entity["is_speaker"])
+        entity["aliases"] = [_plain(a) for a in entities.aliases_of(conn, entity["id"])]
+        entity["contexts"] = [
+            _plain(c) for c in entities.contexts_of(conn, entity["id"], _CONTEXTS_PER_ENTITY)
+        ]
+    return found
+
+
+def list_contexts(conn: Connection, *, limit: int = 100) -> list[dict[str, Any]]:
+    """Contexts, largest first, with the conversations they span and sample fragments."""
+    found = [_plain(c) for c in contexts.summaries(conn, limit)]
+    for context in found:
+        key = context["id"]
+        context["conversations"] = [
+            _value("conversation_id", c) for c in contexts.conversations_of(conn, key)
+        ]
+        context["segments"] = contexts.segment_count(conn, key)
+        context["secondary_members"] = contexts.secondary_members(conn, key)
+        context["sample"] = [_plain(s) for s in contexts.samples(conn, key, _SAMPLES_PER_CONTEXT)]
+    return found
+
+
+def list_relations(
+    conn: Connection, *, entity: str | None = None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """Relations (of one entity, as subject or object, when named), each with its source."""
+    normalized = normalise_name(entity) if entity else None
+    found = [_plain(r) for r in relations.views(conn, normalized=normalized, limit=limit)]
+    for relation in found:
+        relation["source"] = {k: relation.pop(k) for k in _SOURCE}
+        relation["mutation"] = {
+            "kind": relation.pop("mutation"),
+            "other": relation.pop("mutation_other"),
+            "reason": relation.pop("mutation_reason"),
+        }
+    return found

@@ -1,0 +1,570 @@
+"""MemoryStore: one tenant's memory, the facade the proxy and the scripts use.
+
+A store owns one SQLite file (created private: see :mod:`.storage.db`) and three
+connections, each behind its own lock (:class:`.storage.Storage`): a writer (appends,
+receipts), a reader (search) and one for formation, so a search never waits for a
+formation pass (WAL lets the reader see the last committed state) and an append never
+waits for formation's model calls. The two writing connections take SQLite's write lock
+in turn (:func:`.storage.transaction`); an append or a receipt that still meets a held
+lock is retried (:func:`.storage.retry_busy`), so lock contention never loses an
+exchange. Every method is synchronous and thread-safe; callers in an event loop run them
+in executors. The store runs no SQL itself: :mod:`.storage` does.
+
+Receipts are bounded: only the newest ``receipt_limit`` are kept, and none older than
+``receipt_max_age_s`` (30 days by default); older ones are deleted as new ones are saved
+(range deletes on the row id and on the time index, nearly free).
+
+Each lookup renders its block with the token counter of the model the request names
+(:func:`.tokens.counter_for`), unless the store was given one counter for all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..dream import DreamConfig, Judge
+from ..errors import MemoryChangedError, StorageError
+from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from ..graph import GraphSettings
+from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
+from ..log.asked import AskedQuestions
+from ..log.messages import AppendResult, LogMessage, append_messages
+from ..reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
+from ..reconstruction.coverage import foci as coverage_foci
+from ..reconstruction.evidence import NO_EVIDENCE, Evidence, gather
+from ..reconstruction.render import Reconstruction, reconstruct
+from ..retrieval.area import AreaResult, explain, retrieve_area, summary
+from ..retrieval.bm25 import Hit, fetch_hits, question_excerpt, search
+from ..retrieval.kernels import compile_kernels
+from ..retrieval.strategies import STRATEGIES
+from ..storage import Storage, read_snapshot, retry_busy, transaction
+from ..storage.tables import history as history_rows
+from ..storage.tables import question_vectors, receipts, stats
+from ..storage.tables.entities import alias_names
+from ..storage.tables.fragments import documents_using
+from ..text.names import NameIndex
+from ..text.tokens import TokenCounter, counter_for
+from ..text.words import stem
+from .controls import StoreControls
+from .history import DreamStatus, StoreHistory
+from .inspection import list_contexts, list_entities, list_relations
+
+__all__ = [
+    "DEFAULT_RECEIPT_AGE_S",
+    "DEFAULT_RECEIPT_LIMIT",
+    "DreamStatus",
+    "MemoryStore",
+    "Recall",
+    "StoreStats",
+]
+
+DEFAULT_RECEIPT_LIMIT = 10_000
+"""Receipts a store keeps by default (the newest ones)."""
+DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
+"""How long a store keeps a receipt by default."""
+_EXCLUDED_SLACK = 200
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What retrieval found for a question and the text rendered from it."""
+
+    hits: tuple[Hit, ...]
+    context: Reconstruction
+    area: Mapping[str, Any] | None = None  # area retrieval: graph version, foci, region
+    tokenizer: str = ""
+    """The name of the counter the block's budget was counted with."""
+    evidence: Evidence = NO_EVIDENCE
+    """The statements and corrections the block was rendered from (before the budget)."""
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Sizes of the store, for health and metrics."""
+
+    log_messages: int
+    fragments: int
+    live_fragments: int
+    queued: int
+    failed: int
+    names: int
+    held: int = 0
+    """Log rows a rollback holds back from formation (see :mod:`.history`)."""
+
+
+_ENCODE_START_WAIT_S = 0.005
+"""At most this long a lookup waits for its question's encoding to start."""
+
+
+class MemoryStore(StoreHistory, StoreControls):
+    """One tenant's memory in one SQLite file (created and migrated on open).
+
+    ``receipt_limit`` (default :data:`DEFAULT_RECEIPT_LIMIT`, at least 1) is how many
+    receipts the store keeps, the newest ones.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], float] = time.time,
+        formation: FormationConfig | None = None,
+        backends: Backends | None = None,
+        graph: GraphSettings | None = None,
+        receipt_limit: int = DEFAULT_RECEIPT_LIMIT,
+        receipt_max_age_s: float = DEFAULT_RECEIPT_AGE_S,
+        reconstruction: ReconstructionConfig | None = None,
+        dream: DreamConfig | None = None,
+        judge: Judge | None = None,
+    ) -> None:
+        if receipt_limit < 1:
+            raise ValueError(f"receipt_limit must be at least 1, got {receipt_limit}")
+        if not receipt_max_age_s > 0:
+            raise ValueError(f"receipt_max_age_s must be above 0, got {receipt_max_age_s}")
+        self.path = path
+        self._receipt_limit = receipt_limit
+        self._receipt_max_age_s = receipt_max_age_s
+        self._clock = clock
+        self._fixed_counter = counter
+        self._counter = counter or counter_for(None)
+        self._reconstruction = reconstruction or DEFAULT_RECONSTRUCTION
+        self._formation = formation or FormationConfig()
+        self._backends = backends
+        self._former: Former | None = None
+        self._settings = graph or GraphSettings()
+        self._dream = dream or DreamConfig()
+        self._judge = judge
+        self._graph = MemoryGraphIndex(
+            max_delta_edges=self._settings.max_delta_edges, dream=self._dream
+        )
+        self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
+        self._asked = AskedQuestions()
+        self._closed = False
+        self._backends_lock = threading.Lock()
+        self._storage = storage = Storage(path)
+        self._write_lock, self._writer = storage.write_lock, storage.writer
+        self._read_lock, self._reader = storage.read_lock, storage.reader
+        self._form_lock, self._forming = storage.form_lock, storage.forming
+        self.names = NameIndex(self._load_names())
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter used for budgets when no model is named."""
+        return self._counter
+
+    def counter_for(self, model: str | None) -> TokenCounter:
+        """The counter for a request naming ``model``: the store's own when it was given
+        one, else the model's tokenizer (:func:`.tokens.counter_for`)."""
+        return self._fixed_counter or counter_for(model)
+
+    def close(self) -> None:
+        """Close the connections (idempotent)."""
+        self._closed = True
+        self._encoding.shutdown(wait=True)
+        self._storage.close()
+
+    def append(
+        self,
+        messages: Sequence[LogMessage],
+        *,
+        conversation: str | None = None,
+        source: str = "proxy",
+    ) -> AppendResult:
+        """Durably log the new turns of a history; formation happens in :meth:`form`.
+
+        Raises :class:`InvalidInputError` for a bad message (a timestamp outside
+        :data:`.log.MIN_TIMESTAMP`..:data:`.log.MAX_TIMESTAMP` included, nothing stored),
+        :class:`StorageError` only when the database fails, not for lock contention.
+        """
+
+        asked = self._asked.taken(messages)
+
+        def append() -> AppendResult:
+            now = self._clock()
+            with transaction(self._writer):
+                result = append_messages(
+                    self._writer,
+                    messages,
+                    explicit_conversation=conversation,
+                    source=source,
+                    now=now,
+                )
+                question_vectors.keep(self._writer, asked, now)
+            return result
+
+        with self._write_lock:
+            return retry_busy(append)
+
+    def form(self, limit: int | None = None) -> FormationResult:
+        """One formation pass over up to ``limit`` queued log rows (default: batch size).
+
+        Runs on its own connection, so appends never wait for formation's model calls;
+        once the memory graph is in use, what the pass formed is appended to it and a new
+        graph version published.
+        """
+        result = self._form_pass(limit)
+        if result.processed:
+            self._publish_graph()
+        return result
+
+    def _form_pass(self, limit: int | None = None) -> FormationResult:
+        with self._form_lock:
+            if self._former is None:
+                backends = self._get_backends()
+                self._former = Former(self._forming, backends, self._formation, clock=self._clock)
+            result = self._former.run(limit)
+        self.names.add(result.names)
+        return result
+
+    def _publish_graph(self) -> None:
+        """Append what formation added to the graph (queries that pinned the previous
+        version finish on it). Only once the graph is in use: see :meth:`warm_graph`."""
+        if self._graph.started:
+            with self._form_lock:
+                self._prepared(self._graph.refresh(self._forming))
+
+    def refresh_graph(self, names: Iterable[str] = ()) -> None:
+        """Take in what another process formed: learn its ``names`` and append its rows
+        to the graph (past the graph's cursors, as after a pass of :meth:`form`)."""
+        self.names.add(names)
+        self._publish_graph()
+
+    def warm_graph(self) -> MemoryGraph:
+        """Read the memory graph now (the first area query would otherwise pay for it);
+        from then on every formation pass keeps it current. Returns the published version."""
+        with self._form_lock:
+            return self._prepared(self._graph.refresh(self._forming))
+
+    def _prepared(self, graph: MemoryGraph) -> MemoryGraph:
+        """``graph``, with the retrieval kernels compiled now (on the formation thread,
+        not in a query: see :mod:`.kernels`)."""
+        compile_kernels()
+        return graph
+
+    def formation_timings(self) -> dict[str, float]:
+        """Cumulative seconds spent per formation stage by this store."""
+        with self._form_lock:
+            return dict(self._former.timings) if self._former else {}
+
+    def form_all(self) -> int:
+        """Drain the whole queue (then publish one new graph version); returns the rows
+        processed."""
+        total = 0
+        while True:
+            result = self._form_pass()
+            total += result.processed
+            if result.processed == 0 and result.failed == 0:
+                break
+        if total:
+            self._publish_graph()
+        return total
+
+    def retrieve(
+        self,
+        strategy: str,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+        model: str | None = None,
+    ) -> Recall:
+        """Retrieve and reconstruct by the strategy registered as ``strategy``
+        (:data:`.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`, ``bm25``
+        :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
+        run = STRATEGIES.get(strategy).run
+        return run(self, question, limit, budget_tokens, exclude_hashes, model)
+
+    def recall(
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+        model: str | None = None,
+    ) -> Recall:
+        """Retrieve and reconstruct memory for ``question`` (read as its
+        :func:`.question_excerpt`)."""
+        question = question_excerpt(question)
+        with self._lookup():
+            hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
+            evidence = self._evidence(question, hits)
+            held = self._held(question, None)
+        return self._rendered(question, hits, evidence, budget_tokens, model, None, None, held)
+
+    def recall_area(
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str] = (),
+        model: str | None = None,
+    ) -> Recall:
+        """Retrieve by area (graph activation fused with BM25) and reconstruct.
+
+        Reads the published graph version; formation appends to it after each pass, and a
+        fragment formed since is still found by its BM25 rank. At most
+        ``_EXCLUDED_SLACK`` more candidates than ``limit`` are ranked to make up for the
+        request's own turns (a 30,000-turn history must not rank 30,000 fragments).
+        """
+        question = question_excerpt(question)
+        with self._lookup():
+            extra = min(len(exclude_hashes), _EXCLUDED_SLACK)
+            graph, result = self._area(question, limit + extra)
+            hits = fetch_hits(self._reader, result.fragment_ids)
+            excluded = set(exclude_hashes)
+            kept = [h for h in hits if h.log_hash not in excluded][:limit]
+            evidence = self._evidence(question, kept, graph, result)
+            held = self._held(question, graph)
+        similarity = {s.fragment_id: s.terms.get("similarity", 0.0) for s in result.scores}
+        area = summary(graph, result, kept=[h.fragment_id for h in kept])
+        return self._rendered(
+            question, kept, evidence, budget_tokens, model, similarity, area, held
+        )
+
+    def render(
+        self, question: str, recall: Recall, *, limit: int, budget_tokens: int
+    ) -> Reconstruction:
+        """``recall``'s block again from its ``limit`` best hits only (the evaluation
+        measures the block at several sizes): the evidence of the dropped hits goes too."""
+        hits = recall.hits[:limit]
+        question = question_excerpt(question)
+        with self._lookup():
+            evidence = self._evidence(question, list(hits))
+            held = self._held(question, self._graph.current())
+        similarity = None
+        if recall.area is not None:
+            similarity = {
+                int(f["id"]): float(f["terms"].get("similarity", 0.0))
+                for f in recall.area.get("fragments", ())
+            }
+        again = self._rendered(
+            question, hits, evidence, budget_tokens, None, similarity, None, held
+        )
+        return again.context
+
+    def _held(self, question: str, graph: MemoryGraph | None) -> dict[str, int]:
+        """How many fragments of memory use each content focus of ``question`` (caller
+        holds the read lock): the graph's word counts when it is read, else the full-text
+        index, counted up to what the note's threshold needs."""
+        coverage = self._reconstruction.coverage
+        words = [word for word, _, _ in coverage_foci(question, coverage)]
+        if graph is not None:
+            return {w: graph.term_df.get(stem(w), 0) for w in words}
+        need = coverage.held_min_fragments
+        return {w: documents_using(self._reader, w, limit=need) for w in words}
+
+    def _evidence(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        graph: MemoryGraph | None = None,
+        result: AreaResult | None = None,
+    ) -> Evidence:
+        """The statements and corrections of ``hits`` and of the chosen area (caller
+        holds the read lock)."""
+        fragments: list[int] = []
+        entities: set[int] = set()
+        if graph is not None and result is not None and result.area is not None:
+            chosen = result.area.chosen
+            if chosen is not None:
+                for node in chosen.region.nodes:
+                    kind, key = graph.node_keys[int(node)]
+                    if kind == "fragment" and isinstance(key, int):
+                        fragments.append(key)
+                    elif kind == "entity" and isinstance(key, int):
+                        entities.add(key)
+        return gather(
+            self._reader,
+            hits,
+            max_statements=self._reconstruction.max_statements,
+            area_fragments=fragments,
+            area_entities=entities,
+            question=question,
+            facts=self._reconstruction.facts,
+        )
+
+    def _rendered(
+        self,
+        question: str,
+        hits: Sequence[Hit],
+        evidence: Evidence,
+        budget_tokens: int,
+        model: str | None,
+        similarity: Mapping[int, float] | None,
+        area: Mapping[str, Any] | None,
+        held: Mapping[str, int],
+    ) -> Recall:
+        counter = self.counter_for(model)
+        context = reconstruct(
+            hits,
+            budget_tokens=budget_tokens,
+            counter=counter,
+            question=question,
+            evidence=evidence,
+            config=self._reconstruction,
+            similarity=similarity,
+            held=lambda word: held.get(word, 0),
+        )
+        return Recall(tuple(hits), context, area, getattr(counter, "name", ""), evidence)
+
+    def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
+        """The foci, the chosen area with every score term, and the timings of a query."""
+        question = question_excerpt(question)
+        with self._lookup():
+            graph, result = self._area(question, limit)
+            return explain(self._reader, graph, result)
+
+    @contextlib.contextmanager
+    def _lookup(self) -> Iterator[None]:
+        """The read lock and one read transaction: every row a lookup reads comes from one
+        committed state, and while a rollback or a cycle is being published that is the
+        state the current graph was read from (see :meth:`_transition`)."""
+        with self._read_lock, read_snapshot(self._reader, "memory lookup failed"):
+            yield
+
+    def _area(self, question: str, limit: int) -> tuple[MemoryGraph, AreaResult]:
+        """Run area retrieval (caller holds the read lock). The question is encoded on
+        another thread while the lexical foci are pulsed (see :func:`.retrieve_area`)."""
+        began = time.perf_counter()
+        encoder = self._encoder()
+        if self._closed:
+            raise StorageError(f"the memory store {self.path} is closed")
+
+        started = threading.Event()
+
+        def encode() -> tuple[Any, float]:
+            started.set()
+            start = time.perf_counter()
+            return encoder.encode_question(question)[0], (time.perf_counter() - start) * 1000
+
+        try:
+            encoding = self._encoding.submit(encode)
+        except RuntimeError as exc:  # shut down by a concurrent close()
+            raise StorageError(f"the memory store {self.path} is closed") from exc
+        # Let the encoding thread take the GIL first: it holds it only until the model
+        # runs (which releases it), while this thread, once ahead, would keep it through
+        # the lexical foci and the encoding would start only when they were done (seen in
+        # the proxy: a third of the questions waited 1-3 ms for their vector).
+        started.wait(_ENCODE_START_WAIT_S)
+        graph = self._current_graph()
+        generation = history_rows.state(self._reader).generation
+        if generation != graph.generation:
+            raise MemoryChangedError(
+                f"memory of {self.path.name} changed wholesale (generation {graph.generation}"
+                f" -> {generation}: a cycle or a rollback made elsewhere); its graph is being"
+                " read again"
+            )
+        result = retrieve_area(
+            self._reader,
+            graph,
+            question,
+            lambda: encoding.result()[0],
+            limit=limit,
+            traversal=self._settings.traversal,
+            pulse_config=self._settings.pulse,
+            area_config=self._settings.area,
+            scoring=self._settings.scoring,
+        )
+        vector, encode_ms = encoding.result()
+        result.timings_ms["encode_ms"] = round(encode_ms, 3)  # overlapped
+        self._asked.remember(question, encoder.reuse_key(question), vector)
+        result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)
+        return graph, result
+
+    def _encoder(self) -> Any:
+        return self._get_backends().encoder
+
+    def _get_backends(self) -> Backends:
+        """The formation backends, built on first use. Never under the formation lock:
+        a question must not wait for a formation pass to get the encoder."""
+        backends = self._backends
+        if backends is None:
+            with self._backends_lock:
+                if self._backends is None:
+                    self._backends = build_backends(self._formation)
+                backends = self._backends
+        return backends
+
+    def _current_graph(self) -> MemoryGraph:
+        """The published graph; the first area query reads it (caller holds the read
+        lock), formation keeps it current afterwards, off the query path."""
+        return self._graph.current() or self._graph.refresh(self._reader)
+
+    def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
+        """Store the receipt of a request that used memory; the oldest receipts beyond
+        ``receipt_limit``, and those older than ``receipt_max_age_s``, are deleted in the
+        same transaction."""
+
+        def save() -> None:  # retried whole: a transaction of its own
+            receipts.save(
+                self._writer,
+                receipt_id,
+                body,
+                now=self._clock(),
+                keep=self._receipt_limit,
+                max_age_s=self._receipt_max_age_s,
+            )
+
+        with self._write_lock:
+            retry_busy(save)
+
+    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        """A stored receipt, or None (read through the connection that writes them: the
+        reader may be held at an earlier state while a rollback is published)."""
+        with self._write_lock:
+            return receipts.load(self._writer, receipt_id)
+
+    def conversation_receipt(self, conversation: str) -> dict[str, Any] | None:
+        """The newest receipt of ``conversation``, or None (read as :meth:`receipt` is)."""
+        with self._write_lock:
+            return receipts.latest_of(self._writer, conversation)
+
+    def recent_receipts(self, limit: int) -> list[receipts.ReceiptRow]:
+        """The newest ``limit`` receipts, newest first, as a list shows them (read
+        through the writing connection, as :meth:`receipt` is)."""
+        with self._write_lock:
+            return receipts.recent(self._writer, limit)
+
+    def stats(self) -> StoreStats:
+        """Counts of what the store holds."""
+        with self._read_lock:
+            c = stats.counts(self._reader)
+        return StoreStats(
+            c.log_messages,
+            c.fragments,
+            c.live_fragments,
+            c.queued,
+            c.failed,
+            len(self.names),
+            c.held,
+        )
+
+    def entities(self, *, limit: int = 100, name: str | None = None) -> list[dict[str, Any]]:
+        """Entities with aliases and contexts (see :mod:`.inspect`)."""
+        with self._read_lock:
+            return list_entities(self._reader, limit=limit, name=name)
+
+    def contexts(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        """Contexts with their conversations and sample fragments."""
+        with self._read_lock:
+            return list_contexts(self._reader, limit=limit)
+
+    def relations(self, *, entity: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Relations with sources and mutation records, optionally of one entity."""
+        with self._read_lock:
+            return list_relations(self._reader, entity=entity, limit=limit)
+
+    def _load_names(self) -> list[str]:
+        with self._read_lock:
+            return alias_names(self._reader)
