@@ -1,5 +1,5 @@
 """``python -m proxy`` is ``areamem``."""
 
-from .cli import main
+from .cli.main import main
 
 raise SystemExit(main())

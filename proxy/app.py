@@ -18,25 +18,27 @@ from memory_core.formation import Backends, build_backends
 from memory_core.worker.loop import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
-from . import admin, history_api, receipts_api, ui
-from .chat import CLIENT_CLOSED, chat_completions, route_of
+from .api import admin, ui
+from .api import history as history_api
+from .api import receipts as receipts_api
+from .api.openapi import openapi_json
+from .chat.handler import CLIENT_CLOSED, chat_completions, route_of
+from .chat.ingest import replay_spool
+from .cluster.leases import Leases, lease_store
+from .cluster.placement import Placement
+from .cluster.replication import Litestream, litestream_binary
+from .cluster.spool import Spool
 from .config import ClusterConfig, Config
-from .dreams import DreamScheduler
+from .doors.messages import MESSAGES
+from .doors.responses import RESPONSES
 from .errors import ApiError, error_body, internal_error_body
-from .formation_workers import FormationWorkers
-from .ingest import replay_spool
-from .leases import Leases, lease_store
-from .messages_door import MESSAGES
-from .metrics import Metrics
-from .openapi import openapi_json
-from .placement import Placement
-from .replication import Litestream, litestream_binary
-from .requestlog import RequestLog
-from .responses_door import RESPONSES
+from .http.metrics import Metrics
+from .http.request_log import RequestLog
 from .services import SERVICES, Services
-from .spool import Spool
-from .tenants import Tenants
-from .upstream import Router, Upstream, build_upstream
+from .tenants.dreams import DreamScheduler
+from .tenants.memory import Tenants
+from .tenants.workers import FormationWorkers
+from .upstream.router import Router, Upstream, build_upstream
 
 __all__ = ["build_services", "create_app", "create_runner"]
 

@@ -221,7 +221,7 @@ class MemoryConfig(ConfigModel):
     99% (``scripts/load.py --clients 50``), each well inside its 250 ms budget. At most
     256: each is a reader thread."""
     formation_workers: int = Field(0, ge=0, le=64)
-    """Formation worker processes (see :mod:`proxy.formation_workers`); 0 forms in this
+    """Formation worker processes (see :mod:`proxy.tenants.workers`); 0 forms in this
     process, on each tenant's formation thread, after a quiet moment (the grace keys)."""
     ingest_wait_ms: float = Field(2000.0, ge=0)
     """How long the end of an answer waits for its exchange to be durably logged (the

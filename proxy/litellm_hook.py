@@ -5,14 +5,14 @@ LiteLLM's proxy config names it (``AREAMEM_CONFIG`` names an areamem ``config.ya
     litellm_settings:
       callbacks: ["proxy.litellm_hook.memory_hook"]
 
-For each chat completion the hook does what areamem's own proxy does (``proxy/chat.py``),
+For each chat completion the hook does what areamem's own proxy does (``proxy/chat/handler.py``),
 in LiteLLM's process: the tenant comes from LiteLLM's key (:func:`tenant_of_key`), the
 trigger policy decides (hot-reloaded, checked at most once a second), memory is recalled
 on a reader thread within ``memory.retrieval_timeout_ms`` and injected as one message
-immediately before the last user message (:func:`proxy.wire.inject`); after a successful
+immediately before the last user message (:func:`proxy.doors.chat_wire.inject`); after a successful
 answer, streamed or not, the request's messages and the answer are appended to the
 tenant's log (``source="litellm"``) and formed in the background
-(:class:`proxy.tenants.Tenants`: one store per tenant, opened once and kept; formation on
+(:class:`proxy.tenants.memory.Tenants`: one store per tenant, opened once and kept; formation on
 the tenant's formation thread, in this process: ``memory.formation_workers`` is not used).
 A failed call stores nothing. Memory never breaks a call: any failure (configuration,
 tenant, store, lookup, timeout) is logged and the call goes on without memory.
@@ -52,13 +52,13 @@ from memory_core import LogMessage, Recall, chain_hashes, conversation_id
 from memory_core.formation import build_backends
 from policies import Decision, PolicyEngine, PolicyError, PolicyStore
 
-from .body import check_conversation_id
+from .chat.turn_context import turn_context
 from .config import TENANT_NAME, Config, load_config
+from .doors.chat_wire import ChatRequest, answer_from_json, inject
 from .errors import ApiError
-from .requestlog import RequestLog
-from .tenants import TenantMemory, Tenants
-from .turns import turn_context
-from .wire import ChatRequest, answer_from_json, inject
+from .http.body import check_conversation_id
+from .http.request_log import RequestLog
+from .tenants.memory import TenantMemory, Tenants
 
 __all__ = [
     "CONFIG_ENV",
@@ -444,7 +444,7 @@ async def _formation(tenant: str, pending: asyncio.Future[int]) -> None:
 
 
 def _chat_request(data: Mapping[str, Any]) -> ChatRequest | None:
-    """The call as :mod:`proxy.wire` sees a chat request, or None when its messages are
+    """The call as :mod:`proxy.doors.chat_wire` sees a chat request, or None when its messages are
     not a list of role-bearing objects with a user message (then memory keeps out)."""
     messages, model = data.get("messages"), data.get("model")
     if not isinstance(messages, list) or not isinstance(model, str):
@@ -488,7 +488,7 @@ async def _maybe_off_loop(large: bool, fn: Callable[..., T], *args: Any) -> T:
 
 def _answer(response: object) -> dict[str, Any] | None:
     """The assistant message (choice 0) of LiteLLM's response (a ``ModelResponse``, the
-    whole of a stream assembled), as :func:`proxy.wire.answer_from_json` reads it."""
+    whole of a stream assembled), as :func:`proxy.doors.chat_wire.answer_from_json` reads it."""
     dump = getattr(response, "model_dump", None)
     body = dump() if callable(dump) else response
     if not isinstance(body, Mapping):

@@ -1,6 +1,6 @@
 """The proxy listening: the lean front on the socket, aiohttp behind it.
 
-One listening socket; every connection starts with :mod:`proxy.front`, which answers the
+One listening socket; every connection starts with :mod:`proxy.http.front`, which answers the
 chat requests it fully understands and hands anything else, with the connection, to
 aiohttp's server of the same app (same services, same limits). Shutdown closes the
 front's connections first (in-flight answers get ``server.shutdown_grace_s``), then
@@ -14,7 +14,7 @@ import asyncio
 from aiohttp import web
 
 from .app import create_runner
-from .front import FrontServer
+from .http.front import FrontServer
 from .services import Services
 
 __all__ = ["ProxyServer"]

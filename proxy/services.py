@@ -14,16 +14,16 @@ from aiohttp import web
 from memory_core import MemoryCoreError
 from policies import PolicyEngine, PolicyStore
 
+from .cluster.placement import Placement
+from .cluster.replication import Litestream
+from .cluster.spool import Spool
 from .config import Config
-from .dreams import DreamScheduler
-from .formation_workers import FormationWorkers
-from .metrics import Metrics
-from .placement import Placement
-from .replication import Litestream
-from .requestlog import RequestLog
-from .spool import Spool
-from .tenants import TenantMemory, Tenants
-from .upstream import Router
+from .http.metrics import Metrics
+from .http.request_log import RequestLog
+from .tenants.dreams import DreamScheduler
+from .tenants.memory import TenantMemory, Tenants
+from .tenants.workers import FormationWorkers
+from .upstream.router import Router
 
 __all__ = ["SERVICES", "LoopLag", "Services"]
 

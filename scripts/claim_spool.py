@@ -40,8 +40,8 @@ import aiohttp
 import yaml
 from _common import Turn, compare_turns, percentile, render_table, stored_turns
 
+from proxy.cluster.leases import Leases, lease_store
 from proxy.fake_upstream import FakeUpstream
-from proxy.leases import Leases, lease_store
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,10 +22,10 @@ import aiohttp
 import pytest
 import yaml
 
+from proxy.cluster.leases import Leases, lease_store
 from proxy.config import load_config
 from proxy.errors import ConfigError
 from proxy.fake_upstream import FakeUpstream
-from proxy.leases import Leases, lease_store
 
 from .conftest import MakeProxy, Proxy, proxy_config
 

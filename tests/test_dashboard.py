@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.metrics import MetricWrapperBase
 
-from proxy.metrics import Metrics
+from proxy.http.metrics import Metrics
 
 from .conftest import Proxy
 

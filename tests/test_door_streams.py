@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from proxy.anthropic_wire import ChatToMessagesStream
-from proxy.chat_stream import ChatStreamReader
-from proxy.responses_wire import ChatToResponsesStream
+from proxy.doors.messages_wire import ChatToMessagesStream
+from proxy.doors.responses_wire import ChatToResponsesStream
+from proxy.doors.stream import ChatStreamReader
 
 
 def _chunk(content: str, **extra: object) -> bytes:

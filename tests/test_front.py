@@ -1,4 +1,4 @@
-"""The lean front (proxy/front.py): what it serves itself, what it hands to aiohttp, and
+"""The lean front (proxy/http/front.py): what it serves itself, what it hands to aiohttp, and
 that a client sees one server either way. Raw sockets against a real proxy on loopback.
 
 Which server answered shows in the ``Server`` header: ``areamem`` for the front,
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from proxy.fake_upstream import FakeUpstream
-from proxy.front import MAX_HEAD, parse_head
+from proxy.http.front import MAX_HEAD, parse_head
 
 from .conftest import MakeProxy, Proxy, proxy_config
 

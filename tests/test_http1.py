@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from proxy import upstream
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
-from proxy.headers import Forward
-from proxy.http1 import (
+from proxy.http.headers import Forward
+from proxy.upstream import router as upstream
+from proxy.upstream.http1 import (
     Http1Client,
     Http1ConnectError,
     Http1Disconnected,

@@ -13,14 +13,7 @@ from typing import Any
 
 import pytest
 
-from proxy.leases import (
-    KEEP_EPOCHS,
-    FileLeaseStore,
-    Lease,
-    LeaseError,
-    Leases,
-    lease_store,
-)
+from proxy.cluster.leases import KEEP_EPOCHS, FileLeaseStore, Lease, LeaseError, Leases, lease_store
 
 T0 = 1_700_000_000.0
 

@@ -14,9 +14,9 @@ from openapi_spec_validator import validate as validate_spec
 from pydantic import ValidationError
 
 from memory_core.views import AreaExplanation, EntityView
+from proxy.api.openapi import build_document
+from proxy.api.schemas import Receipt
 from proxy.fake_upstream import FakeUpstream
-from proxy.openapi import build_document
-from proxy.schemas import Receipt
 
 from .conftest import MakeProxy, Proxy, proxy_config
 from .test_inspection import TRANSCRIPT

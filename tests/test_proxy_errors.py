@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-import proxy.chat as chat_module
+import proxy.chat.handler as chat_module
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config

@@ -19,7 +19,7 @@ import apsw
 import openai
 import pytest
 
-from proxy.chat import _done_end
+from proxy.chat.handler import _done_end
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.replication import (
+from proxy.cluster.replication import (
     DAEMON_SYNC_INTERVAL_S,
     Litestream,
     ReplicationError,
@@ -264,7 +264,7 @@ def test_the_daemon_dies_with_the_process_that_started_it(tmp_path: Path) -> Non
     script = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from proxy.replication import Litestream, litestream_binary\n"
+        "from proxy.cluster.replication import Litestream, litestream_binary\n"
         "async def main():\n"
         "    daemon = Litestream(litestream_binary(), Path(sys.argv[1]))\n"
         "    await daemon.start()\n"

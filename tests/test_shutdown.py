@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from proxy.fake_upstream import FakeUpstream
-from proxy.requestlog import RequestLog
+from proxy.http.request_log import RequestLog
 
 from .conftest import proxy_config
 

@@ -1,4 +1,4 @@
-"""The spool of exchanges waiting for their tenant's claim (:mod:`proxy.spool`): entries
+"""The spool of exchanges waiting for their tenant's claim (:mod:`proxy.cluster.spool`): entries
 are whole files, private, read back as written, handled by one task at a time; leftovers
 of a kill mid-write are deleted, and files that are not entries are set aside and
 reported, never replayed. And ``scripts/claim_spool.py`` end to end at smoke size: a
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from memory_core import LogMessage
-from proxy.spool import Spool, SpoolError
+from proxy.cluster.spool import Spool, SpoolError
 
 MESSAGES = (
     LogMessage({"role": "user", "content": "Ana garde des abeilles à Évora 🐝"}, 1_700_000_000.5),

@@ -14,7 +14,7 @@ import pytest
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
 from proxy.fake_upstream import FakeUpstream
-from proxy.tenants import TenantMemory
+from proxy.tenants.memory import TenantMemory
 
 from .conftest import MakeProxy, Proxy, proxy_config
 

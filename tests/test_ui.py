@@ -1,4 +1,4 @@
-"""The inspector's serving (``proxy/ui.py``) and the receipts list it shows
+"""The inspector's serving (``proxy/api/ui.py``) and the receipts list it shows
 (``GET /memory/receipts``), on a real proxy on loopback in front of the fake upstream.
 
 The browser itself is driven in ``test_ui_browser.py``.
@@ -22,10 +22,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from memory_core import MemoryStore
 from memory_core.formation import Backends
-from proxy import build_services, load_config, receipts_api, ui
+from proxy import build_services, load_config
+from proxy.api import receipts as receipts_api
+from proxy.api import ui
+from proxy.api.openapi import build_document
+from proxy.api.schemas import ReceiptsResponse
 from proxy.fake_upstream import FakeUpstream
-from proxy.openapi import build_document
-from proxy.schemas import ReceiptsResponse
 from proxy.server import ProxyServer
 
 from .conftest import Proxy, proxy_config
@@ -162,6 +164,7 @@ TRAVERSALS = [
     "/ui//etc/passwd",
     "/ui/./app.js/../../ui.py",
     "/ui/../../proxy/ui.py",
+    "/ui/../../api/ui.py",
     "/ui/app.js%00.html",
     "/ui/.hidden",
 ]
@@ -171,7 +174,7 @@ async def test_paths_outside_the_files_are_refused(open_proxy: Proxy) -> None:
     """Raw request lines (no client normalises them): never another file, never 200."""
     secrets = [
         open_proxy.config_path.read_text()[:40],
-        "CONTENT_SECURITY_POLICY",  # proxy/ui.py
+        "CONTENT_SECURITY_POLICY",  # proxy/api/ui.py
         "root:x:0:0",  # /etc/passwd
     ]
     host, port = open_proxy.url.removeprefix("http://").split(":")

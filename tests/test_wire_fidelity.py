@@ -18,9 +18,9 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.doors.chat_wire import inject, message_offset, parse_chat, splice_memory
 from proxy.fake_upstream import FakeUpstream
-from proxy.headers import relayed, to_upstream
-from proxy.wire import inject, message_offset, parse_chat, splice_memory
+from proxy.http.headers import relayed, to_upstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 

@@ -1,6 +1,6 @@
 """Formation in a worker process: the loop that forms tenants' queues and reports back.
 
-A supervisor (the proxy's :mod:`proxy.formation_workers`) starts :func:`run` in a
+A supervisor (the proxy's :mod:`proxy.tenants.workers`) starts :func:`run` in a
 process of its own (``spawn`` start method: a fresh interpreter, nothing forked from a
 process with threads) and talks to it over one duplex pipe:
 

@@ -1,0 +1,370 @@
+"""Non-chat endpoints: models, health, metrics and the ``/memory`` admin API.
+
+Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat). Every
+JSON body is one of the typed models of :mod:`.schemas` (views of memory validated into
+:mod:`memory_core.views` models), so ``GET /openapi.json`` describes what is served.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from aiohttp import web
+
+from memory_core import (
+    InvalidInputError,
+    LogMessage,
+    MemoryCoreError,
+    check_timestamp,
+    query_terms,
+)
+from memory_core.errors import SnapshotNotFoundError
+
+from ..errors import ApiError, RetrievalSkipped
+from ..http.body import check_conversation_id
+from ..services import SERVICES
+from ..tenants.memory import TenantMemory, tenant_of
+from .json_io import int_param, json_body, json_response, question_param, snapshot_param
+from .schemas import (
+    AreaResponse,
+    ClusterTenants,
+    ContextsResponse,
+    EntitiesResponse,
+    Health,
+    IngestResponse,
+    ModelCard,
+    ModelList,
+    Readiness,
+    Receipt,
+    ReceiptCitation,
+    RelationsResponse,
+    SearchHit,
+    SearchResponse,
+    StatsResponse,
+)
+
+__all__ = [
+    "area",
+    "cluster_tenants",
+    "contexts",
+    "entities",
+    "healthz",
+    "ingest",
+    "metrics",
+    "models",
+    "readyz",
+    "receipt",
+    "relations",
+    "search",
+    "stats",
+]
+
+_MAX_INGEST_MESSAGES = 100_000
+
+
+async def models(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    tenant_of(request.headers, svc.config.auth)
+    created = int(svc.config.source.stat().st_mtime)
+    data = [
+        ModelCard(id=name, object="model", created=created, owned_by="areamem")
+        for name in svc.router.advertised()
+    ]
+    return json_response(ModelList(object="list", data=data))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness (always 200 while the process serves): ``status`` is ``starting`` until
+    models and graphs are loaded, ``ok`` then, ``stopping`` during shutdown."""
+    svc = request.app[SERVICES]
+    error = svc.policies.last_error
+    status = {"ready": "ok"}.get(svc.state, svc.state)
+    return json_response(
+        Health.model_validate(
+            {
+                "status": status,
+                "policy": str(svc.policies.current.source),
+                "policy_error": str(error) if error else None,
+                "tenants_open": len(svc.tenants.opened()),
+                "formation_workers": [
+                    vars(state) for state in (svc.workers.states() if svc.workers else [])
+                ],
+            }
+        )
+    )
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: 200 once warm (the first request is then as fast as the hundredth),
+    503 while starting or stopping, so a load balancer sends traffic only when ready."""
+    state = request.app[SERVICES].state
+    body = Readiness.model_validate({"status": state})
+    return json_response(body, status=200 if state == "ready" else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text; with ``auth.metrics: keys`` only for a caller with a proxy key."""
+    svc = request.app[SERVICES]
+    if svc.config.auth.metrics == "keys":
+        tenant_of(request.headers, svc.config.auth)
+    body = svc.metrics.render()
+    return web.Response(
+        body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+    )
+
+
+async def cluster_tenants(request: web.Request) -> web.Response:
+    """The tenants this cluster node holds or held (operators' view: the same auth as
+    ``/metrics``)."""
+    svc = request.app[SERVICES]
+    if svc.config.auth.metrics == "keys":
+        tenant_of(request.headers, svc.config.auth)
+    placement = svc.placement
+    body = ClusterTenants.model_validate(
+        {
+            "node": placement.node if placement else None,
+            "replication_lag_s": placement.lag_s if placement else 0.0,
+            "tenants": placement.places() if placement else [],
+        }
+    )
+    return json_response(body)
+
+
+async def ingest(request: web.Request) -> web.Response:
+    """Store a transcript as if it had passed through the proxy, then form memory."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    background = _form_param(request)
+    payload = await json_body(request, svc)
+    conversation = payload.get("conversation_id")
+    if conversation is not None:
+        conversation = check_conversation_id(conversation, "conversation_id")
+    messages = _transcript(payload.get("messages"))
+    memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once this node holds it
+    try:
+        result = await memory.append(messages, conversation, "ingest")
+        formed = 0 if background else await memory.form()
+    except InvalidInputError as exc:
+        raise ApiError(400, str(exc), param="messages") from exc
+    except MemoryCoreError as exc:
+        svc.metrics.memory_failures.labels(stage="ingest").inc()
+        raise ApiError(
+            500,
+            f"memory could not store the transcript: {exc}",
+            type_="server_error",
+            code="memory_error",
+        ) from exc
+    svc.metrics.ingested.inc(result.appended)
+    if background:
+        settings = svc.config.memory
+        pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)
+        if pending is not None:
+            svc.watch_formation(memory.name, pending)
+    return json_response(
+        IngestResponse(
+            conversation_id=result.conversation_id,
+            appended=result.appended,
+            already_stored=result.already_stored,
+            superseded=result.superseded,
+            fragments_formed=formed,
+            formation="queued" if background else "done",
+        )
+    )
+
+
+def _form_param(request: web.Request) -> bool:
+    """``form=wait`` (default: formed before answering) or ``form=background``."""
+    value = request.query.get("form", "wait")
+    if value not in ("wait", "background"):
+        raise ApiError(400, "query parameter 'form' must be 'wait' or 'background'", param="form")
+    return value == "background"
+
+
+async def search(request: web.Request) -> web.Response:
+    """What retrieval would return for ``q`` (``k`` fragments, ``budget`` tokens)."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    query = question_param(request)
+    k = int_param(request, "k", 8, 1, 200)
+    budget = int_param(request, "budget", 600, 1, 100_000)
+    as_of = snapshot_param(request, "as_of")
+    began = time.perf_counter()
+    try:
+        recall = await svc.tenants.get(tenant).recall(
+            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy="bm25", as_of=as_of
+        )
+    except SnapshotNotFoundError as exc:
+        raise _no_snapshot(exc) from exc
+    except RetrievalSkipped as exc:
+        raise ApiError(
+            503,
+            f"memory is busy, try again: {exc}",
+            type_="server_error",
+            code="memory_busy",
+            headers={"Retry-After": "1"},
+        ) from exc
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"search failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    return json_response(
+        SearchResponse(
+            query=query,
+            terms=query_terms(query),
+            hits=[
+                SearchHit(
+                    fragment_id=h.fragment_id,
+                    score=h.score,
+                    text=h.text,
+                    role=h.role,
+                    speaker=h.speaker,
+                    conversation_id=h.conversation_id,
+                    ts=h.ts,
+                    ext_id=h.ext_id,
+                )
+                for h in recall.hits
+            ],
+            context=recall.context.text,
+            citations=[
+                ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations
+            ],
+            tokens=recall.context.tokens,
+            elapsed_ms=round((time.perf_counter() - began) * 1000, 3),
+        )
+    )
+
+
+async def stats(request: web.Request) -> web.Response:
+    """Sizes of the caller's memory: log, fragments (live), queue, failures, names."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    try:
+        counts = await svc.tenants.get(tenant).stats()
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"stats failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    body = StatsResponse.model_validate({"tenant": tenant, **dataclasses.asdict(counts)})
+    return json_response(body)
+
+
+async def area(request: web.Request) -> web.Response:
+    """Why an area would be chosen for ``q``: foci, region, score terms, timings."""
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    query = question_param(request)
+    k = int_param(request, "k", 8, 1, 200)
+    as_of = snapshot_param(request, "as_of")
+    memory = svc.tenants.get(tenant)
+    try:
+        report = await memory.explain_area(query, limit=k, as_of=as_of)
+    except SnapshotNotFoundError as exc:
+        raise _no_snapshot(exc) from exc
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+    return json_response(AreaResponse.model_validate({"query": query, **report}))
+
+
+async def entities(request: web.Request) -> web.Response:
+    """Entities with aliases (and their languages) and the contexts they appear in."""
+    memory, limit = _inspected(request)
+    name = request.query.get("name") or None
+    found = await _inspect(memory.entities(limit=limit, name=name))
+    return json_response(EntitiesResponse.model_validate({"entities": found}))
+
+
+async def contexts(request: web.Request) -> web.Response:
+    """Contexts with the conversations they span and sample fragments."""
+    memory, limit = _inspected(request)
+    found = await _inspect(memory.contexts(limit=limit))
+    return json_response(ContextsResponse.model_validate({"contexts": found}))
+
+
+async def relations(request: web.Request) -> web.Response:
+    """Relations with their source fragments and mutation records (``entity`` filters)."""
+    memory, limit = _inspected(request)
+    entity = request.query.get("entity") or None
+    found = await _inspect(memory.relations(entity=entity, limit=limit))
+    return json_response(RelationsResponse.model_validate({"entity": entity, "relations": found}))
+
+
+def _no_snapshot(exc: SnapshotNotFoundError) -> ApiError:
+    return ApiError(404, f"{exc} for this tenant", code="snapshot_not_found", param="as_of")
+
+
+def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    return svc.tenants.get(tenant), int_param(request, "limit", 100, 1, 10_000)
+
+
+async def _inspect(query: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    try:
+        return await query
+    except MemoryCoreError as exc:
+        raise ApiError(
+            500, f"inspection failed: {exc}", type_="server_error", code="memory_error"
+        ) from exc
+
+
+async def receipt(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    tenant = tenant_of(request.headers, svc.config.auth)
+    receipt_id = request.match_info["receipt_id"]
+    body = await svc.tenants.get(tenant).receipt(receipt_id)
+    if body is None:
+        raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
+    return json_response(Receipt.model_validate(body))
+
+
+def _transcript(value: Any) -> list[LogMessage]:
+    if not isinstance(value, list) or not value:
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    if len(value) > _MAX_INGEST_MESSAGES:
+        raise ApiError(400, f"at most {_MAX_INGEST_MESSAGES} messages per call", param="messages")
+    now = time.time()
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ApiError(400, f"messages[{i}] must be an object", param=f"messages[{i}]")
+        message = {k: v for k, v in item.items() if k not in ("timestamp", "id")}
+        ts = _timestamp(item.get("timestamp"), i, now)
+        ext = item.get("id")
+        out.append(LogMessage(message, ts, None if ext is None else str(ext)))
+    return out
+
+
+def _timestamp(value: Any, index: int, default: float) -> float:
+    """Epoch seconds from a number or an ISO 8601 string (naive means UTC), finite and
+    within memory's range (see :func:`memory_core.check_timestamp`)."""
+    where = f"messages[{index}].timestamp"
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return check_timestamp(value, where)
+        except InvalidInputError as exc:
+            raise ApiError(400, str(exc), param=where) from exc
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.UTC)
+            return _timestamp(parsed.timestamp(), index, default)
+    raise ApiError(
+        400,
+        f"messages[{index}].timestamp must be epoch seconds or an ISO 8601 "
+        f"date-time, got {value!r}",
+        param=f"messages[{index}].timestamp",
+    )
+
+

@@ -1,0 +1,106 @@
+"""Storing an answered exchange in its tenant's log, and scheduling its formation.
+
+On a single node the append is the durable step. On a cluster node that does not hold
+the tenant yet, the append waits for the claim (seconds), so the exchange is first
+written to the node's spool (:mod:`.spool`) and removed from it once appended; entries
+left by a node that died or stopped meanwhile are replayed when it starts again, and
+entries left by a failed claim are replayed after the tenant's next successful append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from memory_core import InvalidInputError, LogMessage, MemoryCoreError
+
+from ..cluster.spool import SpoolEntry, SpoolError
+from ..errors import ProxyError
+from ..services import Services
+
+__all__ = ["replay_spool", "resolve", "store"]
+
+
+async def store(
+    svc: Services,
+    tenant: str,
+    conversation: str | None,
+    history: Sequence[LogMessage],
+    durable: asyncio.Future[None] | None = None,
+) -> int:
+    """Append ``history`` (raises :class:`MemoryCoreError` or :class:`ProxyError`); in a
+    cluster, spooled first while the tenant is being claimed, and ``durable`` resolved
+    then (the answer need not wait for the claim). Returns the rows added."""
+    placement, spool = svc.placement, svc.spool
+    entry: SpoolEntry | None = None
+    if placement is not None and spool is not None and not placement.ready(tenant):
+        try:
+            entry = await asyncio.to_thread(spool.put, tenant, conversation, history)
+        except SpoolError as exc:  # the exchange still waits for the claim, in memory
+            svc.log.write({"event": "spool_failed", "tenant": tenant, "error": str(exc)})
+        else:
+            if durable is not None:
+                resolve(durable)
+    try:
+        appended = await _append(svc, tenant, conversation, history)
+    except BaseException:
+        if entry is not None and spool is not None:
+            spool.put_back(entry)  # replayed later: at the next start or success
+        raise
+    if spool is not None:
+        if entry is not None:
+            await asyncio.to_thread(spool.remove, entry)
+        if spool.waiting(tenant):
+            svc.spawn(replay_spool(svc, tenant))
+    return appended
+
+
+def resolve(durable: asyncio.Future[None]) -> None:
+    """Say the exchange is durable (once: the first of the spool and the append)."""
+    if not durable.done():
+        durable.set_result(None)
+
+
+async def replay_spool(svc: Services, tenant: str) -> int:
+    """Append the tenant's spooled exchanges no other task is handling, oldest first;
+    stops at the first failure (the rest stay spooled). Returns the rows added."""
+    spool = svc.spool
+    if spool is None:
+        return 0
+    added = 0
+    for entry in await asyncio.to_thread(spool.pending, tenant):
+        if not spool.take(entry):
+            continue
+        try:
+            rows = await _append(svc, tenant, entry.conversation, entry.messages)
+        except InvalidInputError as exc:  # refused now, refused at every replay
+            spool.set_aside(entry, str(exc))
+            continue
+        except (MemoryCoreError, ProxyError) as exc:
+            spool.put_back(entry)
+            svc.log.write({"event": "spool_replay_failed", "tenant": tenant, "error": str(exc)})
+            break
+        except BaseException:
+            spool.put_back(entry)
+            raise
+        await asyncio.to_thread(spool.remove, entry)
+        added += rows
+        svc.log.write({"event": "spool_replayed", "tenant": tenant, "ingested": rows})
+    return added
+
+
+async def _append(
+    svc: Services, tenant: str, conversation: str | None, history: Sequence[LogMessage]
+) -> int:
+    memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once held
+    # the conversation as the whole history names it: the stored turns may lack its
+    # first user message (a command), which would otherwise name another one
+    result = await memory.append(history, conversation, "proxy")
+    svc.metrics.ingested.inc(result.appended)
+    settings = svc.config.memory
+    pending = memory.form_soon(
+        settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
+    )
+    if pending is not None:
+        svc.watch_formation(memory.name, pending)
+    return result.appended

@@ -1,0 +1,203 @@
+"""``areamem`` command line.
+
+``areamem serve --config PATH [--host H] [--port N] [--data-dir DIR]`` runs the proxy;
+``areamem memory entities|contexts|relations [--tenant T] [--entity E] [--json]`` shows
+what formation built for a tenant, reading its database directly. The history commands
+act on a tenant's database directly too, safely beside a running proxy (it reads the
+graph again within a second, and two cycles or rollbacks never run at once for a tenant):
+
+- ``areamem dream [--tenant T] [--json]``: one consolidation cycle now, its report;
+- ``areamem snapshots [--tenant T] [--limit N] [--json]``: the snapshot chain;
+- ``areamem diff A B [--tenant T] [--json]``: what differs from snapshot A to B;
+- ``areamem rollback SNAPSHOT [--tenant T] [--reform] [--json]``: restore a snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core import MemoryCoreError, MemoryStore
+from memory_core.blas import limit_blas_threads
+from memory_core.configuration import ConfigurationError
+from memory_core.formation import BackendError
+
+from ..app import build_services
+from ..config import Config, load_config
+from ..server import ProxyServer
+from ..services import Services
+from . import history as cli_history
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run; returns the process exit code (2: bad config)."""
+    parser = argparse.ArgumentParser(prog="areamem", description="areamem memory proxy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the OpenAI-compatible proxy")
+    serve.add_argument("--config", default="config.yaml", help="config file (default: config.yaml)")
+    serve.add_argument("--host", help="listen address (overrides server.host)")
+    serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
+    serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    _memory_parser(commands)
+    cli_history.add_parsers(commands)
+    args = parser.parse_args(argv)
+    if args.command == "memory":
+        return _memory_command(args)
+    if args.command in cli_history.COMMANDS:
+        return cli_history.run(args)
+    try:
+        config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+        services = build_services(config)
+    except (ConfigurationError, BackendError) as exc:
+        # ConfigError, and a PolicyError from the first policy load: file:line: key: reason
+        print(f"areamem: configuration error: {exc}", file=sys.stderr)
+        return 2
+    limit_blas_threads()
+    try:
+        asyncio.run(_serve(config, services))
+    except OSError as exc:
+        print(
+            f"areamem: cannot listen on {config.server.host}:{config.server.port}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _memory_parser(commands: Any) -> None:
+    memory = commands.add_parser("memory", help="show what formation built for a tenant")
+    memory.add_argument("view", choices=("entities", "contexts", "relations"))
+    memory.add_argument(
+        "--config", default="config.yaml", help="config file (default: config.yaml)"
+    )
+    memory.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    memory.add_argument("--tenant", default="default", help="tenant (default: default)")
+    memory.add_argument("--entity", help="relations of this entity (name or alias)")
+    memory.add_argument("--name", help="entities with this name or alias")
+    memory.add_argument("--limit", type=int, default=50, help="most rows shown (default: 50)")
+    memory.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _memory_command(args: argparse.Namespace) -> int:
+    """``areamem memory entities|contexts|relations``: read one tenant's store directly."""
+    try:
+        _, path = cli_history.tenant_database(args)
+    except cli_history.Refused as exc:
+        print(f"areamem: {exc}", file=sys.stderr)
+        return exc.status
+    store = MemoryStore(path)
+    try:
+        rows = _view(store, args)
+    except MemoryCoreError as exc:
+        print(f"areamem: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    print(json.dumps(rows, indent=2, ensure_ascii=False) if args.json else _table(args.view, rows))
+    return 0
+
+
+def _view(store: MemoryStore, args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.view == "entities":
+        return store.entities(limit=args.limit, name=args.name)
+    if args.view == "contexts":
+        return store.contexts(limit=args.limit)
+    return store.relations(entity=args.entity, limit=args.limit)
+
+
+def _table(view: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return f"no {view}"
+    if view == "entities":
+        lines = [
+            f"{r['id']:>5}  {r['name'][:30]:<30} {r['label']:<5} {r['mentions']:>6}  "
+            + ", ".join(
+                a["alias"] + (f" ({a['lang']})" if a["lang"] not in (None, "en", "und") else "")
+                for a in r["aliases"]
+            )[:80]
+            for r in rows
+        ]
+        header = f"{'id':>5}  {'name':<30} {'label':<5} {'ment.':>6}  aliases"
+    elif view == "contexts":
+        lines = [
+            f"{r['id']:>5}  {r['label'][:40]:<40} {r['size']:>5} {r['segments']:>5}  "
+            + ", ".join(r["conversations"])[:60]
+            for r in rows
+        ]
+        header = f"{'id':>5}  {'label':<40} {'size':>5} {'segs':>5}  conversations"
+    else:
+        lines = [
+            f"{r['id']:>5}  {r['subject'][:20]:<20} {r['predicate'][:18]:<18} "
+            f"{str(r['object'])[:20]:<20} {r['status']:<10} {r['mutation']['kind'] or '':<13}"
+            f" {r['source']['conversation_id']}: {r['source']['fragment_text'][:50]}"
+            for r in rows
+        ]
+        header = (
+            f"{'id':>5}  {'subject':<20} {'predicate':<18} {'object':<20} {'status':<10}"
+            f" {'mutation':<13} source"
+        )
+    return "\n".join([header, *lines])
+
+
+async def _serve(config: Config, services: Services) -> None:
+    """Serve until SIGINT/SIGTERM, then shut down within ``server.shutdown_grace_s``.
+
+    The first signal stops accepting connections; requests in flight and post-answer
+    work get the grace period; formation not yet started is left in the durable queue
+    (formed at the next start). If work is still running past the grace (a formation
+    batch in its thread), the process exits without waiting for it: every write is a
+    SQLite transaction, so that is as safe as a crash. A second signal exits at once.
+    """
+    server = ProxyServer(services)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            services.log.write({"event": "shutdown_now", "signal": sig.name})
+            _exit_now(1)
+        services.log.write({"event": "shutdown", "signal": sig.name})
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await server.start(config.server.host, config.server.port)
+        _banner(config, server.port)
+        await stop.wait()
+    finally:
+        await server.close()
+    if not services.stopped_cleanly:
+        _exit_now(0)
+
+
+def _exit_now(code: int) -> None:
+    """Leave without joining worker threads (their SQLite writes are transactions)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _banner(config: Config, port: int) -> None:
+    host = config.server.host
+    shown = f"[{host}]" if ":" in host else host
+    key = f" (key '{config.policy_key}')" if config.policy_key else ""
+    lines = [
+        f"areamem proxy on http://{shown}:{port}/v1",
+        f"  config:  {config.source}",
+        f"  policy:  {config.policy_path}{key}",
+        f"  data:    {config.server.data_dir}  (log: {config.log_file})",
+    ]
+    for up in config.upstreams:
+        path = "fast path" if up.uses_fast_path else "litellm"
+        base = up.api_base or "(provider default)"
+        lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,193 @@
+"""Exchanges a cluster node answered while still claiming their tenant, kept on disk
+until the tenant's log has them.
+
+Why: a node sent a tenant it does not hold answers at once, without memory, and the
+exchange waits for the claim (seconds; a dead holder's lease must expire first). Held in
+memory only, it would be lost if the node died meanwhile, although its answer went out
+whole; the proxy's promise is that such an answer is stored (:mod:`.chat`). So the
+exchange is written here first, before its answer completes, and removed once appended.
+
+Layout: ``<data_dir>/spool/<tenant>/<ns>-<random>.json`` (folders 0700, files 0600: they
+hold conversation text). Invariants:
+
+* a file under its final name is complete: it is written to a hidden temporary file,
+  fsynced, renamed, and the folder fsynced; a leftover temporary file (a kill mid-write,
+  before the answer completed) is deleted when the spool is opened;
+* replaying an entry twice stores nothing twice: the log's hash chain keeps each turn
+  once, so a kill between the append and the removal only repeats a no-op;
+* an entry is handled by one task at a time (:meth:`Spool.take` marks it taken until
+  :meth:`Spool.remove` or :meth:`Spool.put_back`);
+* a file that cannot be read as an entry is moved to ``spool/.unreadable/<tenant>/`` and
+  reported,
+  never replayed and never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory_core import LogMessage
+
+from ..config import TENANT_NAME
+from ..errors import ProxyError
+from .durable import TEMP_PREFIX, replace_file
+
+__all__ = ["Spool", "SpoolEntry", "SpoolError"]
+
+_UNREADABLE = ".unreadable"  # a name no tenant can have
+_FORMAT = 1
+
+
+class SpoolError(ProxyError):
+    """An entry could not be written (disk full, permissions): the exchange then waits
+    for its claim in memory only."""
+
+
+@dataclass(frozen=True)
+class SpoolEntry:
+    """One exchange waiting for its tenant: what :meth:`TenantMemory.append` takes."""
+
+    path: Path
+    tenant: str
+    conversation: str | None
+    messages: tuple[LogMessage, ...]
+
+
+class Spool:
+    """The spool folder of one node. :meth:`put`, :meth:`pending` and :meth:`remove`
+    touch the disk (call them off the event loop); the rest answer from the in-memory
+    record of the entries on disk and of those a task is handling."""
+
+    def __init__(self, folder: Path, events: Callable[[dict[str, Any]], None]) -> None:
+        self.folder = folder
+        self._events = events
+        self._taken: set[Path] = set()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for temp in folder.glob(f"*/{TEMP_PREFIX}*"):
+            temp.unlink(missing_ok=True)
+        self._on_disk = {
+            p for p in folder.glob("*/[0-9]*.json") if TENANT_NAME.fullmatch(p.parent.name)
+        }
+        """The entries this spool wrote or found and has not removed or set aside."""
+
+    def __len__(self) -> int:
+        """Entries on disk (those written or found by this process, not yet removed)."""
+        return len(self._on_disk)
+
+    def put(
+        self, tenant: str, conversation: str | None, messages: Sequence[LogMessage]
+    ) -> SpoolEntry:
+        """Write an entry durably and mark it taken by the caller."""
+        if not TENANT_NAME.fullmatch(tenant):
+            raise SpoolError(f"not a tenant name: {tenant!r}")
+        body = {
+            "format": _FORMAT,
+            "tenant": tenant,
+            "conversation": conversation,
+            "messages": [{"message": m.message, "ts": m.ts, "ext_id": m.ext_id} for m in messages],
+        }
+        folder = self.folder / tenant
+        name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+        try:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            folder.mkdir(mode=0o700, exist_ok=True)
+            replace_file(folder / name, data, 0o600)
+        except (OSError, TypeError, ValueError) as exc:
+            raise SpoolError(f"could not spool an exchange of {tenant}: {exc}") from exc
+        entry = SpoolEntry(folder / name, tenant, conversation, tuple(messages))
+        self._taken.add(entry.path)
+        self._on_disk.add(entry.path)
+        return entry
+
+    def waiting(self, tenant: str) -> bool:
+        """Whether ``tenant`` has entries on disk that no task has taken."""
+        return any(p.parent.name == tenant and p not in self._taken for p in self._on_disk)
+
+    def tenants(self) -> list[str]:
+        """Tenants with entries on disk."""
+        return sorted({p.parent.name for p in self._on_disk})
+
+    def pending(self, tenant: str) -> list[SpoolEntry]:
+        """The tenant's entries no task has taken, oldest first; unreadable files are
+        moved aside and reported."""
+        found = []
+        for path in sorted((self.folder / tenant).glob("[0-9]*.json")):
+            if path in self._taken:
+                continue
+            self._on_disk.add(path)  # a file copied in from another node's spool counts too
+            try:
+                found.append(_read(path, tenant))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self._set_aside(path, tenant, exc)
+        return found
+
+    def take(self, entry: SpoolEntry) -> bool:
+        """Mark ``entry`` taken; False when another task has it already."""
+        if entry.path in self._taken:
+            return False
+        self._taken.add(entry.path)
+        return True
+
+    def put_back(self, entry: SpoolEntry) -> None:
+        """Give ``entry`` up, still on disk, for a later replay."""
+        self._taken.discard(entry.path)
+
+    def remove(self, entry: SpoolEntry) -> None:
+        """The tenant's log has ``entry``: delete it (a lost deletion only repeats a
+        no-op replay)."""
+        entry.path.unlink(missing_ok=True)
+        self._taken.discard(entry.path)
+        self._on_disk.discard(entry.path)
+
+    def set_aside(self, entry: SpoolEntry, reason: str) -> None:
+        """Move an entry the log refuses (it would be refused again at every replay)."""
+        self._set_aside(entry.path, entry.tenant, reason)
+        self._taken.discard(entry.path)
+
+    def _set_aside(self, path: Path, tenant: str, reason: object) -> None:
+        self._on_disk.discard(path)
+        aside = self.folder / _UNREADABLE / tenant
+        moved: str | None = str(aside / path.name)
+        try:
+            aside.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.replace(path, aside / path.name)
+        except OSError:  # reported all the same; the next pass tries the move again
+            moved = None
+        self._events(
+            {
+                "event": "spool_unreadable",
+                "tenant": tenant,
+                "file": str(path),
+                "moved_to": moved,
+                "error": str(reason),
+            }
+        )
+
+
+def _read(path: Path, tenant: str) -> SpoolEntry:
+    data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise ValueError("not a spool entry of format 1")
+    if data["tenant"] != tenant:
+        raise ValueError(f"entry of tenant {data['tenant']!r} in {tenant!r}'s folder")
+    conversation = data["conversation"]
+    if conversation is not None and not isinstance(conversation, str):
+        raise TypeError("conversation must be a string or null")
+    messages = []
+    for item in data["messages"]:
+        message, ts, ext_id = item["message"], item["ts"], item.get("ext_id")
+        if not isinstance(message, dict) or not isinstance(ts, int | float):
+            raise TypeError("each message needs an object and a numeric ts")
+        if ext_id is not None and not isinstance(ext_id, str):
+            raise TypeError("ext_id must be a string or null")
+        messages.append(LogMessage(message, float(ts), ext_id))
+    if not messages:
+        raise ValueError("an entry without messages")
+    return SpoolEntry(path, tenant, conversation, tuple(messages))

@@ -1,0 +1,697 @@
+"""Tenants: API key -> tenant, and each tenant's memory behind async methods.
+
+Each tenant has its own SQLite file ``<data_dir>/tenants/<tenant>.db``; a request only
+ever receives the store of the tenant its key maps to. Writes for a tenant run on that
+tenant's single writer thread, in submission order, so a receipt written at the end of a
+request is visible to any later request of the same tenant (receipt reads go through the
+same thread). Formation runs on the tenant's own formation thread, so a slow model never
+delays the durable log; searches run on a shared reader pool and never wait for either.
+With formation worker processes (:class:`RemoteFormation`, ``memory.formation_workers``)
+the formation thread forms nothing: it only reads what a worker formed into the graph.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from memory_core import AppendResult, LogMessage, MemoryCoreError, MemoryStore, Recall, StoreStats
+from memory_core.dream import DreamConfig, DreamReport, Step
+from memory_core.formation import Backends, FormationConfig
+from memory_core.graph import GraphSettings
+from memory_core.history.snapshots import HeldRow, Restored, SnapshotRow
+from memory_core.history.views import Diff, HistoryState
+from memory_core.reconstruction.config import ReconstructionConfig
+from memory_core.retrieval.strategies import STRATEGIES
+from memory_core.storage.tables.forgets import ForgetRow
+from memory_core.storage.tables.receipts import ReceiptRow
+from memory_core.store.controls import Forgotten
+from memory_core.store.memory_store import DEFAULT_RECEIPT_AGE_S
+from memory_core.text.tokens import TokenCounter, warm_tokenizers
+
+from ..cluster.placement import Placement
+from ..config import AuthConfig
+from ..errors import ApiError, MemoryMoving, RetrievalSkipped
+from .as_of import AsOfCopies
+
+__all__ = ["LastTurn", "RecallGate", "RemoteFormation", "TenantMemory", "Tenants", "tenant_of"]
+
+_TURNS_KEPT = 10_000
+
+
+@dataclass(frozen=True)
+class LastTurn:
+    """What memory did in a conversation's latest chat turn: the policy's decision, the
+    receipt when memory was consulted, the error when memory failed."""
+
+    at: float
+    retrieve: bool
+    reason: str
+    rule: str | None
+    receipt_id: str | None
+    memory_error: str | None
+
+REFRESH_INTERVAL_S = 0.25
+"""Least time between two graph refreshes of a tenant (see ``TenantMemory.refresh_graph``)."""
+
+T = TypeVar("T")
+Events = Callable[[dict[str, Any]], None]
+_HURRY_CHECK_S = 0.05
+_WARM_QUESTIONS = (
+    "what did we talk about last time",
+    "where does she live now and what does she do",
+    "remember the plan we made for the trip",
+    "who was at the meeting on Monday",
+)
+
+
+def tenant_of(headers: Mapping[str, str], auth: AuthConfig) -> str:
+    """The tenant a request with ``headers`` acts for; raises 401 for an unknown key in
+    ``keys`` mode."""
+    if auth.mode == "open":
+        return "default"
+    header = headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    key = key.strip() if scheme.lower() == "bearer" else ""
+    if not key:
+        key = headers.get("X-Api-Key", "").strip()
+    tenant = auth.keys.get(key) if key else None
+    if tenant is None:
+        message = (
+            "Incorrect API key provided." if key else "Missing API key (Authorization: Bearer ...)."
+        )
+        raise ApiError(401, message, type_="invalid_request_error", code="invalid_api_key")
+    return tenant
+
+
+class RecallGate:
+    """Admission for memory lookups: at most ``limit`` queued or running at once.
+
+    Why: when lookups arrive faster than the reader threads serve them, queueing them
+    makes every one wait past its budget while the abandoned ones still burn CPU — under
+    load nearly every request then times out. Refusing at once past the limit, and
+    dropping a lookup that waited past its deadline before it started, keeps each
+    request's wait within its budget and spends the CPU on lookups that can still help.
+    Used from the event loop thread only.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+
+    def enter(self) -> bool:
+        if self.in_flight >= self.limit:
+            return False
+        self.in_flight += 1
+        return True
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+
+
+class RemoteFormation(Protocol):
+    """Formation in other processes (:class:`proxy.tenants.workers.FormationWorkers`)."""
+
+    def notify(self, tenant: str) -> None:
+        """The tenant has newly logged rows."""
+
+    async def form(self, tenant: str) -> int:
+        """Form what the tenant has queued now; the rows formed meanwhile."""
+
+
+class TenantMemory:
+    """One tenant's store with async access (writer thread + shared reader pool).
+
+    With ``remote``, formation is asked of other processes; the formation thread then
+    only refreshes the graph with what they formed (:meth:`refresh_graph`)."""
+
+    def __init__(
+        self,
+        name: str,
+        store: MemoryStore,
+        readers: ThreadPoolExecutor,
+        events: Events | None = None,
+        gate: RecallGate | None = None,
+        remote: RemoteFormation | None = None,
+        as_of: AsOfCopies | None = None,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self._as_of = as_of
+        self.dreaming = False
+        """A consolidation cycle or a rollback runs for this tenant (started here)."""
+        self._events = events
+        self._remote = remote
+        self._learned: list[str] = []
+        self._refresh_due = False
+        self._last_refresh = -math.inf
+        self._last_request = -math.inf
+        self._opened = time.monotonic()
+        self._pending: asyncio.Future[int] | None = None
+        self._hurry = False
+        self._started = False  # the waiting pass has begun forming
+        self._again = False  # an exchange was stored after it began: form once more
+        self._stopping = False
+        self._pass: Future[int] | None = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
+        self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
+        self._readers = readers
+        self._gate = gate or RecallGate(4)
+        self._off = store.memory_off()
+        self._turns: OrderedDict[str, LastTurn] = OrderedDict()
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
+
+    async def append(
+        self, messages: Sequence[LogMessage], conversation: str | None, source: str
+    ) -> AppendResult:
+        return await self._write(
+            lambda: self.store.append(messages, conversation=conversation, source=source)
+        )
+
+    async def form(self) -> int:
+        """Form what is queued, on the tenant's formation thread (appends never wait),
+        or by its worker process when formation is remote."""
+        if self._stopping:
+            return 0
+        if self._remote is not None:
+            return await self._remote.form(self.name)
+        self._pass = self._former.submit(self.store.form_all)
+        return await asyncio.wrap_future(self._pass)
+
+    def forming(self) -> bool:
+        """Whether a formation pass is running (or about to) on the formation thread."""
+        return self._pass is not None and not self._pass.done()
+
+    def cancel_formation(self) -> None:
+        """Shutdown: no new pass starts; one waiting for a quiet moment is called off
+        (its rows stay in the durable queue). A pass already running finishes its batch."""
+        self._stopping = True
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
+
+    def note_request(self) -> None:
+        """A chat request of this tenant has started (formation waits for a quiet moment)."""
+        self._last_request = time.monotonic()
+
+    def form_soon(self, grace_s: float, max_wait_s: float) -> asyncio.Future[int] | None:
+        """Schedule a formation pass for once no request of this tenant has started for
+        ``grace_s`` (after ``max_wait_s`` at the latest, at once after :meth:`hurry`).
+        Returns the new pass, or None when one is already waiting: it will form
+        everything queued, this exchange included (a pass that has begun runs again after
+        the next quiet moment, since it may have found the queue empty before this
+        exchange).
+
+        Why: on two cores a formation pass (model calls, graph append) running while the
+        next question is retrieved nearly doubled that retrieval's latency. Under steady
+        traffic formation then runs in larger batches instead of competing per exchange.
+        """
+        if self._remote is not None:
+            if not self._stopping:  # no grace: the pass runs in another process
+                self._remote.notify(self.name)
+            return None
+        if self._stopping:
+            return None
+        if self._pending is not None and not self._pending.done():
+            self._again = self._again or self._started  # it may have read the queue already
+            return None
+        self._pending = asyncio.ensure_future(self._quiet_then_form(grace_s, max_wait_s))
+        return self._pending
+
+    def hurry(self) -> None:
+        """Let a waiting formation pass start now (shutdown, draining)."""
+        self._hurry = True
+
+    async def _quiet_then_form(self, grace_s: float, max_wait_s: float) -> int:
+        formed = 0
+        try:
+            while True:
+                deadline = time.monotonic() + max_wait_s
+                while not self._hurry:  # checked every 50 ms: hurry() comes from any task
+                    wait = min(self._last_request + grace_s, deadline) - time.monotonic()
+                    if wait <= 0:
+                        break
+                    await asyncio.sleep(min(wait, _HURRY_CHECK_S))
+                self._hurry = False
+                self._started, self._again = True, False
+                formed += await self.form()
+                self._started = False
+                # form_all stops at an empty queue: an exchange stored after that check
+                # would wait for the next one; it gets a pass of its own (after a quiet
+                # moment, like any other)
+                if not self._again or self._stopping:
+                    return formed
+        finally:
+            self._started = False
+
+    async def refresh_graph(self, names: Sequence[str]) -> None:
+        """Another process committed a pass: learn its ``names`` and append its rows to
+        the graph, on the formation thread. Calls arriving while one waits join it (it
+        reads every row past the graph's cursors).
+
+        At most one refresh per :data:`REFRESH_INTERVAL_S`: under back-to-back traffic
+        every answer ends a pass, and a refresh (a few ms holding the GIL) per answer
+        slowed the next questions; a new version every quarter second keeps what was
+        said retrievable well within a second.
+        """
+        self._learned.extend(names)
+        if self._refresh_due:
+            return
+        self._refresh_due = True
+        wait = self._last_refresh + REFRESH_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await asyncio.get_running_loop().run_in_executor(self._former, self._refresh)
+
+    def _refresh(self) -> None:
+        self._refresh_due = False
+        self._last_refresh = time.monotonic()
+        names, self._learned = self._learned, []
+        self.store.refresh_graph(names)
+
+    def warm_graph(self) -> None:
+        """Read the memory graph on the formation thread now, so the first area query
+        does not pay for it (a failure is logged; that query then reads it itself)."""
+        future = self._former.submit(self.store.warm_graph)
+        future.add_done_callback(self._warmed)
+
+    def _warmed(self, future: Future[Any]) -> None:
+        exc = future.exception()
+        if exc is not None and self._events is not None:
+            self._events({"event": "graph_warm_failed", "tenant": self.name, "error": str(exc)})
+
+    async def recall(
+        self,
+        question: str,
+        *,
+        limit: int,
+        budget_tokens: int,
+        exclude_hashes: Collection[str],
+        strategy: str = "bm25",
+        deadline: float = math.inf,
+        model: str | None = None,
+        as_of: int | None = None,
+    ) -> Recall:
+        """Retrieval by the named ``strategy``
+        (:data:`memory_core.retrieval.strategies.STRATEGIES`), the block counted with
+        ``model``'s tokenizer; with ``as_of``, from that snapshot's state
+        (:meth:`as_of_store`), the current one unchanged.
+
+        Raises :class:`RetrievalSkipped` at once when the reader threads already have
+        their limit of lookups, or when this one would start after ``deadline``
+        (``time.monotonic()``): see :class:`RecallGate`."""
+        store = self.store if as_of is None else await self.as_of_store(as_of)
+        gate = self._gate
+        if not gate.enter():
+            raise RetrievalSkipped(
+                f"{gate.limit} lookups already in flight (memory.max_concurrent_retrievals)"
+            )
+
+        def run() -> Recall:
+            if time.monotonic() >= deadline:
+                raise RetrievalSkipped("waited past its time budget for a reader thread")
+            return store.retrieve(
+                strategy,
+                question,
+                limit=limit,
+                budget_tokens=budget_tokens,
+                exclude_hashes=exclude_hashes,
+                model=model,
+            )
+
+        loop = asyncio.get_running_loop()
+        try:
+            work = self._readers.submit(run)
+        except BaseException:
+            gate.leave()
+            raise
+        work.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.leave))
+        return await asyncio.wrap_future(work)
+
+    def save_receipt(
+        self, receipt_id: str, build: Callable[[], Mapping[str, Any]]
+    ) -> asyncio.Future[None]:
+        """Submit the write now (ordering it before later reads); await the result.
+
+        ``build`` makes the receipt's body on the writer thread, so building and
+        serialising it costs the event loop nothing; its errors come out of the future.
+        """
+        return asyncio.get_running_loop().run_in_executor(
+            self._writer, lambda: self.store.save_receipt(receipt_id, build())
+        )
+
+    async def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        return await self._write(self.store.receipt, receipt_id)
+
+    async def conversation_receipt(self, conversation: str) -> dict[str, Any] | None:
+        return await self._write(self.store.conversation_receipt, conversation)
+
+    def note_turn(self, conversation: str, turn: LastTurn) -> None:
+        """What memory did in ``conversation``'s latest turn (for ``/memory why``; the
+        newest :data:`_TURNS_KEPT` conversations are kept, in this process)."""
+        self._turns[conversation] = turn
+        self._turns.move_to_end(conversation)
+        while len(self._turns) > _TURNS_KEPT:
+            self._turns.popitem(last=False)
+
+    def last_turn(self, conversation: str) -> LastTurn | None:
+        return self._turns.get(conversation)
+
+    def memory_is_off(self, conversation: str) -> bool:
+        """Whether the user switched memory off in ``conversation`` (``/memory off``)."""
+        return conversation in self._off
+
+    async def switch_memory(self, conversation: str, *, on: bool) -> bool:
+        """Switch memory on or off for ``conversation`` (stored: it outlives the
+        process); whether that changed anything."""
+        changed = await self._write(lambda: self.store.switch_memory(conversation, on=on))
+        if on:
+            self._off.discard(conversation)
+        else:
+            self._off.add(conversation)
+        return changed
+
+    async def forget_fragments(
+        self, fragment_ids: Sequence[int], *, request: str, conversation: str | None
+    ) -> Forgotten:
+        done = await self._write(
+            lambda: self.store.forget_fragments(
+                fragment_ids, request=request, conversation=conversation
+            )
+        )
+        self._forgets_changed()
+        return done
+
+    async def forget_matching(self, words: str, *, conversation: str | None) -> Forgotten:
+        done = await self._write(
+            lambda: self.store.forget_matching(words, conversation=conversation)
+        )
+        self._forgets_changed()
+        return done
+
+    async def unforget(self, forget_id: int | None) -> ForgetRow | None:
+        undone = await self._write(self.store.unforget, forget_id)
+        self._forgets_changed()
+        return undone
+
+    async def forgets(self, *, limit: int) -> list[ForgetRow]:
+        return await self._write(lambda: self.store.forgets(limit=limit))
+
+    def _forgets_changed(self) -> None:
+        """Copies as of a snapshot were made with the forgets of their time: dropped, so
+        an answer as of a snapshot never shows what was forgotten since."""
+        if self._as_of is not None:
+            self._as_of.close()
+
+    async def recent_receipts(self, limit: int) -> list[ReceiptRow]:
+        """The newest ``limit`` receipts (on the writer thread: after every receipt
+        already submitted)."""
+        return await self._write(self.store.recent_receipts, limit)
+
+    async def entities(self, *, limit: int, name: str | None) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.entities(limit=limit, name=name))
+
+    async def contexts(self, *, limit: int) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.contexts(limit=limit))
+
+    async def relations(self, *, entity: str | None, limit: int) -> list[dict[str, Any]]:
+        return await self._read(lambda: self.store.relations(entity=entity, limit=limit))
+
+    async def explain_area(
+        self, question: str, *, limit: int, as_of: int | None = None
+    ) -> dict[str, Any]:
+        store = self.store if as_of is None else await self.as_of_store(as_of)
+        return await self._read(lambda: store.explain_area(question, limit=limit))
+
+    # -- history: cycles, snapshots, rollback -------------------------------------------
+
+    async def as_of_store(self, snapshot: int) -> MemoryStore:
+        """A read-only store whose memory is ``snapshot``'s (made on first use, then kept:
+        :class:`.as_of.AsOfCopies`); raises :class:`SnapshotNotFoundError`."""
+        if self._as_of is None:
+            raise MemoryCoreError("answers as of a snapshot are not available here")
+        return await self._as_of.store(self.store, snapshot)
+
+    async def dream(self, trigger: str, on_step: Step | None = None) -> DreamReport:
+        """A whole consolidation cycle on the formation thread: held rows released, what
+        is queued formed (by the worker process when formation is remote), consolidated,
+        snapshot taken, graph read again. Raises :class:`DreamBusyError` when a cycle or
+        a rollback already runs for the tenant (here or in another process)."""
+        loop = asyncio.get_running_loop()
+        form = None if self._remote is None else self._remote_form(loop)
+        self.dreaming = True
+        try:
+            return await loop.run_in_executor(
+                self._former,
+                lambda: self.store.dream(trigger=trigger, form=form, on_step=on_step),
+            )
+        finally:
+            self.dreaming = False
+
+    def _remote_form(self, loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
+        """Formation by the worker process, waited for from the formation thread; a failed
+        pass is logged and the cycle goes on (its rows stay queued)."""
+        remote = self._remote
+        assert remote is not None
+
+        def form() -> int:
+            try:
+                return asyncio.run_coroutine_threadsafe(remote.form(self.name), loop).result()
+            except MemoryCoreError as exc:
+                if self._events is not None:
+                    self._events({"event": "formation_failed", "tenant": self.name,
+                                  "error": str(exc), "during": "dream"})  # fmt: skip
+                return 0
+
+        return form
+
+    async def rollback(self, snapshot: int, *, reform: bool) -> tuple[Restored, int]:
+        """Restore memory to ``snapshot`` (see :meth:`MemoryStore.rollback`); with
+        ``reform`` the held rows are queued and formed at once. Returns what the rollback
+        did and the rows formed."""
+        loop = asyncio.get_running_loop()
+        self.dreaming = True
+        try:
+            restored = await loop.run_in_executor(
+                self._former, lambda: self.store.rollback(snapshot)
+            )
+        finally:
+            self.dreaming = False
+        if not reform:
+            return restored, 0
+        await loop.run_in_executor(self._former, self.store.release_held)
+        return restored, await self.form()
+
+    async def snapshots(self, *, limit: int, before: int | None) -> list[SnapshotRow]:
+        return await self._read(lambda: self.store.snapshots(limit=limit, before=before))
+
+    async def snapshot(self, snapshot: int) -> SnapshotRow | None:
+        return await self._read(lambda: self.store.snapshot(snapshot))
+
+    async def diff(self, first: int, second: int, *, limit: int) -> Diff:
+        return await self._read(lambda: self.store.diff(first, second, limit=limit))
+
+    async def held_rows(self, *, limit: int) -> list[HeldRow]:
+        return await self._read(lambda: self.store.held_rows(limit=limit))
+
+    async def history_state(self) -> HistoryState:
+        return await self._read(self.store.history_state)
+
+    async def checkpoint(self) -> int | None:
+        """Fold a journal grown past its bounds into a checkpoint snapshot (on the
+        formation thread); the snapshot's id, or None."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._former, self.store.checkpoint)
+
+    async def check_generation(self) -> bool:
+        """Read the graph again if memory was rolled back or consolidated by another
+        process (on the formation thread, like every graph read)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._former, self.store.check_generation)
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since this tenant's last chat request, or since its memory was opened
+        here when none came since (a proxy that just started has not seen it idle)."""
+        return time.monotonic() - max(self._last_request, self._opened)
+
+    async def stats(self) -> StoreStats:
+        return await self._read(self.store.stats)
+
+    def warm(self, strategy: str) -> None:
+        """Start-up warm-up, on the calling thread: read the memory graph (when the
+        strategy uses it), then run lookups through the same path as a request (question
+        encoding on the store's own thread, pulse, area, reconstruction), so none of it is
+        first done while a client waits."""
+        if STRATEGIES.get(strategy).uses_graph:
+            self.store.warm_graph()
+        for question in _WARM_QUESTIONS:  # a few: the interpreter specialises hot code
+            self.store.retrieve(strategy, question, limit=4, budget_tokens=200)
+
+    def close(self) -> None:
+        self._former.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
+        if self._as_of is not None:
+            self._as_of.close()
+        self.store.close()
+
+
+class Tenants:
+    """Opens tenant stores on first use and keeps them open until shutdown."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        counter: TokenCounter | None,
+        formation: FormationConfig,
+        backends: Backends,
+        *,
+        graph: GraphSettings | None = None,
+        reconstruction: ReconstructionConfig | None = None,
+        receipt_max_age_s: float = DEFAULT_RECEIPT_AGE_S,
+        strategy: str = "bm25",
+        events: Events | None = None,
+        max_lookups: int = 4,
+        remote: RemoteFormation | None = None,
+        dream: DreamConfig | None = None,
+    ) -> None:
+        self.folder = data_dir / "tenants"
+        self._as_of_folder = data_dir / "as_of"
+        AsOfCopies.clear(self._as_of_folder)  # copies a crashed run left behind
+        self._copying = threading.Lock()  # one copy as of a snapshot at a time
+        self._dream = dream
+        self._counter = counter
+        self._formation = formation
+        self._backends = backends
+        self._graph = graph
+        self._reconstruction = reconstruction
+        self._receipt_max_age_s = receipt_max_age_s
+        self._strategy = strategy
+        self._warm_graph = STRATEGIES.get(strategy).uses_graph
+        self._events = events
+        self._remote = remote
+        self._open: dict[str, TenantMemory] = {}
+        self._lock = threading.Lock()
+        self._readers = ThreadPoolExecutor(max_workers=max_lookups, thread_name_prefix="mem-r")
+        self._gate = RecallGate(max_lookups)
+        self.placement: Placement | None = None
+        """In a cluster, which tenants this node may write (:mod:`.placement`); a tenant it
+        does not hold is claimed on first use and raises :class:`MemoryMoving` until then."""
+
+    def get(self, tenant: str, *, warm_graph: bool = True) -> TenantMemory:
+        """The tenant's memory, opened on first use (its graph then read on the formation
+        thread unless ``warm_graph`` is False). In a cluster, raises
+        :class:`MemoryMoving` while this node does not hold the tenant (and starts
+        claiming it)."""
+        placement = self.placement
+        if placement is not None and not placement.ready(tenant):
+            placement.request(tenant)
+            raise MemoryMoving(tenant, placement.node)
+        return self._get(tenant, warm_graph)
+
+    def _get(self, tenant: str, warm_graph: bool = True) -> TenantMemory:
+        with self._lock:
+            memory = self._open.get(tenant)
+            if memory is None:
+                store = self._store(self.folder / f"{tenant}.db")
+                copies = AsOfCopies(
+                    self._as_of_folder, tenant, self._store, gate=self._copying
+                )
+                memory = self._open[tenant] = TenantMemory(
+                    tenant, store, self._readers, self._events, self._gate, self._remote, copies
+                )
+                if self._warm_graph and warm_graph:
+                    memory.warm_graph()
+            return memory
+
+    def _store(self, path: Path) -> MemoryStore:
+        """A store with this proxy's settings (a tenant's file, or a copy as of a snapshot)."""
+        return MemoryStore(
+            path,
+            counter=self._counter,
+            formation=self._formation,
+            backends=self._backends,
+            graph=self._graph,
+            reconstruction=self._reconstruction,
+            receipt_max_age_s=self._receipt_max_age_s,
+            dream=self._dream,
+        )
+
+    async def open(self, tenant: str, *, claim: bool = False) -> TenantMemory:
+        """:meth:`get` for the event loop: a store not yet open is opened (created,
+        migrated) on a worker thread, so the loop never waits for SQLite. In a cluster,
+        with ``claim`` it waits until this node holds the tenant (a write that must not
+        be lost); without, it raises :class:`MemoryMoving` meanwhile."""
+        placement = self.placement
+        if placement is not None:
+            if claim:
+                await placement.wait(tenant)
+            elif not placement.ready(tenant):
+                placement.request(tenant)
+                raise MemoryMoving(tenant, placement.node)
+        with self._lock:
+            memory = self._open.get(tenant)
+        if memory is not None:
+            return memory
+        return await asyncio.get_running_loop().run_in_executor(None, self._get, tenant)
+
+    async def open_claimed(self, tenant: str) -> None:
+        """Open the store of a tenant just claimed (its database in place): the
+        placement's hook, before the tenant counts as held."""
+        await asyncio.get_running_loop().run_in_executor(None, self._get, tenant)
+
+    async def drop(self, tenant: str) -> None:
+        """Close a tenant's store (the placement let it go): later uses claim it again."""
+        with self._lock:
+            memory = self._open.pop(tenant, None)
+        if memory is not None:
+            memory.cancel_formation()
+            await asyncio.get_running_loop().run_in_executor(None, memory.close)
+
+    def warm_up(self, tenants: Collection[str]) -> None:
+        """Load what the first request would otherwise wait for: the encoder (one text,
+        one batch and one question through it), the token counter, and each tenant's
+        store, graph and lookup path. Runs on a worker thread at start-up, before the
+        proxy reports ready."""
+        encoder = self._backends.encoder
+        encoder.encode(["areamem warm-up"])
+        encoder.encode(["areamem warm-up", "a second text"])
+        encoder.encode_question("areamem warm-up?")
+        if self._counter is not None:
+            self._counter.count("areamem warm-up")
+        warm_tokenizers()  # each lookup counts with its model's tokenizer
+        for tenant in tenants:  # on a reader thread, as a request's lookup would run
+            memory = self.get(tenant, warm_graph=False)
+            self._readers.submit(memory.warm, self._strategy).result()
+
+    def existing(self) -> list[str]:
+        """Tenants with a database on disk (for recovery at startup)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.stem for p in self.folder.glob("*.db"))
+
+    def find(self, tenant: str) -> TenantMemory | None:
+        """The tenant's memory if it is open (none opened here)."""
+        with self._lock:
+            return self._open.get(tenant)
+
+    def opened(self) -> list[TenantMemory]:
+        with self._lock:
+            return list(self._open.values())
+
+    def close(self) -> None:
+        for memory in self.opened():
+            memory.close()
+        self._readers.shutdown(wait=True)
