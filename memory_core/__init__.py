@@ -24,10 +24,13 @@ if TYPE_CHECKING:
         check_timestamp,
     )
     from .reconstruction.render import Reconstruction
-    from .retrieval.bm25 import Hit, query_terms
-    from .store.memory_store import DEFAULT_RECEIPT_LIMIT, MemoryStore, Recall, StoreStats
+    from .retrieval.bm25 import Hit
+    from .retrieval.recall import Recall
+    from .store.memory_store import DEFAULT_RECEIPT_LIMIT, MemoryStore, StoreStats
     from .text.names import NameIndex, extract_names
+    from .text.question import Question
     from .text.tokens import TokenCounter, default_counter
+    from .text.words import query_terms
 
 __all__ = [
     "DEFAULT_RECEIPT_LIMIT",
@@ -41,6 +44,7 @@ __all__ = [
     "MemoryCoreError",
     "MemoryStore",
     "NameIndex",
+    "Question",
     "Recall",
     "Reconstruction",
     "StorageBusyError",
@@ -69,9 +73,12 @@ _HOMES = {
     ),
     "text.names": ("NameIndex", "extract_names"),
     "reconstruction.render": ("Reconstruction",),
-    "retrieval.bm25": ("Hit", "query_terms"),
-    "store.memory_store": ("DEFAULT_RECEIPT_LIMIT", "MemoryStore", "Recall", "StoreStats"),
+    "retrieval.bm25": ("Hit",),
+    "retrieval.recall": ("Recall",),
+    "store.memory_store": ("DEFAULT_RECEIPT_LIMIT", "MemoryStore", "StoreStats"),
+    "text.question": ("Question",),
     "text.tokens": ("TokenCounter", "default_counter"),
+    "text.words": ("query_terms",),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         memory = store.warm_graph()
         vectors, stored = memory.vectors, memory.vector_codes
-        encoder = store._encoder()
+        encoder = store._get_backends().encoder
         queries = [encoder.encode_question(q)[0] for q in questions]
     finally:
         store.close()

@@ -14,6 +14,7 @@ from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, Node
 from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex
 from memory_core.index.nearest import codes
 from memory_core.retrieval.area import retrieve_area
+from memory_core.text.question import Question
 from memory_core.text.words import stem
 
 TURNS = [
@@ -94,7 +95,8 @@ def test_vectors_keep_their_codes_and_their_nodes_find_them(
     store.warm_graph()
     store.append(_messages(LATER, 1_700_100_000), conversation="c2")
     store.form_all()
-    memory = store._current_graph()
+    memory = store.published_graph()
+    assert memory is not None
     rows = np.arange(memory.vectors.shape[0])
     assert memory.vectors.shape[0] == len(TURNS) + len(LATER)
     np.testing.assert_array_equal(memory.vector_of[memory.vector_nodes], rows)
@@ -197,7 +199,8 @@ def test_a_query_pinned_to_an_old_version_ignores_what_was_added_since(
     store.append(_messages(LATER, 1_700_100_000), conversation="c2")
     store.form_all()
     vector = backends.encoder.encode(["Porto train brakes"])[0]
-    result = retrieve_area(store._reader, old, "Porto train brakes", vector, limit=20)
+    question = Question.of("Porto train brakes").encoding(lambda: vector)
+    result = retrieve_area(store._reader, old, question, limit=20)
     assert result.graph_version == old.version
     assert result.activation is not None
     assert int(result.activation.nodes.max()) < old.graph.n_nodes

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.configuration import ConfigurationError, read_yaml
-from memory_core.registry import Registry, UnknownNameError
+from memory_core.registry import Names, Registry, UnknownNameError
 from memory_core.retrieval.strategies import STRATEGIES
 from proxy import ConfigError, load_config
 from proxy.config import ConfigFile
@@ -323,6 +323,57 @@ def test_registry_checks_names_and_suggests() -> None:
     with pytest.raises(ValueError, match="already registered"):
         shapes.register("circle", 3)
     assert set(STRATEGIES.names()) == {"area", "bm25"}
+
+
+def test_a_registry_on_declared_names_takes_only_those() -> None:
+    declared = Names("shape", {"circle": "round", "square": "four corners"})
+    shapes: Registry[int] = Registry(declared)
+    shapes.register("circle", 1)
+    assert shapes.describe("circle") == "round" and declared.check("square") == "square"
+    assert shapes.undeclared_or_missing() == (set(), {"square"})
+    with pytest.raises(ValueError, match="not declared"):
+        shapes.register("hexagon", 6)
+    with pytest.raises(ValueError, match="description is declared"):
+        shapes.register("square", 4, "four sides")
+    with pytest.raises(UnknownNameError, match="did you mean 'circle'"):
+        declared.check("circel")
+
+
+def _registries() -> list[tuple[str, Registry[object]]]:
+    """Every registry the library builds on declared names, found by scanning the
+    modules that implement them (so a new one is checked without listing it here)."""
+    import importlib
+    import pkgutil
+
+    import memory_core
+
+    found = []
+    for info in pkgutil.walk_packages(memory_core.__path__, "memory_core."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, Registry) and value.declared is not None:
+                found.append((f"{info.name}.{name}", value))
+    return found
+
+
+def test_every_declared_name_has_an_implementation_and_no_other_is_registered() -> None:
+    """Configuration checks backend, judge and stage names against declarations in
+    leaves (:data:`memory_core.formation.config.STAGE_CHOICES`,
+    :data:`memory_core.dream.config.JUDGE_CHOICES`); the factories register against them.
+    Both sides must agree: a declared name with no factory would validate and then fail
+    to build."""
+    registries = dict(_registries())
+    assert {
+        "memory_core.formation.backends.SEGMENTERS",
+        "memory_core.formation.backends.RELATION_EXTRACTORS",
+        "memory_core.dream.judges.JUDGES",
+    } <= set(registries)
+    disagreeing = {
+        name: registry.undeclared_or_missing()
+        for name, registry in registries.items()
+        if registry.undeclared_or_missing() != (set(), set())
+    }
+    assert disagreeing == {}
 
 
 def test_reader_errors_are_configuration_errors() -> None:

@@ -29,6 +29,7 @@ from memory_core.reconstruction.predicates import is_structural, phrase
 from memory_core.reconstruction.render import reconstruct
 from memory_core.retrieval.bm25 import Hit
 from memory_core.storage.tables.fragments import fetch_hits
+from memory_core.text.question import Question
 from memory_core.text.tokens import counter_for
 from proxy.fake_upstream import FakeUpstream
 
@@ -344,7 +345,11 @@ def test_the_budget_is_never_exceeded_and_no_citation_is_cut(
     hits, evidence, question = block
     counter = counter_for(model)
     result = reconstruct(
-        hits, budget_tokens=budget, counter=counter, question=question, evidence=evidence
+        hits,
+        budget_tokens=budget,
+        counter=counter,
+        question=None if question is None else Question.of(question),
+        evidence=evidence,
     )
     assert result.tokens == counter.count(result.text) <= budget
     if not result.text:
@@ -483,7 +488,7 @@ async def test_hostile_names_values_and_predicates_cannot_forge_the_block(
 
 def test_the_note_names_what_memory_lacks_not_how_the_question_words_it() -> None:
     from memory_core.reconstruction.config import CoverageConfig
-    from memory_core.reconstruction.coverage import Shown, assess
+    from memory_core.reconstruction.coverage import Shown, ask, assess
 
     config = CoverageConfig()
     shown = [Shown("fragment 1", "Gina won a trophy at the dance contest in May."),
@@ -491,7 +496,7 @@ def test_the_note_names_what_memory_lacks_not_how_the_question_words_it() -> Non
     held = {"contest": 3, "trophy": 1}.get
 
     def noted(question: str) -> tuple[str, ...]:
-        return assess(question, shown, config, lambda w: held(w, 0)).noted
+        return assess(ask(question, config), shown, config, lambda w: held(w, 0)).noted
 
     assert noted("What did Gina receive from the dance contest?") == ()  # a verb
     assert noted("What did Gina win at the contest on 3 November?") == ()  # a month
@@ -499,12 +504,13 @@ def test_the_note_names_what_memory_lacks_not_how_the_question_words_it() -> Non
     assert noted("Did Gina dance with her cat and her sister at the contest?") == ()
     assert noted("Did Gina take the trophy to Barcelona?") == ("barcelona",)  # a name
     assert noted("Olá, tudo bem? E a Gina?") == ()  # greeting words are no foci
-    verdicts = assess("Did Gina mention her cat?", shown, config, lambda w: held(w, 0))
+    asked = ask("Did Gina mention her cat?", config)
+    verdicts = assess(asked, shown, config, lambda w: held(w, 0))
     assert [(v.focus, v.covered, v.where) for v in verdicts.verdicts] == [
         ("gina", True, "fragment 1"),
         ("cat", False, None),
     ]
     far = [Shown("fragment 1", "Gina won a trophy.", similarity=0.2)]
-    assert assess("Capital of Mongolia?", far, config).nothing_found
+    assert assess(ask("Capital of Mongolia?", config), far, config).nothing_found
     close = [Shown("fragment 1", "Gina won a trophy.", similarity=0.7)]
-    assert not assess("Capital of Mongolia?", close, config).nothing_found
+    assert not assess(ask("Capital of Mongolia?", config), close, config).nothing_found

@@ -10,9 +10,12 @@ import pytest
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
 from memory_core.index import lexical
+from memory_core.index.lexical import LexicalView
 from memory_core.retrieval import bm25 as retrieval
-from memory_core.retrieval.bm25 import indexed_search_scores, query_terms, search_scores
+from memory_core.storage import Connection
 from memory_core.storage.tables import fragments
+from memory_core.text.question import Question
+from memory_core.text.words import query_terms
 
 WORDS = [
     "bicycle", "bicycles", "Bicycle", "café", "cafe", "CAFÉS", "running", "runs", "ran",
@@ -36,6 +39,16 @@ def _turns(rng: random.Random, n: int) -> list[LogMessage]:
             message["name"] = speaker
         turns.append(LogMessage(message, 1_700_000_000 + i))
     return turns
+
+
+def indexed_search_scores(
+    conn: Connection, index: LexicalView, question: str, *, limit: int
+) -> list[tuple[int, float]]:
+    return retrieval.indexed_search_scores(conn, index, Question.of(question), limit=limit)
+
+
+def search_scores(conn: Connection, question: str, *, limit: int) -> list[tuple[int, float]]:
+    return retrieval.search_scores(conn, Question.of(question), limit=limit)
 
 
 def _fts5(store: MemoryStore, question: str, limit: int) -> dict[int, float]:
@@ -191,12 +204,12 @@ def test_a_graph_lagging_by_many_rows_is_searched_by_fts5(
     asked: list[str] = []
     real = retrieval.search_scores
 
-    def spy(conn: object, question: str, *, limit: int) -> list[tuple[int, float]]:
-        asked.append(question)
+    def spy(conn: object, question: Question, *, limit: int) -> list[tuple[int, float]]:
+        asked.append(question.text)
         return real(store._reader, question, limit=limit)
 
     monkeypatch.setattr(retrieval, "search_scores", spy)
-    found = retrieval.indexed_search_scores(store._reader, memory.lexical, "red train", limit=5)
+    found = indexed_search_scores(store._reader, memory.lexical, "red train", limit=5)
     assert asked == ["red train"]
-    assert found == real(store._reader, "red train", limit=5)
+    assert found == real(store._reader, Question.of("red train"), limit=5)
     store.close()

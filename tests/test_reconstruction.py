@@ -13,6 +13,7 @@ from memory_core import Reconstruction, default_counter
 from memory_core.reconstruction.config import CoverageConfig, ReconstructionConfig
 from memory_core.reconstruction.render import reconstruct, speaker_label
 from memory_core.retrieval.bm25 import Hit
+from memory_core.text.question import Question
 
 COUNTER = default_counter()
 _WORD = re.compile(r"[^\W_]+")
@@ -46,9 +47,14 @@ NO_NOTES = ReconstructionConfig(coverage=CoverageConfig(note=False, when_empty=F
 coverage note has its own tests, in test_faithful_reconstruction.py)."""
 
 
+def _q(text: str | None) -> Question | None:
+    """The question ``text`` asks, as a store with default settings reads it."""
+    return None if text is None else Question.of(text)
+
+
 def _render(hits: list[Hit], question: str | None = None, budget: int = 10_000) -> str:
     return reconstruct(
-        hits, budget_tokens=budget, counter=COUNTER, question=question, config=NO_NOTES
+        hits, budget_tokens=budget, counter=COUNTER, question=_q(question), config=NO_NOTES
     ).text
 
 
@@ -95,7 +101,7 @@ def test_cited_lists_kept_fragments_in_rank_order() -> None:
 
 def test_empty_input_gives_no_text() -> None:
     assert reconstruct([], budget_tokens=500, counter=COUNTER) == Reconstruction("", 0, ())
-    assert reconstruct([], budget_tokens=500, counter=COUNTER, question="why?").text == ""
+    assert reconstruct([], budget_tokens=500, counter=COUNTER, question=_q("why?")).text == ""
 
 
 def test_question_keeps_matching_sentences_and_drops_phatic_ones() -> None:
@@ -183,7 +189,7 @@ def test_budget_and_rank_invariants_hold_for_any_input(
     raw: list[tuple[str, int, str]], budget: int, question: str | None
 ) -> None:
     hits = [_hit(i, t, ts=MAY_8_2023 + d * DAY, conversation=c) for i, (t, d, c) in enumerate(raw)]
-    result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=question)
+    result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=_q(question))
     assert result.tokens == COUNTER.count(result.text) <= budget
     assert result.cited == tuple(range(len(result.cited)))  # a prefix of the ranking
     noted = "\nNotes:\nMemory holds nothing about: " in result.text
@@ -345,7 +351,7 @@ def test_stored_text_never_leaves_the_block(
         Hit(i, 1.0, text, role, speaker, conversation, ts, f"h{i}", None)
         for i, (text, speaker, role, conversation, ts) in enumerate(raw)
     ]
-    result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=question)
+    result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=_q(question))
     assert result.tokens == COUNTER.count(result.text) <= budget
     if not result.text:
         return
@@ -380,7 +386,7 @@ def test_a_megabyte_fragment_is_read_only_as_far_as_the_budget_reaches() -> None
             return COUNTER.count(text)
 
     text = "Ana took Rex to Lisbon. " * 80_000 + "Zanzibar"  # ~1.9 MB, a word at its very end
-    block = reconstruct([_hit(1, text)], budget_tokens=300, counter=Recording(), question="Rex")
+    block = reconstruct([_hit(1, text)], budget_tokens=300, counter=Recording(), question=_q("Rex"))
     assert max(counted) <= 4_100  # at most 4,000 characters read, never the megabytes
     assert "Zanzibar" not in block.text
     assert "Ana took Rex to Lisbon." in block.text and "…" in block.text

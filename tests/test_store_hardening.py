@@ -35,8 +35,9 @@ from memory_core import (
 )
 from memory_core.formation import Backends, FormationConfig, build_backends
 from memory_core.log.messages import stored_timestamp
-from memory_core.retrieval.bm25 import QUESTION_CHARS, fetch_hits, question_excerpt
+from memory_core.retrieval.bm25 import fetch_hits
 from memory_core.storage import connect, retry_busy, transaction
+from memory_core.text.question import QUESTION_CHARS, question_excerpt
 
 MAY_2023 = 1_683_504_000.0
 SQLITE_MAX_VARIABLES = 32_766

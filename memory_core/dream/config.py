@@ -14,9 +14,11 @@ from pydantic import AfterValidator, Field
 from ..configuration import ConfigModel, ConfigurationError, Document, Name, validate
 from ..errors import MemoryCoreError
 from ..formation.config import LLMConfig
+from ..registry import Names
 
 __all__ = [
     "DEFAULT_CONSOLIDATION_MODEL",
+    "JUDGE_CHOICES",
     "DreamConfig",
     "DreamConfigError",
     "DreamSection",
@@ -35,10 +37,18 @@ class DreamConfigError(MemoryCoreError, ValueError):
     """A ``dream`` setting built in code is invalid."""
 
 
-def _backend(name: str) -> str:
-    from .judges import JUDGES  # the judges import this module
+JUDGE_CHOICES = Names(
+    "consolidation backend",
+    {
+        "rules": "offline: names, context vectors and thresholds",
+        "llm": "a served model through litellm decides each candidate",
+    },
+)
+"""The judges ``dream.backend`` may name (each registered in :data:`.judges.JUDGES`)."""
 
-    return JUDGES.check(name)
+
+def _backend(name: str) -> str:
+    return JUDGE_CHOICES.check(name)
 
 
 def _consolidation_llm() -> LLMConfig:

@@ -23,7 +23,7 @@ from ..formation.models.llm import LiteLLMGenerator
 from ..formation.models.structured import TextGenerator, structured_call
 from ..registry import Registry
 from ..storage.tables.dream import ContextProfile, EntityProfile
-from .config import DreamConfig
+from .config import JUDGE_CHOICES, DreamConfig
 
 __all__ = [
     "JUDGES",
@@ -281,11 +281,11 @@ def _describe_contexts(pairs: Sequence[ContextPair]) -> str:
     return "\n".join(lines)
 
 
-JUDGES: Registry[Callable[[DreamConfig], Judge]] = Registry("consolidation backend")
-JUDGES.register("rules", RuleJudge, "offline: names, context vectors and thresholds")
+JUDGES: Registry[Callable[[DreamConfig], Judge]] = Registry(JUDGE_CHOICES)
+JUDGES.register("rules", RuleJudge)
 
 
-@JUDGES.factory("llm", "a served model through litellm decides each candidate")
+@JUDGES.factory("llm")
 def _llm_judge(config: DreamConfig) -> Judge:
     llm = config.llm
     key = os.environ.get(llm.api_key_env) if llm.api_key_env else None

@@ -18,11 +18,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from ..registry import NameTable, Registry
+from ..registry import Registry
 from ..text.embeddings import Encoder, MiniLMEncoder
-from .config import FormationConfig
+from .config import STAGE_CHOICES, FormationConfig
 from .interfaces import (
     Interpretation,
     MentionDetector,
@@ -99,19 +99,20 @@ class BuildContext:
 
 _Factory = Callable[[BuildContext], T]
 
-SEGMENTERS: Registry[_Factory[Segmenter]] = Registry("segmentation backend")
-NORMALISERS: Registry[_Factory[Normaliser]] = Registry("normalisation backend")
-NER_BACKENDS: Registry[_Factory[MentionDetector]] = Registry("ner backend")
-MENTION_ENCODERS: Registry[_Factory[MentionEncoder]] = Registry("mentions backend")
-RELATION_EXTRACTORS: Registry[_Factory[RelationExtractor]] = Registry("relations backend")
-STAGE_BACKENDS: Mapping[str, NameTable] = {
+SEGMENTERS: Registry[_Factory[Segmenter]] = Registry(STAGE_CHOICES["segmentation"])
+NORMALISERS: Registry[_Factory[Normaliser]] = Registry(STAGE_CHOICES["normalisation"])
+NER_BACKENDS: Registry[_Factory[MentionDetector]] = Registry(STAGE_CHOICES["ner"])
+MENTION_ENCODERS: Registry[_Factory[MentionEncoder]] = Registry(STAGE_CHOICES["mentions"])
+RELATION_EXTRACTORS: Registry[_Factory[RelationExtractor]] = Registry(STAGE_CHOICES["relations"])
+STAGE_BACKENDS: Mapping[str, Registry[Any]] = {
     "segmentation": SEGMENTERS,
     "normalisation": NORMALISERS,
     "ner": NER_BACKENDS,
     "mentions": MENTION_ENCODERS,
     "relations": RELATION_EXTRACTORS,
 }
-"""Stage name -> the registry its ``backend`` setting is checked against."""
+"""Stage name -> the registry of its backends (on the names :data:`.STAGE_CHOICES`
+declares)."""
 
 
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:
@@ -186,22 +187,18 @@ def _generated_relations(kind: str) -> _Factory[RelationExtractor]:
     return build
 
 
-SEGMENTERS.register("embedding", _embedding_segmenter, "MiniLM topic shifts (offline)")
-SEGMENTERS.register("llm", _generated_segmenter("llm"), "the served LLM")
-SEGMENTERS.register("transformers", _generated_segmenter("transformers"), "a local causal LM")
-NORMALISERS.register("none", lambda _: StopwordNormaliser(), "keep the text, record its language")
-NORMALISERS.register("llm", _llm_normaliser, "translate to English with the served LLM")
-NER_BACKENDS.register("lexical", lambda _: LexicalNER(), "capitalised spans, quoted terms")
-NER_BACKENDS.register("transformers", _transformers_ner, "a local token-classification model")
-MENTION_ENCODERS.register("minilm", lambda c: c.sentence, "the shared sentence encoder")
-MENTION_ENCODERS.register(
-    "transformers", _transformers_mentions, "encoder representations of mentions"
-)
-RELATION_EXTRACTORS.register("patterns", lambda _: PatternRelations(), "explicit claims")
-RELATION_EXTRACTORS.register("llm", _generated_relations("llm"), "the served LLM")
-RELATION_EXTRACTORS.register(
-    "transformers", _generated_relations("transformers"), "a local causal LM"
-)
+SEGMENTERS.register("embedding", _embedding_segmenter)
+SEGMENTERS.register("llm", _generated_segmenter("llm"))
+SEGMENTERS.register("transformers", _generated_segmenter("transformers"))
+NORMALISERS.register("none", lambda _: StopwordNormaliser())
+NORMALISERS.register("llm", _llm_normaliser)
+NER_BACKENDS.register("lexical", lambda _: LexicalNER())
+NER_BACKENDS.register("transformers", _transformers_ner)
+MENTION_ENCODERS.register("minilm", lambda c: c.sentence)
+MENTION_ENCODERS.register("transformers", _transformers_mentions)
+RELATION_EXTRACTORS.register("patterns", lambda _: PatternRelations())
+RELATION_EXTRACTORS.register("llm", _generated_relations("llm"))
+RELATION_EXTRACTORS.register("transformers", _generated_relations("transformers"))
 
 
 def _llm(config: FormationConfig) -> TextGenerator:

@@ -6,7 +6,8 @@ Every key is optional; the defaults are the offline backends that work on a fres
 machine with no downloads. :class:`FormationSection` is the section as written (one
 mapping per stage); :meth:`FormationSection.config` turns it into the
 :class:`FormationConfig` the pipeline reads. A stage's ``backend`` must be a name in that
-stage's registry (:data:`~memory_core.formation.backends.STAGE_BACKENDS`).
+stage's declared names (:data:`STAGE_CHOICES`, which the registries of
+:mod:`memory_core.formation.backends` are built on).
 :func:`parse_formation` validates a mapping built in code and reports the dotted key of
 an invalid value through :class:`FormationConfigError`.
 """
@@ -20,9 +21,11 @@ from pydantic import Field, field_validator, model_validator
 
 from ..configuration import ConfigModel, ConfigurationError, Document, Name, validate
 from ..errors import MemoryCoreError
+from ..registry import Names
 from ..text.embeddings import DEFAULT_RUNTIME, RUNTIMES
 
 __all__ = [
+    "STAGE_CHOICES",
     "CausalLMConfig",
     "ContextConfig",
     "EncoderConfig",
@@ -44,6 +47,47 @@ _DEFAULT_BACKEND = {
     "mentions": "minilm",
     "relations": "patterns",
 }
+STAGE_CHOICES: Mapping[str, Names] = {
+    "segmentation": Names(
+        "segmentation backend",
+        {
+            "embedding": "MiniLM topic shifts (offline)",
+            "llm": "the served LLM",
+            "transformers": "a local causal LM",
+        },
+    ),
+    "normalisation": Names(
+        "normalisation backend",
+        {
+            "none": "keep the text, record its language",
+            "llm": "translate to English with the served LLM",
+        },
+    ),
+    "ner": Names(
+        "ner backend",
+        {
+            "lexical": "capitalised spans, quoted terms",
+            "transformers": "a local token-classification model",
+        },
+    ),
+    "mentions": Names(
+        "mentions backend",
+        {
+            "minilm": "the shared sentence encoder",
+            "transformers": "encoder representations of mentions",
+        },
+    ),
+    "relations": Names(
+        "relations backend",
+        {
+            "patterns": "explicit claims",
+            "llm": "the served LLM",
+            "transformers": "a local causal LM",
+        },
+    ),
+}
+"""Stage name -> the backend names its ``backend`` setting may choose (each has a factory
+in :mod:`memory_core.formation.backends`; a test checks they agree)."""
 _DEFAULT_MODEL = {
     "ner": "dslim/bert-large-NER",
     "mentions": "google-bert/bert-base-multilingual-uncased",
@@ -208,9 +252,7 @@ class _StageSection(ConfigModel):
     @field_validator("backend")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from .backends import STAGE_BACKENDS  # the factories import this module
-
-        return STAGE_BACKENDS[cls.stage].check(name)
+        return STAGE_CHOICES[cls.stage].check(name)
 
     def settings(self) -> StageConfig:
         return StageConfig(backend=self.backend, model=self.model, model_path=self.model_path)

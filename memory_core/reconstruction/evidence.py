@@ -38,6 +38,7 @@ from ..storage import Connection
 from ..storage.tables import evidence as rows
 from ..storage.tables.evidence import TURN_ORDER_LINK, RelationRow
 from ..storage.tables.fragments import Hit, fetch_hits
+from ..text.question import Question
 from ..text.words import content_stems, opens_as_correction
 from .inert import label
 from .predicates import phrase
@@ -102,7 +103,7 @@ def gather(
     max_statements: int,
     area_fragments: Sequence[int] = (),
     area_entities: Collection[int] = (),
-    question: str | None = None,
+    question: Question | None = None,
     facts: str = "question",
 ) -> Evidence:
     """The statements and corrections of ``hits`` (best first) and of the area; with a
@@ -119,8 +120,7 @@ def gather(
         inside = [r for r in found if _in_area(r, rank, len(hits), area_entities)]
         statements = _statements(conn, inside, rank)
         if question is not None and facts == "question":
-            asked = content_stems(question)
-            statements = [s for s in statements if _about(s, asked)]
+            statements = [s for s in statements if _about(s, question.content)]
         statements = statements[:max_statements]
     links = rows.corrections(conn, [h.fragment_id for h in hits], limit=_MAX_CORRECTIONS)
     cited = {f for s in statements for f in s.fragment_ids} | {f for p in links for f in p[:2]}

@@ -129,6 +129,7 @@ from dataclasses import dataclass
 
 from ..log.messages import stored_timestamp
 from ..retrieval.bm25 import Hit
+from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import content_stems, split_sentences, stem, words
 from .config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
@@ -237,7 +238,7 @@ def reconstruct(
     *,
     budget_tokens: int,
     counter: TokenCounter,
-    question: str | None = None,
+    question: Question | None = None,
     evidence: Evidence = NO_EVIDENCE,
     config: ReconstructionConfig = DEFAULT_RECONSTRUCTION,
     similarity: Mapping[int, float] | None = None,
@@ -269,7 +270,7 @@ def reconstruct(
 def _coverage(
     hits: Sequence[Hit],
     evidence: Evidence,
-    question: str | None,
+    question: Question | None,
     config: ReconstructionConfig,
     similarity: Mapping[int, float] | None,
     held: Callable[[str], int] | None,
@@ -290,7 +291,7 @@ def _coverage(
 
 
 def _plain(
-    hits: Sequence[Hit], budget_tokens: int, counter: TokenCounter, question: str | None
+    hits: Sequence[Hit], budget_tokens: int, counter: TokenCounter, question: Question | None
 ) -> Reconstruction:
     """The fragments alone (see the module docstring)."""
     focus = _focus(hits, question)
@@ -327,7 +328,7 @@ def _structured(
     coverage: Coverage,
     budget_tokens: int,
     counter: TokenCounter,
-    question: str | None,
+    question: Question | None,
     config: ReconstructionConfig,
 ) -> Reconstruction:
     """Statements, numbered fragments and notes, each a section; whole units dropped
@@ -618,9 +619,9 @@ def _shortened(line: str, room: int, counter: TokenCounter) -> str:
     return " ".join(words[:low]) + _ELLIPSIS + "\n" if enough else ""
 
 
-def _focus(hits: Iterable[Hit], question: str | None) -> _Focus:
+def _focus(hits: Iterable[Hit], question: Question | None) -> _Focus:
     names = frozenset(stem(hit.speaker.lower()) for hit in hits if hit.speaker)
-    terms = content_stems(question) if question else frozenset()
+    terms = question.content if question else frozenset()
     return _Focus(frozenset(t for t in terms if t not in names), names)
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -63,7 +63,8 @@ from ..index.memory_graph import MemoryGraph
 from ..index.nearest import nearest
 from ..storage import Connection
 from ..storage.tables import contexts, entities, fragments
-from ..text.words import normalise_name, query_terms, stem
+from ..text.question import Question
+from ..text.words import normalise_name
 from .bm25 import indexed_search_scores
 from .scoring import Candidates, ScoringConfig, rank_computing
 
@@ -107,14 +108,10 @@ class AreaResult:
     scores: list[FragmentScore] = field(default_factory=list)
 
 
-Vector = npt.NDArray[np.float32]
-
-
 def retrieve_area(
     conn: Connection,
     memory: MemoryGraph,
-    question: str,
-    question_vector: Vector | Callable[[], Vector | None] | None,
+    question: Question,
     *,
     limit: int,
     traversal: Traversal | None = None,
@@ -124,10 +121,10 @@ def retrieve_area(
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring).
 
-    ``question_vector`` may be a callable that waits for the embedding: the lexical foci
-    (words, entities, BM25) are pulsed first, and only then is it called, so encoding the
-    question can run meanwhile; the dense focus is pulsed afterwards and the two
-    activations combined (foci never interact, so this equals one pulse of all of them).
+    The lexical foci (words, entities, BM25) are pulsed first, and only then is the
+    question's vector waited for (:meth:`.Question.vector`), so encoding the question can
+    run meanwhile; the dense focus is pulsed afterwards and the two activations combined
+    (foci never interact, so this equals one pulse of all of them).
     """
     traversal = traversal or DEFAULT_TRAVERSAL
     pulse_config = pulse_config or _PULSE
@@ -149,7 +146,7 @@ def retrieve_area(
     if foci:
         parts.append(_pulse(memory, foci, traversal, pulse_config))
     clock.lap("pulse")
-    vector = question_vector() if callable(question_vector) else question_vector
+    vector = question.vector()
     clock.lap("wait_vector")
     terms = _NodeTerms(memory.graph.n_nodes)
     dense: list[int] = []
@@ -299,16 +296,16 @@ class _Clock:
 
 
 def _foci(
-    memory: MemoryGraph, question: str, lexical: list[int]
+    memory: MemoryGraph, question: Question, lexical: list[int]
 ) -> tuple[list[dict[int, float]], list[str]]:
     """One focus per focus word, per entity named, and one for the BM25 fragments."""
     foci: list[dict[int, float]] = []
     labels: list[str] = []
-    for term in dict.fromkeys(stem(t) for t in query_terms(question)):
+    for term in question.stems:
         if memory.is_focus_word(term):
             foci.append({memory.term_nodes[term]: 1.0})
             labels.append(f"word:{term}")
-    for name in memory.names.mentioned(question):
+    for name in memory.names.mentioned(question.text):
         nodes = [n for n in memory.aliases.get(normalise_name(name), ()) if memory.has(n)]
         if nodes:
             foci.append({n: 1.0 / len(nodes) for n in nodes})

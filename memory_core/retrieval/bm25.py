@@ -19,30 +19,19 @@ from ..index.lexical import LexicalView
 from ..storage import Connection
 from ..storage.tables import fragments as _fragments
 from ..storage.tables.fragments import Hit, fetch_hits
-from ..text.words import query_terms
+from ..text.question import Question
 
-__all__ = [
-    "Hit",
-    "fetch_hits",
-    "indexed_search_scores",
-    "query_terms",
-    "question_excerpt",
-    "search",
-    "search_scores",
-]
-
-QUESTION_CHARS = 2_000
-"""The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
+__all__ = ["Hit", "fetch_hits", "indexed_search_scores", "search", "search_scores"]
 
 
-def search_scores(conn: Connection, question: str, *, limit: int) -> list[tuple[int, float]]:
+def search_scores(conn: Connection, question: Question, *, limit: int) -> list[tuple[int, float]]:
     """``(fragment id, BM25 score)`` of the ``limit`` best live fragments for ``question``
-    (an OR of its :func:`query_terms`), without their text."""
-    return _fragments.search_scores(conn, query_terms(question), limit=limit)
+    (an OR of its terms), without their text."""
+    return _fragments.search_scores(conn, list(question.terms), limit=limit)
 
 
 def indexed_search_scores(
-    conn: Connection, index: LexicalView, question: str, *, limit: int
+    conn: Connection, index: LexicalView, question: Question, *, limit: int
 ) -> list[tuple[int, float]]:
     """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
     the fragments formed since that version (at most :data:`NEWER_ROWS` rows and
@@ -52,7 +41,7 @@ def indexed_search_scores(
     few are left). FTS5 itself when the graph lags by more, or when a query word is a
     phrase of several tokens to FTS5."""
     tokenize = _fragments.fts_tokenizer(conn)
-    phrases = [tokenize(term, True) for term in query_terms(question)]
+    phrases = [tokenize(term, True) for term in question.terms]
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)
     if len(rows) > NEWER_ROWS or sum(len(r[1]) + len(r[2]) for r in rows) > NEWER_CHARS:
         return search_scores(conn, question, limit=limit)
@@ -87,25 +76,13 @@ FTS5 answers, which indexed the text when it was formed."""
 
 def search(
     conn: Connection,
-    question: str,
+    question: Question,
     *,
     limit: int,
     exclude_hashes: Collection[str] = (),
 ) -> list[Hit]:
-    """The ``limit`` best live fragments for ``question`` by BM25 (an OR of its
-    :func:`query_terms`), fragments of the log rows ``exclude_hashes`` left out."""
+    """The ``limit`` best live fragments for ``question`` by BM25 (an OR of its terms),
+    fragments of the log rows ``exclude_hashes`` left out."""
     return _fragments.search(
-        conn, query_terms(question), limit=limit, exclude_hashes=exclude_hashes
+        conn, list(question.terms), limit=limit, exclude_hashes=exclude_hashes
     )
-
-
-def question_excerpt(text: str, limit: int = QUESTION_CHARS) -> str:
-    """What retrieval reads of a question: all of it up to ``limit`` characters; past
-    that its first quarter and last three quarters of ``limit``, joined by `` … `` (people
-    paste material and then ask, or ask and then paste). Why: a lookup's cost grows with
-    its question (terms, foci, encoding), and a pasted megabyte must not hold the reader
-    thread and the interpreter while the request waits."""
-    if len(text) <= limit:
-        return text
-    head, tail = limit // 4, limit - limit // 4
-    return text[:head].rsplit(" ", 1)[0] + " … " + text[-tail:].split(" ", 1)[-1]

@@ -1,28 +1,28 @@
 """Retrieval strategies by name: what ``memory.retrieval`` in config.yaml may choose.
 
-A strategy turns a question into a :class:`~.store.Recall` over one tenant's store.
-Configuration validates a chosen name against :data:`STRATEGIES` (an unknown name is
-refused with the registered ones and a did-you-mean); the proxy runs the chosen one
-through :meth:`.MemoryStore.retrieve`, labels its receipts with :attr:`Strategy.label`,
-and warms the memory graph at start-up only for strategies that read it. A new strategy
-becomes selectable by registering it here: no ``if name == ...`` anywhere else.
+A strategy turns a :class:`~memory_core.text.question.Question` into a
+:class:`.recall.Recall` over one tenant's memory (read through :class:`.recall.Memory`:
+strategies never import the store). Configuration validates a chosen name against
+:data:`STRATEGIES` (an unknown name is refused with the registered ones and a
+did-you-mean); the proxy runs the chosen one through :meth:`.MemoryStore.retrieve`, labels
+its receipts with :attr:`Strategy.label`, and warms the memory graph at start-up only for
+strategies that read it. A new strategy becomes selectable by registering it here: no
+``if name == ...`` anywhere else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..registry import Registry
-
-if TYPE_CHECKING:
-    from ..store.memory_store import MemoryStore, Recall
+from ..text.question import Question
+from .recall import Memory, Recall, recall_area, recall_bm25
 
 __all__ = ["STRATEGIES", "Strategy"]
 
-Run = Callable[["MemoryStore", str, int, int, Collection[str], str | None], "Recall"]
-"""``(store, question, limit, budget_tokens, exclude_hashes, model) -> Recall``."""
+Run = Callable[[Memory, Question, int, int, Collection[str], "str | None"], Recall]
+"""``(memory, question, limit, budget_tokens, exclude_hashes, model) -> Recall``."""
 
 
 @dataclass(frozen=True)
@@ -39,28 +39,28 @@ class Strategy:
 
 
 def _area(
-    store: MemoryStore,
-    question: str,
+    memory: Memory,
+    question: Question,
     limit: int,
     budget: int,
     exclude: Collection[str],
     model: str | None,
 ) -> Recall:
-    return store.recall_area(
-        question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
+    return recall_area(
+        memory, question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
     )
 
 
 def _bm25(
-    store: MemoryStore,
-    question: str,
+    memory: Memory,
+    question: Question,
     limit: int,
     budget: int,
     exclude: Collection[str],
     model: str | None,
 ) -> Recall:
-    return store.recall(
-        question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
+    return recall_bm25(
+        memory, question, limit=limit, budget_tokens=budget, exclude_hashes=exclude, model=model
     )
 
 

@@ -24,7 +24,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,21 +37,18 @@ from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
 from ..log.asked import AskedQuestions
 from ..log.messages import AppendResult, LogMessage, append_messages
 from ..reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
-from ..reconstruction.coverage import foci as coverage_foci
-from ..reconstruction.evidence import NO_EVIDENCE, Evidence, gather
-from ..reconstruction.render import Reconstruction, reconstruct
-from ..retrieval.area import AreaResult, explain, retrieve_area, summary
-from ..retrieval.bm25 import Hit, fetch_hits, question_excerpt, search
+from ..reconstruction.coverage import ask
+from ..reconstruction.render import Reconstruction
 from ..retrieval.kernels import compile_kernels
+from ..retrieval.recall import Recall, explain_area, recall_area, recall_bm25, render_again
 from ..retrieval.strategies import STRATEGIES
-from ..storage import Storage, read_snapshot, retry_busy, transaction
+from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
 from ..storage.tables import question_vectors, receipts, stats
 from ..storage.tables.entities import alias_names
-from ..storage.tables.fragments import documents_using
 from ..text.names import NameIndex
+from ..text.question import Question
 from ..text.tokens import TokenCounter, counter_for
-from ..text.words import stem
 from .controls import StoreControls
 from .history import DreamStatus, StoreHistory
 from .inspection import list_contexts, list_entities, list_relations
@@ -69,20 +66,6 @@ DEFAULT_RECEIPT_LIMIT = 10_000
 """Receipts a store keeps by default (the newest ones)."""
 DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
 """How long a store keeps a receipt by default."""
-_EXCLUDED_SLACK = 200
-
-
-@dataclass(frozen=True)
-class Recall:
-    """What retrieval found for a question and the text rendered from it."""
-
-    hits: tuple[Hit, ...]
-    context: Reconstruction
-    area: Mapping[str, Any] | None = None  # area retrieval: graph version, foci, region
-    tokenizer: str = ""
-    """The name of the counter the block's budget was counted with."""
-    evidence: Evidence = NO_EVIDENCE
-    """The statements and corrections the block was rendered from (before the budget)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +84,19 @@ class StoreStats:
 
 _ENCODE_START_WAIT_S = 0.005
 """At most this long a lookup waits for its question's encoding to start."""
+
+
+class _Encoding:
+    """A question's vector being computed on the store's encoding thread."""
+
+    def __init__(self, future: Future[tuple[Any, float]]) -> None:
+        self._future = future
+
+    def vector(self) -> Any:
+        return self._future.result()[0]
+
+    def took_ms(self) -> float:
+        return self._future.result()[1]
 
 
 class MemoryStore(StoreHistory, StoreControls):
@@ -267,6 +263,20 @@ class MemoryStore(StoreHistory, StoreControls):
             self._publish_graph()
         return total
 
+    @property
+    def reconstruction(self) -> ReconstructionConfig:
+        """What the block shows (``reconstruction:``)."""
+        return self._reconstruction
+
+    @property
+    def graph_settings(self) -> GraphSettings:
+        """How the graph is traversed and areas scored (``retrieval:``)."""
+        return self._settings
+
+    def question(self, text: str) -> Question:
+        """The :class:`Question` ``text`` asks, as this store's lookups read it."""
+        return ask(text, self._reconstruction.coverage)
+
     def retrieve(
         self,
         strategy: str,
@@ -278,10 +288,10 @@ class MemoryStore(StoreHistory, StoreControls):
         model: str | None = None,
     ) -> Recall:
         """Retrieve and reconstruct by the strategy registered as ``strategy``
-        (:data:`.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`, ``bm25``
-        :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
+        (:data:`.retrieval.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`,
+        ``bm25`` :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
         run = STRATEGIES.get(strategy).run
-        return run(self, question, limit, budget_tokens, exclude_hashes, model)
+        return run(self, self.question(question), limit, budget_tokens, exclude_hashes, model)
 
     def recall(
         self,
@@ -292,14 +302,16 @@ class MemoryStore(StoreHistory, StoreControls):
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
     ) -> Recall:
-        """Retrieve and reconstruct memory for ``question`` (read as its
-        :func:`.question_excerpt`)."""
-        question = question_excerpt(question)
-        with self._lookup():
-            hits = search(self._reader, question, limit=limit, exclude_hashes=exclude_hashes)
-            evidence = self._evidence(question, hits)
-            held = self._held(question, None)
-        return self._rendered(question, hits, evidence, budget_tokens, model, None, None, held)
+        """BM25 retrieval and reconstruction for ``question``
+        (:func:`.retrieval.recall.recall_bm25`)."""
+        return recall_bm25(
+            self,
+            self.question(question),
+            limit=limit,
+            budget_tokens=budget_tokens,
+            exclude_hashes=exclude_hashes,
+            model=model,
+        )
 
     def recall_area(
         self,
@@ -310,143 +322,74 @@ class MemoryStore(StoreHistory, StoreControls):
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
     ) -> Recall:
-        """Retrieve by area (graph activation fused with BM25) and reconstruct.
-
-        Reads the published graph version; formation appends to it after each pass, and a
-        fragment formed since is still found by its BM25 rank. At most
-        ``_EXCLUDED_SLACK`` more candidates than ``limit`` are ranked to make up for the
-        request's own turns (a 30,000-turn history must not rank 30,000 fragments).
-        """
-        question = question_excerpt(question)
-        with self._lookup():
-            extra = min(len(exclude_hashes), _EXCLUDED_SLACK)
-            graph, result = self._area(question, limit + extra)
-            hits = fetch_hits(self._reader, result.fragment_ids)
-            excluded = set(exclude_hashes)
-            kept = [h for h in hits if h.log_hash not in excluded][:limit]
-            evidence = self._evidence(question, kept, graph, result)
-            held = self._held(question, graph)
-        similarity = {s.fragment_id: s.terms.get("similarity", 0.0) for s in result.scores}
-        area = summary(graph, result, kept=[h.fragment_id for h in kept])
-        return self._rendered(
-            question, kept, evidence, budget_tokens, model, similarity, area, held
+        """Area retrieval (graph activation fused with BM25) and reconstruction
+        (:func:`.retrieval.recall.recall_area`)."""
+        return recall_area(
+            self,
+            self.question(question),
+            limit=limit,
+            budget_tokens=budget_tokens,
+            exclude_hashes=exclude_hashes,
+            model=model,
         )
 
     def render(
         self, question: str, recall: Recall, *, limit: int, budget_tokens: int
     ) -> Reconstruction:
-        """``recall``'s block again from its ``limit`` best hits only (the evaluation
-        measures the block at several sizes): the evidence of the dropped hits goes too."""
-        hits = recall.hits[:limit]
-        question = question_excerpt(question)
-        with self._lookup():
-            evidence = self._evidence(question, list(hits))
-            held = self._held(question, self._graph.current())
-        similarity = None
-        if recall.area is not None:
-            similarity = {
-                int(f["id"]): float(f["terms"].get("similarity", 0.0))
-                for f in recall.area.get("fragments", ())
-            }
-        again = self._rendered(
-            question, hits, evidence, budget_tokens, None, similarity, None, held
+        """``recall``'s block again from its ``limit`` best hits only
+        (:func:`.retrieval.recall.render_again`)."""
+        return render_again(
+            self, self.question(question), recall, limit=limit, budget_tokens=budget_tokens
         )
-        return again.context
-
-    def _held(self, question: str, graph: MemoryGraph | None) -> dict[str, int]:
-        """How many fragments of memory use each content focus of ``question`` (caller
-        holds the read lock): the graph's word counts when it is read, else the full-text
-        index, counted up to what the note's threshold needs."""
-        coverage = self._reconstruction.coverage
-        words = [word for word, _, _ in coverage_foci(question, coverage)]
-        if graph is not None:
-            return {w: graph.term_df.get(stem(w), 0) for w in words}
-        need = coverage.held_min_fragments
-        return {w: documents_using(self._reader, w, limit=need) for w in words}
-
-    def _evidence(
-        self,
-        question: str,
-        hits: Sequence[Hit],
-        graph: MemoryGraph | None = None,
-        result: AreaResult | None = None,
-    ) -> Evidence:
-        """The statements and corrections of ``hits`` and of the chosen area (caller
-        holds the read lock)."""
-        fragments: list[int] = []
-        entities: set[int] = set()
-        if graph is not None and result is not None and result.area is not None:
-            chosen = result.area.chosen
-            if chosen is not None:
-                for node in chosen.region.nodes:
-                    kind, key = graph.node_keys[int(node)]
-                    if kind == "fragment" and isinstance(key, int):
-                        fragments.append(key)
-                    elif kind == "entity" and isinstance(key, int):
-                        entities.add(key)
-        return gather(
-            self._reader,
-            hits,
-            max_statements=self._reconstruction.max_statements,
-            area_fragments=fragments,
-            area_entities=entities,
-            question=question,
-            facts=self._reconstruction.facts,
-        )
-
-    def _rendered(
-        self,
-        question: str,
-        hits: Sequence[Hit],
-        evidence: Evidence,
-        budget_tokens: int,
-        model: str | None,
-        similarity: Mapping[int, float] | None,
-        area: Mapping[str, Any] | None,
-        held: Mapping[str, int],
-    ) -> Recall:
-        counter = self.counter_for(model)
-        context = reconstruct(
-            hits,
-            budget_tokens=budget_tokens,
-            counter=counter,
-            question=question,
-            evidence=evidence,
-            config=self._reconstruction,
-            similarity=similarity,
-            held=lambda word: held.get(word, 0),
-        )
-        return Recall(tuple(hits), context, area, getattr(counter, "name", ""), evidence)
 
     def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
         """The foci, the chosen area with every score term, and the timings of a query."""
-        question = question_excerpt(question)
-        with self._lookup():
-            graph, result = self._area(question, limit)
-            return explain(self._reader, graph, result)
+        return explain_area(self, self.question(question), limit=limit)
 
     @contextlib.contextmanager
-    def _lookup(self) -> Iterator[None]:
-        """The read lock and one read transaction: every row a lookup reads comes from one
-        committed state, and while a rollback or a cycle is being published that is the
-        state the current graph was read from (see :meth:`_transition`)."""
+    def lookup(self) -> Iterator[Connection]:
+        """The read lock and one read transaction on the reader: every row a lookup reads
+        comes from one committed state, and while a rollback or a cycle is being
+        published that is the state the current graph was read from (see
+        :meth:`_transition`)."""
         with self._read_lock, read_snapshot(self._reader, "memory lookup failed"):
-            yield
+            yield self._reader
 
-    def _area(self, question: str, limit: int) -> tuple[MemoryGraph, AreaResult]:
-        """Run area retrieval (caller holds the read lock). The question is encoded on
-        another thread while the lexical foci are pulsed (see :func:`.retrieve_area`)."""
-        began = time.perf_counter()
-        encoder = self._encoder()
+    def pinned_graph(self, conn: Connection) -> MemoryGraph:
+        """The published graph (inside :meth:`lookup`); the first area query reads it,
+        formation keeps it current afterwards, off the query path. Raises
+        :class:`MemoryChangedError` when a cycle or a rollback made elsewhere changed
+        memory wholesale since it was read."""
+        graph = self._graph.current() or self._graph.refresh(conn)
+        generation = history_rows.state(conn).generation
+        if generation != graph.generation:
+            raise MemoryChangedError(
+                f"memory of {self.path.name} changed wholesale (generation {graph.generation}"
+                f" -> {generation}: a cycle or a rollback made elsewhere); its graph is being"
+                " read again"
+            )
+        return graph
+
+    def published_graph(self) -> MemoryGraph | None:
+        """The published graph, or None before the first one is read."""
+        return self._graph.current()
+
+    def encode(self, question: Question) -> _Encoding:
+        """Start encoding ``question`` on the store's encoding thread; once encoded, its
+        vector is kept for the turn it was asked in (:class:`.log.asked.AskedQuestions`)."""
+        encoder = self._get_backends().encoder
         if self._closed:
             raise StorageError(f"the memory store {self.path} is closed")
-
         started = threading.Event()
+        text = question.text
 
         def encode() -> tuple[Any, float]:
             started.set()
             start = time.perf_counter()
-            return encoder.encode_question(question)[0], (time.perf_counter() - start) * 1000
+            vector = encoder.encode_question(text)[0]
+            took = (time.perf_counter() - start) * 1000
+            self._asked.remember(text, encoder.reuse_key(text), vector)
+            return vector, took
 
         try:
             encoding = self._encoding.submit(encode)
@@ -457,33 +400,7 @@ class MemoryStore(StoreHistory, StoreControls):
         # the lexical foci and the encoding would start only when they were done (seen in
         # the proxy: a third of the questions waited 1-3 ms for their vector).
         started.wait(_ENCODE_START_WAIT_S)
-        graph = self._current_graph()
-        generation = history_rows.state(self._reader).generation
-        if generation != graph.generation:
-            raise MemoryChangedError(
-                f"memory of {self.path.name} changed wholesale (generation {graph.generation}"
-                f" -> {generation}: a cycle or a rollback made elsewhere); its graph is being"
-                " read again"
-            )
-        result = retrieve_area(
-            self._reader,
-            graph,
-            question,
-            lambda: encoding.result()[0],
-            limit=limit,
-            traversal=self._settings.traversal,
-            pulse_config=self._settings.pulse,
-            area_config=self._settings.area,
-            scoring=self._settings.scoring,
-        )
-        vector, encode_ms = encoding.result()
-        result.timings_ms["encode_ms"] = round(encode_ms, 3)  # overlapped
-        self._asked.remember(question, encoder.reuse_key(question), vector)
-        result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)
-        return graph, result
-
-    def _encoder(self) -> Any:
-        return self._get_backends().encoder
+        return _Encoding(encoding)
 
     def _get_backends(self) -> Backends:
         """The formation backends, built on first use. Never under the formation lock:
@@ -495,11 +412,6 @@ class MemoryStore(StoreHistory, StoreControls):
                     self._backends = build_backends(self._formation)
                 backends = self._backends
         return backends
-
-    def _current_graph(self) -> MemoryGraph:
-        """The published graph; the first area query reads it (caller holds the read
-        lock), formation keeps it current afterwards, off the query path."""
-        return self._graph.current() or self._graph.refresh(self._reader)
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory; the oldest receipts beyond
