@@ -36,7 +36,7 @@ from .http.metrics import Metrics
 from .http.request_log import RequestLog
 from .services import SERVICES, Services
 from .tenants.dreams import DreamScheduler
-from .tenants.memory import Tenants
+from .tenants.pool import tenants_of
 from .tenants.workers import FormationWorkers
 from .upstream.router import Router, Upstream, build_upstream
 
@@ -85,19 +85,8 @@ def build_services(
         on_error=policy_failed,
         on_reload=policy_reloaded,
     )
-    tenants = Tenants(
-        config.server.data_dir,
-        None,  # each lookup counts with the requested model's tokenizer
-        config.formation,
-        backends or build_backends(config.formation),
-        graph=config.retrieval,
-        reconstruction=config.reconstruction,
-        receipt_max_age_s=config.memory.receipts_keep_days * 86_400,
-        strategy=config.memory.retrieval,
-        events=log.write,
-        max_lookups=config.memory.max_concurrent_retrievals,
-        remote=workers,
-        dream=config.dream,
+    tenants = tenants_of(
+        config, backends or build_backends(config.formation), events=log.write, remote=workers
     )
     services = Services(
         config=config,
@@ -267,7 +256,7 @@ async def _start(svc: Services) -> None:
         await _recover(svc)
     elif svc.spool is not None:  # exchanges answered while a claim ran, before a stop
         for tenant in svc.spool.tenants():
-            svc.spawn(replay_spool(svc, tenant))
+            svc.spawn(replay_spool(svc.turns, tenant))
 
 
 async def _recover(svc: Services) -> None:

@@ -5,17 +5,19 @@ LiteLLM's proxy config names it (``AREAMEM_CONFIG`` names an areamem ``config.ya
     litellm_settings:
       callbacks: ["proxy.litellm_hook.memory_hook"]
 
-For each chat completion the hook does what areamem's own proxy does (``proxy/chat/handler.py``),
-in LiteLLM's process: the tenant comes from LiteLLM's key (:func:`tenant_of_key`), the
-trigger policy decides (hot-reloaded, checked at most once a second), memory is recalled
-on a reader thread within ``memory.retrieval_timeout_ms`` and injected as one message
-immediately before the last user message (:func:`proxy.doors.chat_wire.inject`); after a successful
-answer, streamed or not, the request's messages and the answer are appended to the
-tenant's log (``source="litellm"``) and formed in the background
-(:class:`proxy.tenants.memory.Tenants`: one store per tenant, opened once and kept; formation on
-the tenant's formation thread, in this process: ``memory.formation_workers`` is not used).
-A failed call stores nothing. Memory never breaks a call: any failure (configuration,
-tenant, store, lookup, timeout) is logged and the call goes on without memory.
+For each chat completion the hook runs the memory turn areamem's own proxy runs
+(:mod:`proxy.chat.turn`: decide, recall, inject, ingest), in LiteLLM's process: the
+tenant comes from LiteLLM's key (:func:`tenant_of_key`), the trigger policy decides
+(hot-reloaded, checked at most once a second), memory is recalled on a reader thread
+within ``memory.retrieval_timeout_ms`` (less what LiteLLM's event loop runs late by) and
+injected as one message immediately before the last user message
+(:func:`proxy.doors.chat_wire.inject`); after a successful answer, streamed or not, the
+request's messages and the answer are appended to the tenant's log (``source="litellm"``)
+and formed in the background (:class:`proxy.tenants.memory.Tenants`: one store per
+tenant, opened once and kept; formation on the tenant's formation thread, in this
+process: ``memory.formation_workers`` is not used). A failed call stores nothing. Memory
+never breaks a call: any failure (configuration, tenant, store, lookup, timeout, a header
+naming no snapshot) is logged and the call goes on without memory.
 
 What the areamem config provides here: ``server.data_dir`` (tenant databases in
 ``<data_dir>/tenants/<tenant>.db``, the log in ``<data_dir>/logs/litellm.jsonl``),
@@ -42,23 +44,26 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from memory_core import LogMessage, Recall, chain_hashes, conversation_id
+from memory_core import conversation_id
 from memory_core.formation import build_backends
-from policies import Decision, PolicyEngine, PolicyError, PolicyStore
+from policies import PolicyEngine, PolicyError, PolicyStore
 
-from .chat.turn_context import turn_context
+from .api.json_io import snapshot_id
+from .chat.ingest import store_turn
+from .chat.turn import AS_OF_HEADER, MEMORY_HEADER, MemoryTurn, TurnServices
 from .config import TENANT_NAME, Config, load_config
 from .doors.chat_wire import ChatRequest, answer_from_json, inject
 from .errors import ApiError
 from .http.body import check_conversation_id
+from .http.lag import LoopLag
 from .http.request_log import RequestLog
-from .tenants.memory import TenantMemory, Tenants
+from .tenants.pool import Tenants, tenants_of
 
 __all__ = [
     "CONFIG_ENV",
@@ -80,11 +85,8 @@ _POLICY_CHECK_S = 1.0
 _MAX_PENDING = 10_000
 """Calls between the pre-call hook and their success or failure event that are kept; the
 oldest is forgotten past it (a call LiteLLM never reported back, say)."""
-_LARGE_HISTORY = 1_000
-_TIMER_HEADROOM = 0.05
 _HEADERS = ("proxy_server_request", "metadata")
 
-T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -130,6 +132,8 @@ class _Memory:
     policies: PolicyStore
     engine: PolicyEngine
     log: RequestLog
+    lag: LoopLag = field(default_factory=LoopLag)
+    """How late LiteLLM's event loop runs (sampled once memory is ready)."""
     checked: float = 0.0
 
     def check_policy(self) -> None:
@@ -138,6 +142,27 @@ class _Memory:
         if now - self.checked >= _POLICY_CHECK_S:
             self.checked = now
             self.policies.check()
+
+    def turns(self, keep: Callable[[Awaitable[Any]], None]) -> TurnServices:
+        """What each call's memory turn uses here: no metrics (LiteLLM has its own),
+        failures logged by the turn's caller, background work kept by ``keep``."""
+
+        def spawn(work: Coroutine[Any, Any, Any]) -> None:
+            keep(work)
+
+        def watch(tenant: str, pending: asyncio.Future[int]) -> None:
+            keep(_formation(tenant, pending))
+
+        return TurnServices(
+            tenants=self.tenants,
+            engine=self.engine,
+            settings=self.config.memory,
+            lag=self.lag,
+            log=self.log.write,
+            spawn=spawn,
+            watch_formation=watch,
+            source="litellm",
+        )
 
 
 def _build(path: str) -> _Memory:
@@ -154,19 +179,7 @@ def _build(path: str) -> _Memory:
 
     policies = PolicyStore(str(config.policy_path), root_key=config.policy_key,
                            on_error=policy_failed)  # fmt: skip
-    tenants = Tenants(
-        config.server.data_dir,
-        None,  # each lookup counts with the requested model's tokenizer
-        config.formation,
-        build_backends(config.formation),
-        graph=config.retrieval,
-        reconstruction=config.reconstruction,
-        receipt_max_age_s=config.memory.receipts_keep_days * 86_400,
-        strategy=config.memory.retrieval,
-        events=log.write,
-        max_lookups=config.memory.max_concurrent_retrievals,
-        dream=config.dream,
-    )
+    tenants = tenants_of(config, build_backends(config.formation), events=log.write)
     tenants.warm_up(())  # the encoder and tokenizers, before a question waits for them
     return _Memory(config, tenants, policies, PolicyEngine(lambda: policies.current), log)
 
@@ -178,22 +191,32 @@ class _Call:
     began: float
     model: str
     stream: bool
-    tenant: str | None
-    messages: list[dict[str, Any]]
+    chat: ChatRequest
     headers: Mapping[str, str]
-    conversation: str | None = None
-    explicit_conversation: str | None = None
+    tenant: str | None = None
     ingest: bool = False
-    decision: Decision | None = None
-    recall: Recall | None = None
+    turn: MemoryTurn | None = None
     memory_error: str | None = None
+    """Why memory was left out before the call had a turn (starting, tenant, setup)."""
     stages: dict[str, float] = field(default_factory=dict)
 
     def fail(self, stage: str, exc: BaseException | str) -> None:
         """Note a memory failure (the call goes on without memory) and log it."""
         text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        self.memory_error = f"{stage}: {text}"
-        logger.warning("areamem memory skipped (tenant %s): %s", self.tenant, self.memory_error)
+        error = f"{stage}: {text}"
+        if self.turn is not None:
+            self.turn.memory_error = error
+        else:
+            self.memory_error = error
+        logger.warning("areamem memory skipped (tenant %s): %s", self.tenant, error)
+
+    def summary(self) -> dict[str, Any]:
+        """The decision and what was injected: the log line's and the receipt's fields."""
+        if self.turn is not None:
+            return self.turn.summary()
+        return {"tenant": self.tenant, "decision": None, "reason": None, "rule": None,
+                "fragments_injected": 0, "memory_tokens": 0,
+                "memory_error": self.memory_error}  # fmt: skip
 
 
 class MemoryCallbacks:
@@ -208,6 +231,7 @@ class MemoryCallbacks:
     def __init__(self, config_path: str | Path | None = None) -> None:
         self._config_path = str(config_path) if config_path is not None else None
         self._setup: Future[_Memory] | None = None
+        self._turns: TurnServices | None = None
         self._calls: OrderedDict[str, _Call] = OrderedDict()
         self._background: set[asyncio.Future[Any]] = set()
 
@@ -231,35 +255,65 @@ class MemoryCallbacks:
         call_id = data.get("litellm_call_id")
         if chat is None or not isinstance(call_id, str):
             return data
-        headers = _headers(data)
-        call = _Call(time.perf_counter(), chat.model, chat.stream, None, chat.messages, headers)
+        call = _Call(time.perf_counter(), chat.model, chat.stream, chat, _headers(data))
         self._remember(call_id, call)
         try:
-            await self._consult(call, chat, data, key)
+            await self._consult(call, data, key)
         finally:
             _receipt(data, call)
         return data
 
-    async def _consult(
-        self, call: _Call, chat: ChatRequest, data: dict[str, Any], key: object
-    ) -> None:
-        """Tenant, policy, recall and injection into ``data``, each step noted on ``call``."""
+    async def _consult(self, call: _Call, data: dict[str, Any], key: object) -> None:
+        """Tenant, then the memory turn: policy, recall and injection into ``data``."""
         try:
             call.tenant = tenant_of_key(key)
         except InvalidTenantError as exc:
             call.fail("tenant", str(exc))
             return
-        call.ingest = (call.headers.get("x-memory") or "").strip().lower() != "off"
+        call.ingest = (call.headers.get(MEMORY_HEADER.lower()) or "").strip().lower() != "off"
         memory = self._ready(call)
         if memory is None:
             return  # still stored, once memory is ready
-        tenant = await self._open(memory, call)
+        turn = call.turn = self._turn(memory, call)
+        opened = await turn.open()
+        if opened is not None:
+            opened.note_request()
         memory.check_policy()
-        call.decision = self._decide(memory, tenant, call, chat)
-        if call.decision.retrieve and tenant is not None:
-            await self._recall(memory, tenant, call, chat)
-        if call.recall is not None and call.recall.context.text:
-            data["messages"] = inject(chat, call.recall.context.text, memory.config.memory.role)
+        decision = turn.decide()
+        try:
+            await turn.read_as_of(call.headers.get(AS_OF_HEADER.lower()), _snapshot_header)
+        except ApiError as exc:
+            call.fail("as_of", exc.message)
+            return
+        began = time.perf_counter()
+        if decision.retrieve:
+            await turn.recall_memory()
+            call.stages["retrieval_ms"] = _ms(began)
+        if turn.memory_error is not None:
+            logger.warning("areamem memory skipped (tenant %s): %s", call.tenant,
+                           turn.memory_error)  # fmt: skip
+        block = turn.block
+        if block is not None:
+            data["messages"] = inject(call.chat, block, memory.config.memory.role)
+
+    def _turn(self, memory: _Memory, call: _Call) -> MemoryTurn:
+        """The call's memory turn (its conversation as the whole history names it)."""
+        assert call.tenant is not None
+        if self._turns is None:
+            self._turns = memory.turns(self._keep)
+            self._keep(memory.lag.watch())
+        settings = memory.config.memory
+        explicit = _conversation(call.headers, settings.conversation_header)
+        turn = MemoryTurn(
+            self._turns,
+            call.tenant,
+            call.chat,
+            conversation_id(call.chat.messages, explicit),
+            explicit,
+            call.headers.get(MEMORY_HEADER.lower()),
+        )
+        turn.ingest = call.ingest and settings.ingest
+        return turn
 
     def _remember(self, call_id: str, call: _Call) -> None:
         self._calls[call_id] = call
@@ -290,67 +344,6 @@ class MemoryCallbacks:
                     target=_settle, args=(self._setup, path), name="areamem-setup", daemon=True
                 ).start()
         return self._setup
-
-    async def _open(self, memory: _Memory, call: _Call) -> TenantMemory | None:
-        assert call.tenant is not None
-        try:
-            tenant = await memory.tenants.open(call.tenant)
-        except Exception as exc:
-            call.fail("open", exc)
-            return None
-        tenant.note_request()
-        return tenant
-
-    def _decide(
-        self,
-        memory: _Memory,
-        tenant: TenantMemory | None,
-        call: _Call,
-        chat: ChatRequest,
-    ) -> Decision:
-        """The policy's decision; also settles ingestion and the conversation."""
-        assert call.tenant is not None
-        settings = memory.config.memory
-        header = call.headers.get("x-memory")
-        call.ingest = call.ingest and settings.ingest
-        call.explicit_conversation = _conversation(call.headers, settings.conversation_header)
-        call.conversation = conversation_id(chat.messages, call.explicit_conversation)
-        context = turn_context(
-            chat, tenant=call.tenant, conversation=call.conversation, header=header
-        )
-        return memory.engine.decide(context, tenant.store.names if tenant else None)
-
-    async def _recall(
-        self, memory: _Memory, tenant: TenantMemory, call: _Call, chat: ChatRequest
-    ) -> None:
-        """Recall within ``memory.retrieval_timeout_ms``; any failure: no memory."""
-        assert call.decision is not None and call.conversation is not None
-        settings, decision, conversation = memory.config.memory, call.decision, call.conversation
-        began = time.perf_counter()
-        budget_s = settings.retrieval_timeout_ms * (1 - _TIMER_HEADROOM) / 1000
-        deadline = time.monotonic() + budget_s
-
-        async def lookup() -> Recall:
-            excluded = await _maybe_off_loop(
-                len(chat.messages) > _LARGE_HISTORY, chain_hashes, chat.messages, conversation
-            )
-            return await tenant.recall(
-                chat.recent_user_text(settings.context_turns),
-                limit=decision.max_fragments,
-                budget_tokens=decision.budget_tokens,
-                exclude_hashes=excluded,
-                strategy=settings.retrieval,
-                deadline=deadline,
-                model=chat.model,
-            )
-
-        try:
-            call.recall = await asyncio.wait_for(lookup(), timeout=budget_s)
-        except TimeoutError:
-            call.fail("retrieval", f"exceeded {settings.retrieval_timeout_ms:g} ms")
-        except Exception as exc:
-            call.fail("retrieval", exc)
-        call.stages["retrieval_ms"] = _ms(began)
 
     # -- after the call --------------------------------------------------------------
 
@@ -383,24 +376,8 @@ class MemoryCallbacks:
             memory = await asyncio.shield(asyncio.wrap_future(self._setup))
         except Exception:  # memory is off, said once when its setup failed
             return 0
-        settings = memory.config.memory
-        if not settings.ingest:
-            return 0
-        if call.decision is None:  # made while memory was loading
-            call.explicit_conversation = _conversation(call.headers, settings.conversation_header)
-        now = time.time()
-        history = [LogMessage(m, now) for m in call.messages]
-        answer = _answer(response)
-        if answer is not None:
-            history.append(LogMessage(answer, now))
-        tenant = await memory.tenants.open(call.tenant)
-        result = await tenant.append(history, call.explicit_conversation, "litellm")
-        pending = tenant.form_soon(
-            settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
-        )
-        if pending is not None:
-            self._keep(_formation(call.tenant, pending))
-        return result.appended
+        turn = call.turn or self._turn(memory, call)  # made while memory was loading
+        return await store_turn(turn, turn.history(_answer(response)))
 
     def _keep(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
@@ -409,8 +386,9 @@ class MemoryCallbacks:
 
     def _log(self, call: _Call, outcome: str, ingested: int) -> None:
         call.stages["total_ms"] = _ms(call.began)
-        record = {"event": "chat", "source": "litellm", **_summary(call),
-                  "model": call.model, "stream": call.stream, "conversation": call.conversation,
+        conversation = call.turn.conversation if call.turn is not None else None
+        record = {"event": "chat", "source": "litellm", **call.summary(),
+                  "model": call.model, "stream": call.stream, "conversation": conversation,
                   "outcome": outcome, "stages_ms": call.stages, "ingested": ingested}  # fmt: skip
         setup = self._setup
         if setup is not None and setup.done() and setup.exception() is None:
@@ -480,10 +458,8 @@ def _conversation(headers: Mapping[str, str], name: str) -> str | None:
         return None
 
 
-async def _maybe_off_loop(large: bool, fn: Callable[..., T], *args: Any) -> T:
-    if not large:
-        return fn(*args)
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+def _snapshot_header(value: str) -> int:
+    return snapshot_id(value, f"header {AS_OF_HEADER}", AS_OF_HEADER)
 
 
 def _answer(response: object) -> dict[str, Any] | None:
@@ -496,20 +472,6 @@ def _answer(response: object) -> dict[str, Any] | None:
     return answer_from_json(json.dumps(body, default=str).encode())[0]
 
 
-def _summary(call: _Call) -> dict[str, Any]:
-    """The decision and what was injected: the log line's and the receipt's fields."""
-    decision, recall = call.decision, call.recall
-    return {
-        "tenant": call.tenant,
-        "decision": decision.retrieve if decision else None,
-        "reason": decision.reason if decision else None,
-        "rule": decision.rule if decision else None,
-        "fragments_injected": len(recall.context.cited) if recall else 0,
-        "memory_tokens": recall.context.tokens if recall else 0,
-        "memory_error": call.memory_error,
-    }
-
-
 def _receipt(data: dict[str, Any], call: _Call) -> None:
     """The decision in the call's LiteLLM metadata (``metadata.areamem``), where other
     callbacks and LiteLLM's logs see it."""
@@ -518,7 +480,7 @@ def _receipt(data: dict[str, Any], call: _Call) -> None:
     if metadata is None:
         metadata = data[name] = {}
     if isinstance(metadata, dict):
-        metadata["areamem"] = _summary(call)
+        metadata["areamem"] = call.summary()
 
 
 def _ms(since: float) -> float:

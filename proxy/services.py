@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,50 +14,23 @@ from aiohttp import web
 from memory_core import MemoryCoreError
 from policies import PolicyEngine, PolicyStore
 
+from .chat.turn import TurnServices
 from .cluster.placement import Placement
 from .cluster.replication import Litestream
 from .cluster.spool import Spool
 from .config import Config
+from .http.lag import LoopLag
 from .http.metrics import Metrics
 from .http.request_log import RequestLog
 from .tenants.dreams import DreamScheduler
-from .tenants.memory import TenantMemory, Tenants
+from .tenants.memory import TenantMemory
+from .tenants.pool import Tenants
 from .tenants.workers import FormationWorkers
 from .upstream.router import Router
 
-__all__ = ["SERVICES", "LoopLag", "Services"]
+__all__ = ["SERVICES", "Services"]
 
 _POLL_S = 0.05
-
-
-class LoopLag:
-    """How late the event loop runs what is due: the worst lateness of the last five
-    50 ms ticks (a quarter second or more). A loop this late delays every await by as
-    much, so work that must fit a time budget (a memory lookup) is not started while
-    it is high."""
-
-    TICK_S = 0.05
-    WINDOW = 5
-
-    def __init__(self) -> None:
-        self._samples: deque[float] = deque([0.0], maxlen=self.WINDOW)
-
-    @property
-    def recent_ms(self) -> float:
-        return max(self._samples) * 1000
-
-    def forget(self) -> None:
-        """Drop the samples so far (the loop ran late while the process started up)."""
-        self._samples.clear()
-        self._samples.append(0.0)
-
-    async def watch(self) -> None:
-        """Sample until cancelled."""
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + self.TICK_S
-            await asyncio.sleep(self.TICK_S)
-            self._samples.append(max(0.0, loop.time() - due))
 
 
 @dataclass
@@ -90,6 +63,31 @@ class Services:
     stopped_cleanly: bool = True
     """False when shutdown left formation running past its grace (its rows stay queued
     in the durable log; the process must then exit without waiting for the thread)."""
+
+    @functools.cached_property
+    def turns(self) -> TurnServices:
+        """What each chat turn's memory uses (:mod:`.chat.turn`): failures, decisions,
+        lookups and appends counted in this app's metrics, events in its log, and in a
+        cluster the node's placement and spool (read on first use: after wiring)."""
+        metrics = self.metrics
+        return TurnServices(
+            tenants=self.tenants,
+            engine=self.engine,
+            settings=self.config.memory,
+            lag=self.lag,
+            log=self.log.write,
+            spawn=self.spawn,
+            watch_formation=self.watch_formation,
+            source="proxy",
+            failed=lambda stage: metrics.memory_failures.labels(stage=stage).inc(),
+            decided=lambda d: metrics.decisions.labels(
+                retrieve=str(d.retrieve).lower(), rule=d.rule or "none"
+            ).inc(),
+            looked_up=metrics.retrieval_seconds.observe,
+            ingested=metrics.ingested.inc,
+            placement=self.placement,
+            spool=self.spool,
+        )
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` after the answer; kept referenced until it finishes."""

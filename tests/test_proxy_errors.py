@@ -234,10 +234,10 @@ async def test_a_receipt_that_breaks_its_contract_is_counted_and_chat_goes_on(
     class Strict(BaseModel):
         number: int
 
-    def broken(*_: Any) -> Any:
+    def broken(*_: Any, **__: Any) -> Any:
         return Strict.model_validate({"number": "not a number"})
 
-    monkeypatch.setattr(chat_module, "_receipt", broken)
+    monkeypatch.setattr(chat_module, "receipt_of", broken)
     async with proxy.client() as client:
         raw = await client.chat.completions.with_raw_response.create(
             model="echo",

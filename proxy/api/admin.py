@@ -27,7 +27,8 @@ from memory_core.errors import SnapshotNotFoundError
 from ..errors import ApiError, RetrievalSkipped
 from ..http.body import check_conversation_id
 from ..services import SERVICES
-from ..tenants.memory import TenantMemory, tenant_of
+from ..tenants.memory import TenantMemory
+from ..tenants.pool import tenant_of
 from .json_io import int_param, json_body, json_response, question_param, snapshot_param
 from .schemas import (
     AreaResponse,

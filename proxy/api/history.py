@@ -26,7 +26,8 @@ from memory_core.storage.values import stored_timestamp
 
 from ..errors import ApiError
 from ..services import SERVICES, Services
-from ..tenants.memory import TenantMemory, tenant_of
+from ..tenants.memory import TenantMemory
+from ..tenants.pool import tenant_of
 from .json_io import int_param, json_body, json_response, snapshot_id, snapshot_param
 from .schemas import (
     HeldMessage,

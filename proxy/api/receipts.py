@@ -21,7 +21,8 @@ from memory_core import MemoryCoreError
 
 from ..errors import ApiError
 from ..services import SERVICES
-from ..tenants.memory import TenantMemory, tenant_of
+from ..tenants.memory import TenantMemory
+from ..tenants.pool import tenant_of
 from .json_io import int_param, json_response
 from .schemas import ForgetsResponse, ForgetSummary, ReceiptsResponse, ReceiptSummary
 

@@ -26,66 +26,36 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
-from memory_core import (
-    LogMessage,
-    MemoryCoreError,
-    Recall,
-    chain_hashes,
-    conversation_id,
-)
-from memory_core.retrieval.strategies import STRATEGIES
-from memory_core.views import AreaSummary
-from policies import Decision
+from memory_core import MemoryCoreError, conversation_id
 
 from ..api.json_io import snapshot_id
-from ..api.schemas import (
-    Receipt,
-    ReceiptArea,
-    ReceiptCitation,
-    ReceiptCoverage,
-    ReceiptDecision,
-    ReceiptFocus,
-    ReceiptFragment,
-    ReceiptStatement,
-)
 from ..doors.base import CHAT, CHAT_ANSWERS, Answers, Door, DoorIO, Parsed
 from ..doors.chat_wire import ChatRequest, own_completion, own_completion_events
-from ..errors import (
-    ApiError,
-    MemoryMoving,
-    ProxyError,
-    RetrievalSkipped,
-    UpstreamStreamError,
-    error_body,
-    internal_error_body,
-)
+from ..errors import ApiError, UpstreamStreamError, error_body, internal_error_body
 from ..http.body import check_conversation_id, read_body
 from ..http.client_io import AiohttpIO, ClientIO
 from ..http.headers import Forward, forward_of, merged
 from ..services import SERVICES, Services
-from ..tenants.memory import LastTurn, TenantMemory, tenant_of
+from ..tenants.memory import TenantMemory
+from ..tenants.pool import tenant_of
 from ..upstream.router import Upstream
 from . import commands, ingest
-from .turn_context import turn_context
+from .receipt import receipt_of
+from .turn import AS_OF_HEADER, MEMORY_HEADER, MemoryTurn, off_the_loop
 
-__all__ = ["answer_chat", "chat_completions"]
+__all__ = ["AS_OF_HEADER", "RECEIPT_HEADER", "answer_chat", "chat_completions"]
 
-T = TypeVar("T")
 RECEIPT_HEADER = "X-Memory-Receipt"
-AS_OF_HEADER = "X-Memory-As-Of"
-"""A request header naming a snapshot: memory is read as of it (the current state is
-neither read nor changed; the exchange is still stored)."""
 CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
 _DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
@@ -93,15 +63,8 @@ _DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
 asked to say it) can never start a line, a JSON string holding no raw newline."""
 _DONE_REACH = 16
 _LARGE_BODY = 256 * 1024
-_LARGE_HISTORY = 1_000
-"""Bodies (bytes) and histories (messages) past which parsing, splicing and hashing run
-on a worker thread (see :func:`_off_loop`)."""
-_TIMER_HEADROOM = 0.05
-"""The least share of the retrieval budget kept for the timer firing late (one loop
-iteration) and the way back; more when the loop is measurably late."""
-_RECEIPT_TEXT_CHARS = 2_000
-"""A receipt keeps this much of each fragment's text (its length beside it): a receipt
-is written per request, a stored message may be megabytes."""
+"""Bodies (bytes) past which parsing and splicing run on a worker thread (see
+:func:`.turn.off_the_loop`)."""
 
 
 @dataclass
@@ -113,15 +76,9 @@ class _Exchange:
     answers: Answers = CHAT_ANSWERS
     tenant: str | None = None
     chat: ChatRequest | None = None
-    conversation: str | None = None
-    explicit_conversation: str | None = None
-    decision: Decision | None = None
-    recall: Recall | None = None
+    turn: MemoryTurn | None = None
+    """What memory did for the request (once its body is read)."""
     receipt_id: str | None = None
-    retrieval: str = "bm25"
-    as_of: int | None = None
-    memory_error: str | None = None
-    ingest: bool = True
     status: int = 200
     error: str | None = None
     outcome: str = "ok"
@@ -133,8 +90,6 @@ class _Exchange:
     stored: asyncio.Future[int] | None = None
     parsed: bool = False
     command: str | None = None
-    unremembered: frozenset[int] = frozenset()
-    """Indices of ``chat.messages`` said while memory was off: never stored."""
 
     def mark(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -214,18 +169,25 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
     server = svc.config.server
     raw = await read_body(client, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)
     large = len(raw) > _LARGE_BODY
-    parsed = await _off_loop(large, door.parse, raw)
+    parsed = await off_the_loop(large, door.parse, raw)
     ex.chat = parsed.chat
-    ex.explicit_conversation = _conversation_header(client, svc.config.memory.conversation_header)
-    ex.conversation = conversation_id(parsed.chat.messages, ex.explicit_conversation)
-    turns = await _off_loop(large, _turns, parsed.chat.messages)
+    explicit = _conversation_header(client, svc.config.memory.conversation_header)
+    turn = ex.turn = MemoryTurn(
+        svc.turns,
+        ex.tenant,
+        parsed.chat,
+        conversation_id(parsed.chat.messages, explicit),
+        explicit,
+        client.headers.get(MEMORY_HEADER),
+    )
+    turns = await off_the_loop(large, _turns, parsed.chat.messages)
     if turns.command is not None:
-        await _command(client, svc, ex, parsed, turns.command)
+        await _command(client, svc, ex, turn, parsed, turns.command)
         return
     if turns.drop:
-        parsed, raw = await _off_loop(large, door.without, parsed, turns.drop)
-    ex.unremembered = turns.unremembered
-    chat = ex.chat = parsed.chat
+        parsed, raw = await off_the_loop(large, door.without, parsed, turns.drop)
+    chat = ex.chat = turn.chat = parsed.chat
+    turn.unremembered = turns.unremembered
     upstream = svc.router.route(chat.model)
     if upstream is None:
         raise ApiError(
@@ -235,22 +197,19 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
             param="model",
         )
     t = ex.mark("parse_ms", ex.started)
-    memory = await _memory(svc, ex)
+    memory = await turn.open()
     if memory is not None:
         memory.note_request()
-    decision = _decide(client, svc, ex, chat, memory)
-    ex.as_of = await _as_of(client, memory)
+    decision = turn.decide()
+    await turn.read_as_of(client.headers.get(AS_OF_HEADER), _snapshot_header)
     t = ex.mark("policy_ms", t)
-    text = None
     if decision.retrieve and memory is not None:
-        await _recall(svc, ex, memory)
+        await turn.recall_memory()
         ex.mark("retrieval_ms", t)
-        if ex.recall and ex.recall.context.text:
-            text = ex.recall.context.text
-    if memory is not None:
-        memory.note_turn(ex.conversation, _last_turn(ex, decision))
+        ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
+    turn.note(ex.receipt_id)
     role = svc.config.memory.role
-    route = await _off_loop(large, door.route, parsed, upstream, text, role, raw)
+    route = await off_the_loop(large, door.route, parsed, upstream, turn.block, role, raw)
     ex.answers = route.answers
     if route.bridged and isinstance(client, DoorIO):  # a Protocol check costs 0.1 ms
         client.bridge(parsed)
@@ -262,9 +221,6 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
         await _relay(client, svc, ex, out)
     else:
         await _forward(client, svc, ex, out)
-
-
-_SWITCHED_OFF = "memory is off in this conversation (/memory off; /memory on resumes it)"
 
 
 @dataclass(frozen=True)
@@ -290,35 +246,20 @@ def _turns(messages: Sequence[Mapping[str, Any]]) -> _Turns:
     return _Turns(None, drop, off)
 
 
-def _remembered(ex: _Exchange) -> list[dict[str, Any]]:
-    """The request's messages that are stored: those not said while memory was off."""
-    assert ex.chat is not None
-    if not ex.unremembered:
-        return ex.chat.messages
-    return [m for i, m in enumerate(ex.chat.messages) if i not in ex.unremembered]
-
-
-def _last_turn(ex: _Exchange, decision: Decision) -> LastTurn:
-    return LastTurn(
-        at=time.time(),
-        retrieve=decision.retrieve,
-        reason=decision.reason,
-        rule=decision.rule,
-        receipt_id=ex.receipt_id,
-        memory_error=ex.memory_error,
-    )
-
-
 async def _command(
-    client: ClientIO, svc: Services, ex: _Exchange, parsed: Parsed, command: commands.Command
+    client: ClientIO,
+    svc: Services,
+    ex: _Exchange,
+    turn: MemoryTurn,
+    parsed: Parsed,
+    command: commands.Command,
 ) -> None:
     """Answer an in-chat command (see :mod:`.commands`): by the proxy, in the door's
     format, nothing forwarded, nothing stored."""
-    assert ex.conversation is not None
     ex.command = command.verb if command.known else "unknown"
-    ex.ingest = False
-    memory = await _memory(svc, ex)
-    context = commands.Context(memory, ex.conversation, ex.memory_error)
+    turn.ingest = False
+    memory = await turn.open()
+    context = commands.Context(memory, turn.conversation, turn.memory_error)
     text = await commands.run(command, context)
     svc.metrics.commands.labels(command=ex.command).inc()
     ex.answer = {"role": "assistant", "content": text}
@@ -334,141 +275,14 @@ async def _command(
     await client.end()
 
 
-def _decide(
-    client: ClientIO,
-    svc: Services,
-    ex: _Exchange,
-    chat: ChatRequest,
-    memory: TenantMemory | None,
-) -> Decision:
-    """Ask the policy whether to consult memory; also settles ingestion and identity."""
-    assert ex.tenant is not None
-    assert ex.conversation is not None
-    header = client.headers.get("X-Memory")
-    switched_off = memory is not None and memory.memory_is_off(ex.conversation)
-    ex.ingest = (
-        svc.config.memory.ingest
-        and (header or "").strip().lower() != "off"
-        and not switched_off
-    )
-    context = turn_context(chat, tenant=ex.tenant, conversation=ex.conversation, header=header)
-    decision = svc.engine.decide(context, memory.store.names if memory else None)
-    if switched_off:
-        decision = dataclasses.replace(
-            decision, retrieve=False, reason=_SWITCHED_OFF, rule=None
-        )
-    ex.decision = decision
-    svc.metrics.decisions.labels(
-        retrieve=str(decision.retrieve).lower(), rule=decision.rule or "none"
-    ).inc()
-    return decision
-
-
-async def _as_of(client: ClientIO, memory: TenantMemory | None) -> int | None:
-    """The snapshot ``X-Memory-As-Of`` names (memory is read as it was then), or None. A
-    value that is not a snapshot id, or names no snapshot of the tenant, is a 400: the
-    client asked for a state of memory that does not exist."""
-    value = client.headers.get(AS_OF_HEADER, "").strip()
-    if not value:
-        return None
-    wanted = snapshot_id(value, f"header {AS_OF_HEADER}", AS_OF_HEADER)
-    if memory is not None and await memory.snapshot(wanted) is None:
-        raise ApiError(
-            400,
-            f"header {AS_OF_HEADER}: no snapshot {wanted} for this tenant",
-            code="snapshot_not_found",
-            param=AS_OF_HEADER,
-        )
-    return wanted
+def _snapshot_header(value: str) -> int:
+    return snapshot_id(value, f"header {AS_OF_HEADER}", AS_OF_HEADER)
 
 
 def _conversation_header(client: ClientIO, name: str) -> str | None:
     """The client's explicit conversation id: printable, at most 200 characters."""
     value = client.headers.get(name, "").strip()
     return check_conversation_id(value, f"header {name}") if value else None
-
-
-async def _memory(svc: Services, ex: _Exchange) -> TenantMemory | None:
-    """The tenant's memory, or None (and counted) when its store cannot be opened."""
-    assert ex.tenant is not None
-    try:
-        return await svc.tenants.open(ex.tenant)
-    except MemoryMoving as exc:  # a cluster node taking the tenant over: chat goes on
-        ex.memory_error = exc.message
-        svc.metrics.memory_failures.labels(stage="moving").inc()
-        return None
-    except MemoryCoreError as exc:
-        ex.memory_error = f"open: {exc}"
-        svc.metrics.memory_failures.labels(stage="open").inc()
-        return None
-
-
-async def _recall(svc: Services, ex: _Exchange, memory: TenantMemory) -> None:
-    """Recall within the time budget; any failure leaves the request without memory."""
-    assert ex.chat is not None and ex.decision is not None and ex.conversation is not None
-    chat, decision = ex.chat, ex.decision
-    began = time.perf_counter()
-    settings = svc.config.memory
-    lag_ms = svc.lag.recent_ms
-    headroom_ms = max(lag_ms, settings.retrieval_timeout_ms * _TIMER_HEADROOM)
-    budget_s = (settings.retrieval_timeout_ms - headroom_ms) / 1000  # timers fire late
-    deadline = time.monotonic() + budget_s
-    ex.retrieval = settings.retrieval
-
-    async def lookup() -> Recall:
-        remembered = _remembered(ex)
-        excluded = await _off_loop(
-            len(remembered) > _LARGE_HISTORY, chain_hashes, remembered, ex.conversation
-        )
-        return await memory.recall(
-            chat.recent_user_text(settings.context_turns),
-            limit=decision.max_fragments,
-            budget_tokens=decision.budget_tokens,
-            exclude_hashes=excluded,
-            strategy=settings.retrieval,
-            deadline=deadline,
-            model=chat.model,
-            as_of=ex.as_of,
-        )
-
-    shed = False
-    try:
-        _check_lag(lag_ms, settings.retrieval_timeout_ms)
-        ex.recall = await asyncio.wait_for(lookup(), timeout=budget_s)
-    except RetrievalSkipped as exc:
-        ex.memory_error = f"retrieval skipped: {exc}"
-        svc.metrics.memory_failures.labels(stage="retrieval_skipped").inc()
-        shed = True  # not looked up: the lookups' latency leaves it out
-    except TimeoutError:
-        ex.memory_error = f"retrieval exceeded {svc.config.memory.retrieval_timeout_ms:g} ms"
-        svc.metrics.memory_failures.labels(stage="retrieval_timeout").inc()
-    except MemoryCoreError as exc:
-        ex.memory_error = f"retrieval failed: {exc}"
-        svc.metrics.memory_failures.labels(stage="retrieval").inc()
-    except Exception as exc:  # memory never turns a chat into a 500, whatever is stored
-        ex.memory_error = f"retrieval failed: {type(exc).__name__}: {exc}"
-        svc.metrics.memory_failures.labels(stage="retrieval").inc()
-    if not shed:
-        svc.metrics.retrieval_seconds.observe(time.perf_counter() - began)
-    ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
-
-
-async def _off_loop(large: bool, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, on a worker thread when ``large``: parsing, hashing or splicing
-    megabytes would otherwise stop the event loop (every other request) for its whole
-    duration; on a thread the loop still gets its turn every few milliseconds."""
-    if not large:
-        return fn(*args)
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-
-
-def _check_lag(lag_ms: float, budget_ms: float) -> None:
-    """Shed memory lookups while the event loop runs late by half the budget or more: a
-    lookup started then would overrun its budget by the lateness alone. Below that, the
-    lookup's own timer is shortened by the lateness (at least by ``_TIMER_HEADROOM``),
-    so that fired late it still ends the wait within the budget."""
-    if lag_ms >= budget_ms / 2:
-        raise RetrievalSkipped(f"the proxy is overloaded (event loop {lag_ms:.0f} ms late)")
 
 
 async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound) -> None:
@@ -627,7 +441,7 @@ def _done_after_start(window: bytes) -> re.Match[bytes] | None:
 async def _store_once(svc: Services, ex: _Exchange) -> None:
     if ex.stored is not None:
         return
-    if not ex.ingest:  # nothing to store: the answer is parsed after it, for the log
+    if ex.turn is None or not ex.turn.ingest:  # nothing to store: parsed after, for the log
         ex.stored = asyncio.get_running_loop().create_future()
         ex.stored.set_result(0)
         return
@@ -640,7 +454,7 @@ async def _store_exchange(svc: Services, ex: _Exchange) -> None:
     ``memory.ingest_wait_ms``; the write goes on past it and is awaited after)."""
     began = time.perf_counter()
     durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex), durable))
+    ex.stored = asyncio.ensure_future(_ingest(ex, durable))
     ex.stored.add_done_callback(lambda _: ingest.resolve(durable))
     try:
         await asyncio.wait_for(asyncio.shield(durable), svc.config.memory.ingest_wait_ms / 1000)
@@ -652,113 +466,34 @@ async def _store_exchange(svc: Services, ex: _Exchange) -> None:
 def _queue_receipt(svc: Services, ex: _Exchange, memory: TenantMemory | None) -> None:
     """Queue the receipt on the tenant's writer thread (ordered before later reads).
 
-    The loop only takes a snapshot of the exchange (a shallow copy, its stage timings
-    copied); the receipt is built, validated against its contract and serialised on the
-    writer thread (50-80 us that the event loop does not pay). A receipt that does not
-    fit its contract is counted and not stored: memory never breaks chat.
+    The loop only takes a snapshot of the turn (a shallow copy); the receipt is built,
+    validated against its contract and serialised on the writer thread (50-80 us that
+    the event loop does not pay). A receipt that does not fit its contract is counted and
+    not stored: memory never breaks chat.
     """
-    if ex.receipt_id is None or memory is None:
+    receipt_id, turn = ex.receipt_id, ex.turn
+    if receipt_id is None or memory is None or turn is None:
         return
-    snapshot = copy.copy(ex)
-    snapshot.stages = dict(ex.stages)
+    snapshot, stages, status = copy.copy(turn), dict(ex.stages), ex.status
     created_at = time.time()
     saving = memory.save_receipt(
-        ex.receipt_id, lambda: _receipt(snapshot, created_at).model_dump(mode="json")
+        receipt_id,
+        lambda: receipt_of(
+            snapshot, receipt_id, created_at, upstream_status=status, timings_ms=stages
+        ).model_dump(mode="json"),
     )
-    svc.spawn(_save_receipt(svc, ex, saving))
+    svc.spawn(_save_receipt(svc, turn, saving))
 
 
-async def _save_receipt(svc: Services, ex: _Exchange, saving: asyncio.Future[None]) -> None:
+async def _save_receipt(svc: Services, turn: MemoryTurn, saving: asyncio.Future[None]) -> None:
     try:
         await saving
     except ValidationError as exc:
         svc.metrics.memory_failures.labels(stage="receipt").inc()
-        ex.memory_error = f"receipt not built: {exc.error_count()} invalid field(s)"
+        turn.memory_error = f"receipt not built: {exc.error_count()} invalid field(s)"
     except MemoryCoreError as exc:
         svc.metrics.memory_failures.labels(stage="receipt").inc()
-        ex.memory_error = f"receipt not saved: {exc}"
-
-
-def _receipt(ex: _Exchange, created_at: float) -> Receipt:
-    """The receipt of a snapshot of ``ex``, validated as built (on the writer thread)."""
-    assert ex.receipt_id is not None and ex.tenant is not None
-    assert ex.conversation is not None and ex.decision is not None and ex.chat is not None
-    recall = ex.recall
-    area = recall.area if recall else None
-    return Receipt(
-        id=ex.receipt_id,
-        created_at=created_at,
-        tenant=ex.tenant,
-        model=ex.chat.model,
-        conversation_id=ex.conversation,
-        decision=_decision(ex.decision),
-        memory_error=ex.memory_error,
-        area=ReceiptArea(
-            kind=STRATEGIES.get(ex.retrieval).label,
-            fragments=_fragments(recall) if recall else [],
-        ),
-        injected_text=recall.context.text if recall else "",
-        tokens=recall.context.tokens if recall else 0,
-        timings_ms=dict(ex.stages),
-        upstream_status=ex.status,
-        graph_version=area.get("graph_version") if area else None,
-        graph_area=AreaSummary.model_validate(area) if area else None,
-        statements=[
-            ReceiptStatement(
-                kind=s.kind,
-                text=s.text,
-                relation_ids=list(s.relation_ids),
-                fragment_ids=list(s.fragment_ids),
-            )
-            for s in recall.context.statements
-        ]
-        if recall
-        else [],
-        citations=[ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations]
-        if recall
-        else [],
-        coverage=_coverage(recall) if recall else None,
-        tokenizer=recall.tokenizer if recall else "",
-        as_of=ex.as_of,
-    )
-
-
-def _coverage(recall: Recall) -> ReceiptCoverage:
-    coverage = recall.context.coverage
-    return ReceiptCoverage(
-        foci=[
-            ReceiptFocus(focus=v.focus, covered=v.covered, where=v.where) for v in coverage.verdicts
-        ],
-        nothing_found=coverage.nothing_found,
-    )
-
-
-def _fragments(recall: Recall) -> list[ReceiptFragment]:
-    cited = recall.context.cited
-    return [
-        ReceiptFragment(
-            id=h.fragment_id,
-            score=round(h.score, 4),
-            conversation_id=h.conversation_id,
-            ts=h.ts,
-            role=h.role,
-            speaker=h.speaker,
-            text=h.text[:_RECEIPT_TEXT_CHARS],
-            text_chars=len(h.text),
-            cited=h.fragment_id in cited,
-        )
-        for h in recall.hits
-    ]
-
-
-def _decision(decision: Decision) -> ReceiptDecision:
-    return ReceiptDecision(
-        retrieve=decision.retrieve,
-        reason=decision.reason,
-        rule=decision.rule,
-        budget_tokens=decision.budget_tokens,
-        max_fragments=decision.max_fragments,
-    )
+        turn.memory_error = f"receipt not saved: {exc}"
 
 
 async def _after(svc: Services, ex: _Exchange) -> None:
@@ -766,47 +501,26 @@ async def _after(svc: Services, ex: _Exchange) -> None:
     ex.stages["total_ms"] = round((time.perf_counter() - ex.started) * 1000, 3)
     _parse_reply(ex)
     if ex.stored is None:  # an error, or a client that left: never a complete answer
-        ex.stored = asyncio.ensure_future(_ingest(svc, ex, _history(ex)))
+        ex.stored = asyncio.ensure_future(_ingest(ex))
     ingested = await ex.stored
     svc.log.write(_record(ex, ingested))
 
 
-def _history(ex: _Exchange) -> list[LogMessage]:
-    """What to store of the exchange, decided now (see the module docstring): the
-    request's turns, and the answer when it is complete; nothing after an error."""
-    chat = ex.chat
-    stored = ex.status < 400 or ex.status == CLIENT_CLOSED
-    if chat is None or ex.tenant is None or not ex.ingest or not stored:
-        return []
-    now = time.time()
-    history = [LogMessage(m, now) for m in _remembered(ex)]
-    if ex.answer is not None and ex.outcome == "ok":
-        history.append(LogMessage(ex.answer, now))
-    return history
-
-
-async def _ingest(
-    svc: Services,
-    ex: _Exchange,
-    history: list[LogMessage],
-    durable: asyncio.Future[None] | None = None,
-) -> int:
-    """Append ``history`` to the tenant's log and schedule formation; a failure is
-    counted and logged, never raised. ``durable`` is resolved once the exchange is on
-    disk (in a cluster's spool while its tenant is claimed: before the append)."""
-    if not history or ex.tenant is None:
+async def _ingest(ex: _Exchange, durable: asyncio.Future[None] | None = None) -> int:
+    """Store what the exchange keeps, decided now (see the module docstring): the
+    request's turns, and the answer when it is complete; nothing after an error (see
+    :func:`.ingest.store_turn`)."""
+    turn = ex.turn
+    if turn is None or not (ex.status < 400 or ex.status == CLIENT_CLOSED):
         return 0
-    try:
-        return await ingest.store(svc, ex.tenant, ex.conversation, history, durable)
-    except (MemoryCoreError, ProxyError) as exc:  # a claim that failed, in a cluster
-        svc.metrics.memory_failures.labels(stage="ingest").inc()
-        ex.memory_error = f"ingestion failed: {exc}"
-        svc.log.write({"event": "ingest_failed", "tenant": ex.tenant, "error": str(exc)})
-        return 0
+    answer = ex.answer if ex.outcome == "ok" else None
+    return await ingest.store_turn(turn, turn.history(answer), durable)
 
 
 def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
-    chat, decision, recall = ex.chat, ex.decision, ex.recall
+    chat, turn = ex.chat, ex.turn
+    recall = turn.recall if turn else None
+    summary = turn.summary() if turn else {"tenant": ex.tenant}
     return {
         "event": "chat",
         "api": ex.api,
@@ -814,19 +528,19 @@ def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
         "tenant": ex.tenant,
         "model": chat.model if chat else None,
         "stream": chat.stream if chat else None,
-        "conversation": ex.conversation,
-        "decision": decision.retrieve if decision else None,
-        "reason": decision.reason if decision else None,
-        "rule": decision.rule if decision else None,
-        "fragments_injected": len(recall.context.cited) if recall else 0,
-        "memory_tokens": recall.context.tokens if recall else 0,
+        "conversation": turn.conversation if turn else None,
+        "decision": summary.get("decision"),
+        "reason": summary.get("reason"),
+        "rule": summary.get("rule"),
+        "fragments_injected": summary.get("fragments_injected", 0),
+        "memory_tokens": summary.get("memory_tokens", 0),
         "graph_version": recall.area.get("graph_version") if recall and recall.area else None,
         "usage": ex.usage,
         "stages_ms": ex.stages,
         "status": ex.status,
         "outcome": ex.outcome,
         "error": ex.error,
-        "memory_error": ex.memory_error,
+        "memory_error": summary.get("memory_error"),
         "receipt": ex.receipt_id,
         "ingested": ingested,
     }

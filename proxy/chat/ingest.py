@@ -1,4 +1,5 @@
-"""Storing an answered exchange in its tenant's log, and scheduling its formation.
+"""Storing an answered exchange in its tenant's log, and scheduling its formation: the
+memory turn's last step (:mod:`.turn`), for the chat handler and the LiteLLM hook alike.
 
 On a single node the append is the durable step. On a cluster node that does not hold
 the tenant yet, the append waits for the claim (seconds), so the exchange is first
@@ -16,13 +17,35 @@ from memory_core import InvalidInputError, LogMessage, MemoryCoreError
 
 from ..cluster.spool import SpoolEntry, SpoolError
 from ..errors import ProxyError
-from ..services import Services
+from .turn import MemoryTurn, TurnServices
 
-__all__ = ["replay_spool", "resolve", "store"]
+__all__ = ["replay_spool", "resolve", "store", "store_turn"]
+
+
+async def store_turn(
+    turn: MemoryTurn,
+    history: Sequence[LogMessage],
+    durable: asyncio.Future[None] | None = None,
+) -> int:
+    """Append ``history`` (what :meth:`MemoryTurn.history` keeps of the exchange) to the
+    turn's tenant and schedule its formation; a failure is counted, logged and kept on
+    the turn (:attr:`MemoryTurn.memory_error`), never raised. ``durable`` is resolved
+    once the exchange is on disk (in a cluster's spool while its tenant is claimed:
+    before the append). Returns the rows added."""
+    if not history:
+        return 0
+    services = turn.services
+    try:
+        return await store(services, turn.tenant, turn.conversation, history, durable)
+    except (MemoryCoreError, ProxyError) as exc:  # a claim that failed, in a cluster
+        turn.memory_error = f"ingestion failed: {exc}"
+        services.failed("ingest")
+        services.log({"event": "ingest_failed", "tenant": turn.tenant, "error": str(exc)})
+        return 0
 
 
 async def store(
-    svc: Services,
+    svc: TurnServices,
     tenant: str,
     conversation: str | None,
     history: Sequence[LogMessage],
@@ -37,7 +60,7 @@ async def store(
         try:
             entry = await asyncio.to_thread(spool.put, tenant, conversation, history)
         except SpoolError as exc:  # the exchange still waits for the claim, in memory
-            svc.log.write({"event": "spool_failed", "tenant": tenant, "error": str(exc)})
+            svc.log({"event": "spool_failed", "tenant": tenant, "error": str(exc)})
         else:
             if durable is not None:
                 resolve(durable)
@@ -61,7 +84,7 @@ def resolve(durable: asyncio.Future[None]) -> None:
         durable.set_result(None)
 
 
-async def replay_spool(svc: Services, tenant: str) -> int:
+async def replay_spool(svc: TurnServices, tenant: str) -> int:
     """Append the tenant's spooled exchanges no other task is handling, oldest first;
     stops at the first failure (the rest stay spooled). Returns the rows added."""
     spool = svc.spool
@@ -78,26 +101,26 @@ async def replay_spool(svc: Services, tenant: str) -> int:
             continue
         except (MemoryCoreError, ProxyError) as exc:
             spool.put_back(entry)
-            svc.log.write({"event": "spool_replay_failed", "tenant": tenant, "error": str(exc)})
+            svc.log({"event": "spool_replay_failed", "tenant": tenant, "error": str(exc)})
             break
         except BaseException:
             spool.put_back(entry)
             raise
         await asyncio.to_thread(spool.remove, entry)
         added += rows
-        svc.log.write({"event": "spool_replayed", "tenant": tenant, "ingested": rows})
+        svc.log({"event": "spool_replayed", "tenant": tenant, "ingested": rows})
     return added
 
 
 async def _append(
-    svc: Services, tenant: str, conversation: str | None, history: Sequence[LogMessage]
+    svc: TurnServices, tenant: str, conversation: str | None, history: Sequence[LogMessage]
 ) -> int:
     memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once held
     # the conversation as the whole history names it: the stored turns may lack its
     # first user message (a command), which would otherwise name another one
-    result = await memory.append(history, conversation, "proxy")
-    svc.metrics.ingested.inc(result.appended)
-    settings = svc.config.memory
+    result = await memory.append(history, conversation, svc.source)
+    svc.ingested(result.appended)
+    settings = svc.settings
     pending = memory.form_soon(
         settings.formation_grace_ms / 1000, settings.formation_max_defer_ms / 1000
     )

@@ -32,7 +32,8 @@ from memory_core.errors import DreamBusyError
 from memory_core.store.memory_store import DreamStatus
 from policies.dream import DreamPolicy, DreamState
 
-from .memory import TenantMemory, Tenants
+from .memory import TenantMemory
+from .pool import Tenants
 
 __all__ = ["DreamScheduler"]
 

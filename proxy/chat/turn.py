@@ -1,0 +1,312 @@
+"""The memory turn: what memory does for one chat turn, whoever serves it.
+
+Four steps, one code path for areamem's chat handler (every front door,
+:mod:`.handler`) and for the LiteLLM hook (:mod:`proxy.litellm_hook`):
+
+1. **decide** (:meth:`MemoryTurn.decide`): the trigger policy reads the turn
+   (:func:`turn_context`) within the switches the user set: ``X-Memory: off`` stores
+   nothing, and a conversation switched off with ``/memory off`` is neither read nor
+   stored;
+2. **recall** (:meth:`MemoryTurn.recall_memory`): within ``memory.retrieval_timeout_ms``
+   less what the event loop runs late by (shed at once while it is half the budget late),
+   as of a snapshot when ``X-Memory-As-Of`` names one (:meth:`MemoryTurn.read_as_of`);
+   any failure leaves the turn without memory (memory never breaks chat);
+3. **inject**: the block (:attr:`MemoryTurn.block`), which the caller places immediately
+   before the latest user message (a door splices it into the request it forwards);
+4. **ingest** (:meth:`MemoryTurn.history`, then :func:`.ingest.store_turn`): what was
+   said with memory on, and the answer when it is whole, appended to the tenant's log
+   and formed.
+
+What differs between the callers is what they hand in (:class:`TurnServices`: where a
+failure is counted, where the log goes, the source the log rows carry), never the steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from memory_core import LogMessage, MemoryCoreError, Recall, chain_hashes, message_text
+from policies import Decision, PolicyEngine, TurnContext
+
+from ..cluster.placement import Placement
+from ..cluster.spool import Spool
+from ..config import MemoryConfig
+from ..doors.chat_wire import ChatRequest
+from ..errors import ApiError, MemoryMoving, RetrievalSkipped
+from ..http.lag import LoopLag
+from ..tenants.memory import LastTurn, TenantMemory
+from ..tenants.pool import Tenants
+
+__all__ = [
+    "AS_OF_HEADER",
+    "MEMORY_HEADER",
+    "MemoryTurn",
+    "TurnServices",
+    "off_the_loop",
+    "turn_context",
+]
+
+T = TypeVar("T")
+MEMORY_HEADER = "X-Memory"
+"""A request header: ``off`` stores nothing of the exchange; the policy reads it too
+(``force`` / ``off`` rules)."""
+AS_OF_HEADER = "X-Memory-As-Of"
+"""A request header naming a snapshot: memory is read as of it (the current state is
+neither read nor changed; the exchange is still stored)."""
+LARGE_HISTORY = 1_000
+"""Histories (messages) past which hashing runs on a worker thread (see
+:func:`off_the_loop`)."""
+_TIMER_HEADROOM = 0.05
+"""The least share of the retrieval budget kept for the timer firing late (one loop
+iteration) and the way back; more when the loop is measurably late."""
+_RECENT_TURNS = 3
+_SWITCHED_OFF = "memory is off in this conversation (/memory off; /memory on resumes it)"
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class TurnServices:
+    """What a memory turn uses, built once by its caller.
+
+    ``failed`` counts a memory failure by stage (``open``, ``retrieval_timeout`` ...),
+    ``decided`` counts a decision, ``looked_up`` times a lookup that ran, ``ingested``
+    counts appended rows; ``log`` writes an event line; ``spawn`` keeps background work
+    referenced until it ends and ``watch_formation`` reports a scheduled formation pass.
+    ``source`` labels the log rows (``proxy``, ``litellm``). ``placement`` and ``spool``
+    are a cluster node's (see :mod:`.ingest`).
+    """
+
+    tenants: Tenants
+    engine: PolicyEngine
+    settings: MemoryConfig
+    lag: LoopLag
+    log: Callable[[dict[str, Any]], None]
+    spawn: Callable[[Coroutine[Any, Any, Any]], None]
+    watch_formation: Callable[[str, asyncio.Future[int]], None]
+    source: str = "proxy"
+    failed: Callable[[str], None] = _ignore
+    decided: Callable[[Decision], None] = _ignore
+    looked_up: Callable[[float], None] = _ignore
+    ingested: Callable[[int], None] = _ignore
+    placement: Placement | None = None
+    spool: Spool | None = None
+
+
+@dataclass
+class MemoryTurn:
+    """One chat turn's memory, step by step (see the module docstring); what each step
+    found stays on it for the receipt and the log line.
+
+    ``unremembered``: indices of ``chat.messages`` said while memory was off (never
+    stored, never searched for).
+    """
+
+    services: TurnServices
+    tenant: str
+    chat: ChatRequest
+    conversation: str
+    explicit_conversation: str | None = None
+    header: str | None = None
+    unremembered: frozenset[int] = frozenset()
+    memory: TenantMemory | None = None
+    decision: Decision | None = None
+    recall: Recall | None = None
+    as_of: int | None = None
+    ingest: bool = True
+    memory_error: str | None = None
+    shed: bool = field(default=False, repr=False)
+
+    async def open(self) -> TenantMemory | None:
+        """The tenant's memory, or None (and counted) when it cannot be opened now: a
+        cluster node still claiming the tenant, or a store that fails to open."""
+        try:
+            self.memory = await self.services.tenants.open(self.tenant)
+        except MemoryMoving as exc:  # a cluster node taking the tenant over: chat goes on
+            self._fail("moving", exc.message)
+        except MemoryCoreError as exc:
+            self._fail("open", f"open: {exc}")
+        return self.memory
+
+    def decide(self) -> Decision:
+        """Ask the policy whether to consult memory; also settles whether the exchange
+        is stored."""
+        memory, settings = self.memory, self.services.settings
+        switched_off = memory is not None and memory.memory_is_off(self.conversation)
+        self.ingest = (
+            settings.ingest and (self.header or "").strip().lower() != "off" and not switched_off
+        )
+        context = turn_context(
+            self.chat, tenant=self.tenant, conversation=self.conversation, header=self.header
+        )
+        decision = self.services.engine.decide(context, memory.store.names if memory else None)
+        if switched_off:
+            decision = dataclasses.replace(
+                decision, retrieve=False, reason=_SWITCHED_OFF, rule=None
+            )
+        self.decision = decision
+        self.services.decided(decision)
+        return decision
+
+    async def read_as_of(self, value: str | None, snapshot_id: Callable[[str], int]) -> None:
+        """The snapshot ``value`` (``X-Memory-As-Of``) names, read by ``snapshot_id``:
+        memory is then read as it was. Raises :class:`ApiError` (400) for a value that
+        names no snapshot of the tenant: the client asked for a state of memory that
+        does not exist."""
+        value = (value or "").strip()
+        if not value:
+            return
+        wanted = snapshot_id(value)
+        if self.memory is not None and await self.memory.snapshot(wanted) is None:
+            raise ApiError(
+                400,
+                f"header {AS_OF_HEADER}: no snapshot {wanted} for this tenant",
+                code="snapshot_not_found",
+                param=AS_OF_HEADER,
+            )
+        self.as_of = wanted
+
+    async def recall_memory(self) -> None:
+        """Recall within the time budget when the decision says so; any failure leaves
+        the turn without memory (:attr:`memory_error` says why, counted by stage)."""
+        memory, decision = self.memory, self.decision
+        if memory is None or decision is None or not decision.retrieve:
+            return
+        settings = self.services.settings
+        began = time.perf_counter()
+        lag_ms = self.services.lag.recent_ms
+        headroom_ms = max(lag_ms, settings.retrieval_timeout_ms * _TIMER_HEADROOM)
+        budget_s = (settings.retrieval_timeout_ms - headroom_ms) / 1000  # timers fire late
+        deadline = time.monotonic() + budget_s
+        try:
+            _check_lag(lag_ms, settings.retrieval_timeout_ms)
+            self.recall = await asyncio.wait_for(self._lookup(memory, deadline), budget_s)
+        except RetrievalSkipped as exc:
+            self._fail("retrieval_skipped", f"retrieval skipped: {exc}")
+            self.shed = True  # not looked up: the lookups' latency leaves it out
+        except TimeoutError:
+            limit = settings.retrieval_timeout_ms
+            self._fail("retrieval_timeout", f"retrieval exceeded {limit:g} ms")
+        except MemoryCoreError as exc:
+            self._fail("retrieval", f"retrieval failed: {exc}")
+        except Exception as exc:  # memory never turns a chat into a 500, whatever is stored
+            self._fail("retrieval", f"retrieval failed: {type(exc).__name__}: {exc}")
+        if not self.shed:
+            self.services.looked_up(time.perf_counter() - began)
+
+    async def _lookup(self, memory: TenantMemory, deadline: float) -> Recall:
+        assert self.decision is not None
+        settings, decision, chat = self.services.settings, self.decision, self.chat
+        remembered = self.remembered()
+        excluded = await off_the_loop(
+            len(remembered) > LARGE_HISTORY, chain_hashes, remembered, self.conversation
+        )
+        return await memory.recall(
+            chat.recent_user_text(settings.context_turns),
+            limit=decision.max_fragments,
+            budget_tokens=decision.budget_tokens,
+            exclude_hashes=excluded,
+            strategy=settings.retrieval,
+            deadline=deadline,
+            model=chat.model,
+            as_of=self.as_of,
+        )
+
+    @property
+    def block(self) -> str | None:
+        """The memory block to place before the latest user message, or None."""
+        recall = self.recall
+        return recall.context.text if recall is not None and recall.context.text else None
+
+    def note(self, receipt_id: str | None) -> None:
+        """Keep what memory did in this turn for ``/memory why``."""
+        if self.memory is not None:
+            self.memory.note_turn(self.conversation, self.last_turn(receipt_id))
+
+    def last_turn(self, receipt_id: str | None) -> LastTurn:
+        decision = self.decision
+        return LastTurn(
+            at=time.time(),
+            retrieve=decision.retrieve if decision else False,
+            reason=decision.reason if decision else "",
+            rule=decision.rule if decision else None,
+            receipt_id=receipt_id,
+            memory_error=self.memory_error,
+        )
+
+    def remembered(self) -> list[dict[str, Any]]:
+        """The request's messages that are stored: those not said while memory was off."""
+        messages = self.chat.messages
+        if not self.unremembered:
+            return messages
+        return [m for i, m in enumerate(messages) if i not in self.unremembered]
+
+    def history(self, answer: Mapping[str, Any] | None) -> list[LogMessage]:
+        """What to store of the exchange: the remembered turns, and ``answer`` (the
+        assistant's message, when it is whole); nothing when ingestion is off."""
+        if not self.ingest:
+            return []
+        now = time.time()
+        history = [LogMessage(m, now) for m in self.remembered()]
+        if answer is not None:
+            history.append(LogMessage(answer, now))
+        return history
+
+    def summary(self) -> dict[str, Any]:
+        """The decision and what was injected, as the log line and metadata show them."""
+        decision, recall = self.decision, self.recall
+        return {
+            "tenant": self.tenant,
+            "decision": decision.retrieve if decision else None,
+            "reason": decision.reason if decision else None,
+            "rule": decision.rule if decision else None,
+            "fragments_injected": len(recall.context.cited) if recall else 0,
+            "memory_tokens": recall.context.tokens if recall else 0,
+            "memory_error": self.memory_error,
+        }
+
+    def _fail(self, stage: str, error: str) -> None:
+        self.memory_error = error
+        self.services.failed(stage)
+
+
+def turn_context(
+    chat: ChatRequest, *, tenant: str, conversation: str, header: str | None
+) -> TurnContext:
+    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent."""
+    earlier = [m for m in chat.messages[: chat.last_user_index] if m.get("role") == "user"]
+    return TurnContext(
+        tenant=tenant,
+        model=chat.model,
+        conversation_id=conversation,
+        user_turns=chat.user_turns,
+        latest_user_text=chat.latest_user_text,
+        header=header,
+        now=time.time(),
+        recent_user_texts=tuple(message_text(m.get("content")) for m in earlier[-_RECENT_TURNS:]),
+    )
+
+
+async def off_the_loop(large: bool, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when ``large``: parsing, hashing or splicing
+    megabytes would otherwise stop the event loop (every other request) for its whole
+    duration; on a thread the loop still gets its turn every few milliseconds."""
+    if not large:
+        return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def _check_lag(lag_ms: float, budget_ms: float) -> None:
+    """Shed memory lookups while the event loop runs late by half the budget or more: a
+    lookup started then would overrun its budget by the lateness alone. Below that, the
+    lookup's own timer is shortened by the lateness (at least by ``_TIMER_HEADROOM``),
+    so that fired late it still ends the wait within the budget."""
+    if lag_ms >= budget_ms / 2:
+        raise RetrievalSkipped(f"the proxy is overloaded (event loop {lag_ms:.0f} ms late)")
