@@ -51,6 +51,8 @@ from aiohttp import web
 
 from memory_core import message_text
 
+from .http import sse
+
 __all__ = ["FakeUpstream", "Recorded", "ScriptedReply"]
 
 ScriptedReply = str | Callable[[dict[str, Any]], str]
@@ -187,9 +189,9 @@ class FakeUpstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for name, data in events[:-1] if anthropic else events:
-            await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            await response.write(sse.event(json.dumps(data).encode(), name))
         if anthropic:
-            await response.write(b'event: message_stop\ndata: {"type": "message_stop"}\n\n')
+            await response.write(sse.event(b'{"type": "message_stop"}', "message_stop"))
         await response.write_eof()
         return response
 
@@ -218,7 +220,7 @@ class FakeUpstream:
         words = text.split(" ")
         for i, word in enumerate(words):
             piece = word if i == 0 else " " + word
-            await response.write(b"data: " + json.dumps(_chunk(model, piece)).encode() + b"\n\n")
+            await response.write(sse.event(json.dumps(_chunk(model, piece)).encode()))
             if model == "die-mid-stream" and i == 1:
                 assert request.transport is not None
                 request.transport.abort()
@@ -227,11 +229,11 @@ class FakeUpstream:
                 await asyncio.sleep(self.slow_delay_s)
             elif i + 1 < len(words):
                 await asyncio.sleep(self._token_delay())
-        await response.write(b"data: " + json.dumps(_chunk(model, None, "stop")).encode() + b"\n\n")
+        await response.write(sse.event(json.dumps(_chunk(model, None, "stop")).encode()))
         if usage:
             final = {**_chunk(model, None), "choices": [], "usage": _usage(text)}
-            await response.write(b"data: " + json.dumps(final).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
+            await response.write(sse.event(json.dumps(final).encode()))
+        await response.write(sse.DONE)
         await response.write_eof()
         return response
 
@@ -258,8 +260,8 @@ class FakeUpstream:
                 "delta": {"tool_calls": [{"index": 0, "function": {
                     "arguments": encoded}}]}}]}  # fmt: skip
         for chunk in (first, rest, _chunk("call-tool", None, "tool_calls")):
-            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
+            await response.write(sse.event(json.dumps(chunk).encode()))
+        await response.write(sse.DONE)
         await response.write_eof()
         return response
 

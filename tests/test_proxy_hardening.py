@@ -19,10 +19,10 @@ import apsw
 import openai
 import pytest
 
-from proxy.chat.handler import _done_end
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream
+from proxy.http.sse import done_end as _done_end
 
 from .conftest import MakeProxy, Proxy, proxy_config
 

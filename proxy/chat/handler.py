@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ from ..api.json_io import snapshot_id
 from ..doors.base import CHAT, CHAT_ANSWERS, Answers, Door, DoorIO, Parsed
 from ..doors.chat_wire import ChatRequest, own_completion, own_completion_events
 from ..errors import ApiError, UpstreamStreamError, error_body, internal_error_body
+from ..http import sse
 from ..http.body import check_conversation_id, read_body
 from ..http.client_io import AiohttpIO, ClientIO
 from ..http.headers import Forward, forward_of, merged
@@ -58,10 +58,6 @@ __all__ = ["AS_OF_HEADER", "RECEIPT_HEADER", "answer_chat", "chat_completions"]
 RECEIPT_HEADER = "X-Memory-Receipt"
 CLIENT_CLOSED = 499
 """The status logged for a request whose client went away before its answer ended."""
-_DONE_LINE = re.compile(rb"(?:^|\n)data: ?\[DONE\]")
-"""The stream's end marker as an SSE line; ``[DONE]`` inside a JSON string (a model
-asked to say it) can never start a line, a JSON string holding no raw newline."""
-_DONE_REACH = 16
 _LARGE_BODY = 256 * 1024
 """Bodies (bytes) past which parsing and splicing run on a worker thread (see
 :func:`.turn.off_the_loop`)."""
@@ -354,9 +350,7 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         ex.outcome, ex.error = exc.code, str(exc)
         svc.metrics.errors.labels(kind=exc.code).inc()
         chunks.clear()
-        await send.quietly(
-            b"data: " + error_body(str(exc), type_="upstream_error", code=exc.code) + b"\n\n",
-        )
+        await send.quietly(sse.event(error_body(str(exc), type_="upstream_error", code=exc.code)))
     except ConnectionError as exc:
         why = str(exc) if isinstance(exc, _ClientTooSlow) else "client closed the connection"
         _client_left(ex, f"{why} mid-stream")
@@ -411,7 +405,7 @@ async def _relay_chunk(
     """Write ``chunk`` (the last of ``chunks``); if it ends the stream (a ``data: [DONE]``
     line, possibly begun in the chunk before), the exchange is logged between the marker
     and the blank line that lets a client act on it."""
-    cut = _done_end(chunks[-2] if len(chunks) > 1 else None, chunk)
+    cut = sse.done_end(chunks[-2] if len(chunks) > 1 else None, chunk)
     if ex.stored is None and cut is not None:
         await send(chunk[:cut])
         ex.sse = chunks
@@ -419,23 +413,6 @@ async def _relay_chunk(
         chunk = chunk[cut:]
     if chunk:
         await send(chunk)
-
-
-def _done_end(previous: bytes | None, chunk: bytes) -> int | None:
-    """Where in ``chunk`` the end-marker line ends (0 when it ended in ``previous``), or
-    None without one. ``previous`` lends its last bytes, as the line may be split."""
-    lent = b"" if previous is None else previous[-_DONE_REACH:]
-    window = lent + chunk
-    found = _DONE_LINE.search(window) if previous is None else _done_after_start(window)
-    return None if found is None else max(0, found.end() - len(lent))
-
-
-def _done_after_start(window: bytes) -> re.Match[bytes] | None:
-    """The marker after a newline only: the window's start is mid-line."""
-    found = _DONE_LINE.search(window)
-    if found is not None and found.start() == 0 and not window.startswith(b"\n"):
-        return _DONE_LINE.search(window, 1)  # from 1 on, ``^`` cannot match
-    return found
 
 
 async def _store_once(svc: Services, ex: _Exchange) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from multidict import CIMultiDictProxy
 
+from ..http import sse
 from ..http.client_io import ClientIO
 from ..upstream.router import Upstream
 from .chat_wire import (
@@ -107,7 +108,6 @@ class StreamMapper(Protocol):
         ...
 
 
-_ERROR_EVENT = b'data: {"error"'
 
 
 class DoorIO:
@@ -185,7 +185,7 @@ class DoorIO:
         await self._client.start(status, headers)
 
     async def write(self, data: bytes) -> None:
-        if data.startswith(_ERROR_EVENT):  # the stream's last event: nothing follows it
+        if data.startswith(sse.ERROR_PREFIX):  # the stream's last event: nothing follows it
             data = self.error_event(data)
             self._failed = True
         elif self._stream is not None:

@@ -23,6 +23,7 @@ import orjson
 from memory_core import message_text
 
 from ..errors import ApiError
+from ..http import sse
 from ..http.body import load_json
 
 __all__ = [
@@ -326,11 +327,8 @@ def answer_from_sse(
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] | None = None
-    for line in b"".join(chunks).split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == b"[DONE]":
+    for payload in sse.payloads(chunks):
+        if payload == sse.DONE_PAYLOAD:
             break
         delta, reported = _event(payload)
         usage = reported or usage
@@ -410,7 +408,7 @@ def own_completion_events(model: str, text: str) -> list[bytes]:
         {**common, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0,
                                             "total_tokens": 0}},
     ]  # fmt: skip
-    return [b"data: " + encoded(c) + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+    return [sse.event(encoded(c)) for c in chunks] + [sse.DONE]
 
 
 def _own_id() -> str:

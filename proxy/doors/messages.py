@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..http import sse
 from .base import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper
 from .chat_wire import encoded
 from .messages_wire import (
@@ -49,10 +50,10 @@ class MessagesIO(DoorIO):
         return error_body(status, text)
 
     def error_event(self, data: bytes) -> bytes:
-        error = json_object(data[len(b"data: ") :].strip()).get("error")
+        error = json_object(sse.data_of(data) or b"").get("error")
         message = error.get("message") if isinstance(error, dict) else "upstream error"
         body = {"type": "error", "error": {"type": "api_error", "message": str(message)}}
-        return f"event: error\ndata: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+        return sse.event(json.dumps(body, ensure_ascii=False).encode(), "error")
 
     def whole(self, parsed: Parsed, body: bytes) -> bytes:
         return encoded(message_from_chat(json_object(body), parsed.chat.model))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ApiError
+from ..http import sse
 from .chat_wire import ChatRequest, fast_encoded, request_head
 from .stream import ChatStreamReader, event_objects, json_object
 
@@ -460,7 +461,7 @@ class ChatToMessagesStream(ChatStreamReader):
 
 
 def _event(name: str, data: Mapping[str, Any]) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + fast_encoded(data) + b"\n\n"
+    return sse.event(fast_encoded(data), name)
 
 
 # -- answers (what is stored of an exchange) -------------------------------------------

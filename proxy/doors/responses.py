@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from ..http import sse
 from ..http.client_io import ClientIO
 from .base import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper
 from .chat_wire import encoded
@@ -43,10 +44,10 @@ class ResponsesIO(DoorIO):
         self._relayed = 0
 
     def relayed(self, data: bytes) -> None:
-        self._relayed += data.count(b"data:")
+        self._relayed += sse.count(data)
 
     def error_event(self, data: bytes) -> bytes:
-        error = json_object(data[len(b"data: ") :].strip()).get("error")
+        error = json_object(sse.data_of(data) or b"").get("error")
         error = error if isinstance(error, dict) else {}
         mapper = self._stream
         sequence = mapper.sequence if isinstance(mapper, ChatToResponsesStream) else self._relayed
@@ -57,7 +58,7 @@ class ResponsesIO(DoorIO):
             "param": error.get("param"),
             "sequence_number": sequence,
         }
-        return f"event: error\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+        return sse.event(json.dumps(event, ensure_ascii=False).encode(), "error")
 
     def whole(self, parsed: Parsed, body: bytes) -> bytes:
         return encoded(response_from_chat(json_object(body), parsed.native.body))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ApiError
+from ..http import sse
 from .chat_wire import ChatRequest, fast_encoded, request_head
 from .stream import ChatStreamReader, event_objects, json_object
 
@@ -378,7 +379,7 @@ class ChatToResponsesStream(ChatStreamReader):
     def _emit(self, kind: str, data: Mapping[str, Any]) -> bytes:
         event = {"type": kind, "sequence_number": self._sequence, **data}
         self._sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + fast_encoded(event) + b"\n\n"
+        return sse.event(fast_encoded(event), kind)
 
     def _start(self, data: Mapping[str, Any]) -> bytes:
         if self._started:

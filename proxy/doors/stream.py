@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..http import sse
 from .chat_wire import fast_loads
 
 __all__ = ["ChatStreamReader", "event_objects", "json_object"]
@@ -33,11 +34,9 @@ def json_object(raw: bytes) -> dict[str, Any]:
 def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
     """The JSON objects of a whole event stream's ``data:`` lines, in order (anything
     else skipped): what is read of a relayed stream to store its answer."""
-    for line in b"".join(chunks).split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
+    for payload in sse.payloads(chunks):
         try:
-            event = json.loads(line[5:])
+            event = json.loads(payload)
         except ValueError:
             continue
         if isinstance(event, dict):
@@ -47,14 +46,14 @@ def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
 class ChatStreamReader(ABC):
     """Base of a chat-stream mapping: subclasses define :meth:`_chunk` and :meth:`_finish`."""
 
-    _buffer: bytes = b""
+    _lines: sse.Lines | None = None
     _ended: bool = False
 
     def feed(self, chunk: bytes) -> bytes:
         """The mapped bytes of the lines ``chunk`` completes."""
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        return b"".join(self._line(line.strip()) for line in lines)
+        if self._lines is None:
+            self._lines = sse.Lines()
+        return b"".join(self._line(line) for line in self._lines.feed(chunk))
 
     def close(self) -> bytes:
         """Whatever is still due when the chat stream ended (without ``[DONE]``)."""
@@ -65,10 +64,10 @@ class ChatStreamReader(ABC):
         return self._finish()
 
     def _line(self, line: bytes) -> bytes:
-        if not line.startswith(b"data:") or self._ended:
+        payload = sse.data_of(line)
+        if payload is None or self._ended:
             return b""
-        payload = line[5:].strip()
-        if payload == b"[DONE]":
+        if payload == sse.DONE_PAYLOAD:
             return self._end()
         try:
             data = fast_loads(payload)

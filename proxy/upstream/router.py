@@ -37,6 +37,7 @@ from memory_core.formation.models.llm import litellm_module
 
 from ..config import UpstreamConfig
 from ..errors import UpstreamError, UpstreamStreamError
+from ..http import sse
 from ..http.headers import Forward, relayed
 from .http1 import (
     Http1Client,
@@ -515,7 +516,7 @@ class _LiteLLMStream:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         if self._iterator is None:
-            yield b"data: [DONE]\n\n"
+            yield sse.DONE
             return
         yield _sse(self._first)
         while True:
@@ -527,7 +528,7 @@ class _LiteLLMStream:
                 error = self._translate(exc)
                 raise UpstreamStreamError(error.message, error.code or "upstream_error") from exc
             yield _sse(chunk)
-        yield b"data: [DONE]\n\n"
+        yield sse.DONE
 
     async def close(self) -> None:
         closer = getattr(self._iterator, "aclose", None)
@@ -536,7 +537,7 @@ class _LiteLLMStream:
 
 
 def _sse(chunk: Any) -> bytes:
-    return b"data: " + json.dumps(chunk.model_dump(exclude_none=True)).encode() + b"\n\n"
+    return sse.event(json.dumps(chunk.model_dump(exclude_none=True)).encode())
 
 
 def _litellm_forward(forward: Forward) -> dict[str, Any]:
