@@ -11,7 +11,7 @@ from proxy.http import sse
 def test_an_event_is_its_name_line_its_data_line_and_a_blank_line() -> None:
     assert sse.event(b'{"a": 1}') == b'data: {"a": 1}\n\n'
     assert sse.event(b"{}", "message_stop") == b"event: message_stop\ndata: {}\n\n"
-    assert sse.DONE == sse.event(sse.DONE_PAYLOAD)
+    assert sse.event(sse.DONE_PAYLOAD) == sse.DONE
 
 
 def test_a_whole_stream_gives_the_payload_of_each_data_line() -> None:
