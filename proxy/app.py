@@ -18,19 +18,14 @@ from memory_core.formation import Backends, build_backends
 from memory_core.worker.loop import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
-from .api import admin, ui
-from .api import history as history_api
-from .api import receipts as receipts_api
-from .api.openapi import openapi_json
-from .chat.handler import CLIENT_CLOSED, chat_completions, route_of
+from .api.routes import add_routes
+from .chat.handler import CLIENT_CLOSED
 from .chat.ingest import replay_spool
 from .cluster.leases import Leases, lease_store
 from .cluster.placement import Placement
 from .cluster.replication import Litestream, litestream_binary
 from .cluster.spool import Spool
 from .config import ClusterConfig, Config
-from .doors.messages import MESSAGES
-from .doors.responses import RESPONSES
 from .errors import ApiError, error_body, internal_error_body
 from .http.metrics import Metrics
 from .http.request_log import RequestLog
@@ -179,33 +174,7 @@ def create_app(services: Services) -> web.Application:
         middlewares=[_errors],
     )
     app[SERVICES] = services
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/chat/completions", chat_completions)
-    app.router.add_post("/v1/messages", route_of(MESSAGES))
-    app.router.add_post("/v1/responses", route_of(RESPONSES))
-    app.router.add_get("/v1/models", admin.models)
-    app.router.add_get("/healthz", admin.healthz)
-    app.router.add_get("/readyz", admin.readyz)
-    app.router.add_get("/metrics", admin.metrics)
-    app.router.add_get("/cluster/tenants", admin.cluster_tenants)
-    app.router.add_post("/memory/ingest", admin.ingest)
-    app.router.add_get("/memory/search", admin.search)
-    app.router.add_get("/memory/stats", admin.stats)
-    app.router.add_get("/memory/entities", admin.entities)
-    app.router.add_get("/memory/contexts", admin.contexts)
-    app.router.add_get("/memory/relations", admin.relations)
-    app.router.add_get("/memory/area", admin.area)
-    app.router.add_get("/memory/receipts", receipts_api.recent)
-    app.router.add_get("/memory/forgets", receipts_api.forgets)
-    app.router.add_get("/memory/receipts/{receipt_id}", admin.receipt)
-    app.router.add_post("/memory/dream", history_api.dream)
-    app.router.add_get("/memory/snapshots", history_api.snapshots)
-    app.router.add_get("/memory/snapshots/{snapshot}", history_api.snapshot)
-    app.router.add_get("/memory/snapshots/{a}/diff/{b}", history_api.diff)
-    app.router.add_post("/memory/rollback", history_api.rollback)
-    app.router.add_get("/memory/held", history_api.held)
-    app.router.add_get("/openapi.json", openapi_json)  # open: describes, holds no tenant data
-    ui.add_routes(app)  # open: the page holds no data, the API it calls wants the key
+    add_routes(app)  # the route table (/openapi.json describes the same)
     app.cleanup_ctx.append(_lifecycle)
     return app
 

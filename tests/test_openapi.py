@@ -14,7 +14,7 @@ from openapi_spec_validator import validate as validate_spec
 from pydantic import ValidationError
 
 from memory_core.views import AreaExplanation, EntityView
-from proxy.api.openapi import build_document
+from proxy.api.routes import build_document
 from proxy.api.schemas import Receipt
 from proxy.fake_upstream import FakeUpstream
 

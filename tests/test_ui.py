@@ -23,9 +23,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from memory_core import MemoryStore
 from memory_core.formation import Backends
 from proxy import build_services, load_config
-from proxy.api import receipts as receipts_api
 from proxy.api import ui
-from proxy.api.openapi import build_document
+from proxy.api.routes import add_routes, build_document
 from proxy.api.schemas import ReceiptsResponse
 from proxy.fake_upstream import FakeUpstream
 from proxy.server import ProxyServer
@@ -48,12 +47,9 @@ FILES = {
 
 
 def wire(app: web.Application) -> None:
-    """The inspector's routes on ``app``, unless ``create_app`` already added them."""
+    """The inspector's routes are the app's own (the route table's)."""
     served = {route.resource.canonical for route in app.router.routes() if route.resource}
-    if "/memory/receipts" not in served:
-        app.router.add_get("/memory/receipts", receipts_api.recent)
-    if "/ui" not in served:
-        ui.add_routes(app)
+    assert {"/memory/receipts", "/ui", "/ui/{file}"} <= served
 
 
 @contextlib.asynccontextmanager
@@ -209,7 +205,7 @@ async def test_only_the_folders_files_of_served_types_are_served(tmp_path: Path)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     app = web.Application()
-    ui.add_routes(app, tmp_path)
+    add_routes(app, tmp_path)
     (tmp_path / "late.js").write_text("1")  # added after the routes: not served
     async with TestClient(TestServer(app)) as client:
         for name in files:
@@ -218,7 +214,7 @@ async def test_only_the_folders_files_of_served_types_are_served(tmp_path: Path)
         assert (await client.get("/ui/late.js")).status != 200
         assert await (await client.get("/ui")).text() == "<p>page</p>"
     with pytest.raises(FileNotFoundError, match=r"index\.html"):
-        ui.add_routes(web.Application(), tmp_path / "sub")
+        add_routes(web.Application(), tmp_path / "sub")
 
 
 def test_the_page_is_plain_and_same_origin() -> None:

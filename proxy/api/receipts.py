@@ -3,7 +3,7 @@
 ``/memory/receipts`` lists the caller's newest receipts.
 
 Receipts are found by the id a chat response's ``X-Memory-Receipt`` header named
-(``GET /memory/receipts/{id}``, :func:`.admin.receipt`); this lists the newest of them
+(``GET /memory/receipts/{id}``, :func:`.memory.receipt`); this lists the newest of them
 (the inspector page shows them) with what tells them apart: time, model, conversation,
 the policy's decision, what was found and injected. Bodies stay behind their ids.
 ``/memory/forgets`` lists what ``/memory forget`` forgot, undone forgets included.

@@ -402,7 +402,7 @@ class ForgetsResponse(_Body):
     forgets: list[ForgetSummary] = Field(description="Newest first, at most ``limit``.")
 
 
-# --- memory admin ------------------------------------------------------------------------
+# --- the /memory API ----------------------------------------------------------------------
 
 
 ConversationId = Annotated[str, Field(min_length=1, max_length=200)]

@@ -12,7 +12,7 @@ it navigates).
 
 Invariants:
 
-- Only the files the folder holds when :func:`add_routes` runs are served (read then,
+- Only the files the folder holds when :func:`mount` runs are served (read then,
   once); a requested name is a key of that table or a 404, so no path (``..``, encoded,
   absolute, backslashes) reaches any other file.
 - Every answer carries its content type (only the types of :data:`_TYPES` are served), an
@@ -25,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from aiohttp import web
 
 from ..errors import ApiError
 
-__all__ = ["CONTENT_SECURITY_POLICY", "STATIC", "add_routes"]
+__all__ = ["CONTENT_SECURITY_POLICY", "STATIC", "UI_ASSETS", "file", "mount", "page"]
 
 STATIC = Path(__file__).resolve().parent.parent / "static" / "ui"
 """The folder whose files the inspector serves."""
@@ -73,9 +73,6 @@ _SECURITY = {
 }
 _PAGE = "index.html"
 
-Handler = Callable[[web.Request], Awaitable[web.Response]]
-
-
 @dataclass(frozen=True, slots=True)
 class _Asset:
     """A served file: its bytes, content type and entity tag."""
@@ -85,15 +82,33 @@ class _Asset:
     etag: str
 
 
-def add_routes(app: web.Application, folder: Path = STATIC) -> None:
-    """Serve the inspector at ``/ui`` and its files at ``/ui/{file}`` (``file`` may name a
+UI_ASSETS: web.AppKey[Mapping[str, _Asset]] = web.AppKey("ui_assets", Mapping)
+"""The files the inspector serves, read once when the app is made (:func:`mount`)."""
+
+
+def mount(app: web.Application, folder: Path = STATIC) -> None:
+    """Read the inspector's files from ``folder`` for :func:`page` and :func:`file`
+    (routed at ``/ui`` and ``/ui/{file}`` by :mod:`.routes`; ``file`` may name a
     subfolder's file, ``vendor/cytoscape.min.js``); raises FileNotFoundError when
     ``folder`` has no ``index.html``."""
     assets = _load(folder)
     if _PAGE not in assets:
         raise FileNotFoundError(f"the inspector's page is missing: {folder / _PAGE}")
-    app.router.add_get("/ui", _page(assets[_PAGE]))
-    app.router.add_get("/ui/{file:.+}", _files(assets))
+    app[UI_ASSETS] = assets
+
+
+async def page(request: web.Request) -> web.Response:
+    """The inspector page."""
+    return _answer(request, request.app[UI_ASSETS][_PAGE])
+
+
+async def file(request: web.Request) -> web.Response:
+    """One of the page's files, by its exact name (anything else is a 404)."""
+    name = request.match_info["file"]
+    asset = request.app[UI_ASSETS].get(name)
+    if asset is None:
+        raise ApiError(404, f"The inspector has no file '{name[:200]}'.", code="not_found")
+    return _answer(request, asset)
 
 
 def _load(folder: Path) -> dict[str, _Asset]:
@@ -108,26 +123,6 @@ def _load(folder: Path) -> dict[str, _Asset]:
         body = path.read_bytes()
         assets[name] = _Asset(body, kind, f'"{hashlib.sha256(body).hexdigest()[:32]}"')
     return assets
-
-
-def _page(asset: _Asset) -> Handler:
-    async def page(request: web.Request) -> web.Response:
-        """The inspector page."""
-        return _answer(request, asset)
-
-    return page
-
-
-def _files(assets: Mapping[str, _Asset]) -> Handler:
-    async def file(request: web.Request) -> web.Response:
-        """One of the page's files, by its exact name (anything else is a 404)."""
-        name = request.match_info["file"]
-        asset = assets.get(name)
-        if asset is None:
-            raise ApiError(404, f"The inspector has no file '{name[:200]}'.", code="not_found")
-        return _answer(request, asset)
-
-    return file
 
 
 def _answer(request: web.Request, asset: _Asset) -> web.Response:

@@ -1,7 +1,8 @@
-"""Non-chat endpoints: models, health, metrics and the ``/memory`` admin API.
+"""The ``/memory`` API: ingest, search, stats, the area of a question, inspection views
+and receipts.
 
-Every ``/memory`` endpoint acts on the caller's tenant only (same keys as chat). Every
-JSON body is one of the typed models of :mod:`.schemas` (views of memory validated into
+Every endpoint acts on the caller's tenant only (same keys as chat). Every JSON body is
+one of the typed models of :mod:`.schemas` (views of memory validated into
 :mod:`memory_core.views` models), so ``GET /openapi.json`` describes what is served.
 """
 
@@ -32,14 +33,9 @@ from ..tenants.pool import tenant_of
 from .json_io import int_param, json_body, json_response, question_param, snapshot_param
 from .schemas import (
     AreaResponse,
-    ClusterTenants,
     ContextsResponse,
     EntitiesResponse,
-    Health,
     IngestResponse,
-    ModelCard,
-    ModelList,
-    Readiness,
     Receipt,
     ReceiptCitation,
     RelationsResponse,
@@ -48,91 +44,9 @@ from .schemas import (
     StatsResponse,
 )
 
-__all__ = [
-    "area",
-    "cluster_tenants",
-    "contexts",
-    "entities",
-    "healthz",
-    "ingest",
-    "metrics",
-    "models",
-    "readyz",
-    "receipt",
-    "relations",
-    "search",
-    "stats",
-]
+__all__ = ["area", "contexts", "entities", "ingest", "receipt", "relations", "search", "stats"]
 
 _MAX_INGEST_MESSAGES = 100_000
-
-
-async def models(request: web.Request) -> web.Response:
-    svc = request.app[SERVICES]
-    tenant_of(request.headers, svc.config.auth)
-    created = int(svc.config.source.stat().st_mtime)
-    data = [
-        ModelCard(id=name, object="model", created=created, owned_by="areamem")
-        for name in svc.router.advertised()
-    ]
-    return json_response(ModelList(object="list", data=data))
-
-
-async def healthz(request: web.Request) -> web.Response:
-    """Liveness (always 200 while the process serves): ``status`` is ``starting`` until
-    models and graphs are loaded, ``ok`` then, ``stopping`` during shutdown."""
-    svc = request.app[SERVICES]
-    error = svc.policies.last_error
-    status = {"ready": "ok"}.get(svc.state, svc.state)
-    return json_response(
-        Health.model_validate(
-            {
-                "status": status,
-                "policy": str(svc.policies.current.source),
-                "policy_error": str(error) if error else None,
-                "tenants_open": len(svc.tenants.opened()),
-                "formation_workers": [
-                    vars(state) for state in (svc.workers.states() if svc.workers else [])
-                ],
-            }
-        )
-    )
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Readiness: 200 once warm (the first request is then as fast as the hundredth),
-    503 while starting or stopping, so a load balancer sends traffic only when ready."""
-    state = request.app[SERVICES].state
-    body = Readiness.model_validate({"status": state})
-    return json_response(body, status=200 if state == "ready" else 503)
-
-
-async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text; with ``auth.metrics: keys`` only for a caller with a proxy key."""
-    svc = request.app[SERVICES]
-    if svc.config.auth.metrics == "keys":
-        tenant_of(request.headers, svc.config.auth)
-    body = svc.metrics.render()
-    return web.Response(
-        body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
-    )
-
-
-async def cluster_tenants(request: web.Request) -> web.Response:
-    """The tenants this cluster node holds or held (operators' view: the same auth as
-    ``/metrics``)."""
-    svc = request.app[SERVICES]
-    if svc.config.auth.metrics == "keys":
-        tenant_of(request.headers, svc.config.auth)
-    placement = svc.placement
-    body = ClusterTenants.model_validate(
-        {
-            "node": placement.node if placement else None,
-            "replication_lag_s": placement.lag_s if placement else 0.0,
-            "tenants": placement.places() if placement else [],
-        }
-    )
-    return json_response(body)
 
 
 async def ingest(request: web.Request) -> web.Response:
