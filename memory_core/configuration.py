@@ -44,6 +44,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -58,6 +59,7 @@ __all__ = [
     "describe",
     "read_yaml",
     "read_yaml_file",
+    "reason_of",
     "render_key",
     "suggest",
     "validate",
@@ -324,7 +326,7 @@ def _translate(
     elif kind == "missing":
         reason = f"missing required key {str(error['loc'][-1])!r}"
     else:
-        reason = _reason(error)
+        reason = reason_of(error)
     return ConfigurationError(document.source, line, key, reason)
 
 
@@ -433,7 +435,8 @@ _BOUNDS = {
 }
 
 
-def _reason(error: ErrorDetails) -> str:
+def reason_of(error: ErrorDetails) -> str:
+    """One validation error said as the configuration says it (``must be > 0, got -1``)."""
     kind, ctx, given = error["type"], error.get("ctx", {}), error.get("input")
     if kind in _EXPECTED:
         return f"must be {_EXPECTED[kind]}, got {describe(given)}"
@@ -470,6 +473,14 @@ def _allowed(model_type: type[BaseModel], loc: tuple[str | int, ...]) -> list[st
     return []
 
 
+def _field(model: type[BaseModel], key: str) -> FieldInfo | None:
+    """The field ``key`` names in a document: its name, or its alias where it has one."""
+    for name, info in model.model_fields.items():
+        if (info.alias or name) == key:
+            return info
+    return None
+
+
 def _tags(model_type: type[BaseModel], path: KeyPath) -> list[str]:
     target = _resolve(model_type, path)
     members = _union_members(target)
@@ -488,7 +499,7 @@ def _resolve(annotation: Any, loc: tuple[str | int, ...]) -> Any:
     for part in loc:
         current = _unwrap(current)
         if isinstance(current, type) and issubclass(current, BaseModel):
-            info = current.model_fields.get(str(part))
+            info = _field(current, str(part))
             if info is None:
                 return None
             current = info.annotation

@@ -1,20 +1,21 @@
 """The proxy's configuration: ``config.yaml`` read once into typed, frozen objects.
 
 Every section is a pydantic model on the shared
-:class:`~memory_core.configuration.ConfigModel` (:class:`ConfigFile` is the whole file's
-schema); an invalid file stops startup with one :class:`ConfigError` reading
-``<file>:<line>: <dotted.key>: <reason>`` (``upstreams[0].provider``), the trigger policy
-included, inline or in its own file. Relative paths are resolved against the config
-file's folder. Environment variables are read only for upstream keys, and only when a
-request needs them (see :meth:`UpstreamConfig.api_key`).
+:class:`~memory_core.configuration.ConfigModel` (:class:`Config` is the whole file's
+schema and what the proxy reads); an invalid file stops startup with one
+:class:`ConfigError` reading ``<file>:<line>: <dotted.key>: <reason>``
+(``upstreams[0].provider``), the trigger policy included, inline or in its own file.
+Relative paths are resolved against the config file's folder. Environment variables are
+read only for upstream keys, and only when a request needs them (see
+:meth:`UpstreamConfig.api_key`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,7 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -37,15 +39,11 @@ from memory_core.configuration import (
     read_yaml_file,
     validate,
 )
-from memory_core.dream import DreamConfig, DreamSection
+from memory_core.dream import DreamConfig
 from memory_core.formation import FormationConfig
 from memory_core.formation.config import FormationSection
-from memory_core.graph import GraphSettings, RetrievalSection
-from memory_core.reconstruction.config import (
-    DEFAULT_RECONSTRUCTION,
-    ReconstructionConfig,
-    ReconstructionSection,
-)
+from memory_core.graph import GraphSettings
+from memory_core.reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from memory_core.retrieval.strategies import STRATEGIES
 from policies import DEFAULT_POLICY_PATH, load_policy
 
@@ -56,7 +54,6 @@ __all__ = [
     "AuthConfig",
     "ClusterConfig",
     "Config",
-    "ConfigFile",
     "LoggingConfig",
     "MemoryConfig",
     "ServerConfig",
@@ -295,23 +292,29 @@ def _node_name(name: str) -> str:
     return name
 
 
-class ConfigFile(ConfigModel):
-    """The schema of ``config.yaml`` as written (``policy``: a file path or the policy)."""
+class Config(ConfigModel):
+    """The whole configuration: ``config.yaml`` as written is what the proxy reads
+    (``policy``: a file path or the policy itself). :func:`load_config` reads it and sets
+    where it came from (:attr:`source`) and where its policy is (:attr:`policy_path`,
+    :attr:`policy_key`), which no file can set."""
 
     server: ServerConfig = ServerConfig()
     auth: AuthConfig = AuthConfig()
     upstreams: ListOf[UpstreamConfig] = Field(min_length=1)
     memory: MemoryConfig = MemoryConfig()
     logging: LoggingConfig = LoggingConfig()
-    formation: FormationSection = FormationSection()
-    retrieval: RetrievalSection = RetrievalSection()
-    reconstruction: ReconstructionSection = ReconstructionSection()
-    dream: DreamSection = DreamSection()
+    formation_section: FormationSection = Field(FormationSection(), alias="formation")
+    retrieval: GraphSettings = GraphSettings()
+    reconstruction: ReconstructionConfig = DEFAULT_RECONSTRUCTION
+    dream: DreamConfig = DreamConfig()
     cluster: ClusterConfig | None = None
     policy: Annotated[str | dict[str, Any] | None, BeforeValidator(_policy_location)] = None
+    _source: Path = PrivateAttr(default_factory=Path)
+    _policy_path: Path = PrivateAttr(default_factory=lambda: Path(DEFAULT_POLICY_PATH))
+    _policy_key: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _cluster_forms_in_process(self) -> ConfigFile:
+    def _cluster_forms_in_process(self) -> Config:
         """A node that loses a tenant closes its store at once; a worker process forming
         it could not be stopped as surely, so a cluster node forms in its own process."""
         if self.cluster is not None and self.memory.formation_workers:
@@ -320,28 +323,25 @@ class ConfigFile(ConfigModel):
             )
         return self
 
+    @functools.cached_property
+    def formation(self) -> FormationConfig:
+        """The formation settings the ``formation:`` section describes."""
+        return self.formation_section.config()
 
-@dataclass(frozen=True)
-class Config:
-    """The whole configuration. ``policy_path`` + ``policy_key`` locate the policy YAML.
+    @property
+    def source(self) -> Path:
+        """The file this configuration was read from."""
+        return self._source
 
-    A plain frozen dataclass: it is assembled from a validated :class:`ConfigFile` (plus
-    the file's own path and the command line), never read from YAML itself.
-    """
+    @property
+    def policy_path(self) -> Path:
+        """The file the trigger policy is read from (this one with :attr:`policy_key`)."""
+        return self._policy_path
 
-    source: Path
-    server: ServerConfig
-    auth: AuthConfig
-    upstreams: tuple[UpstreamConfig, ...]
-    memory: MemoryConfig
-    logging: LoggingConfig
-    policy_path: Path
-    policy_key: str | None
-    formation: FormationConfig = field(default_factory=FormationConfig)
-    retrieval: GraphSettings = field(default_factory=GraphSettings)
-    reconstruction: ReconstructionConfig = DEFAULT_RECONSTRUCTION
-    dream: DreamConfig = field(default_factory=DreamConfig)
-    cluster: ClusterConfig | None = None
+    @property
+    def policy_key(self) -> str | None:
+        """The key of :attr:`policy_path` that holds the policy (None: the whole file)."""
+        return self._policy_key
 
     @property
     def log_file(self) -> Path:
@@ -362,26 +362,13 @@ def load_config(
     try:
         document = read_yaml_file(str(source))
         raw = _overridden(document.value, host, port, data_dir)
-        file = validate(ConfigFile, raw, document, context={"base": source.parent})
-        policy_path, policy_key = _policy(file.policy, document, source)
+        config = validate(Config, raw, document, context={"base": source.parent})
+        policy_path, policy_key = _policy(config.policy, document, source)
         load_policy(str(policy_path), root_key=policy_key)
     except ConfigurationError as exc:
         raise ConfigError(exc.file or str(source), exc.key, exc.reason, line=exc.line) from exc
-    return Config(
-        source=source,
-        server=file.server,
-        auth=file.auth,
-        upstreams=file.upstreams,
-        memory=file.memory,
-        logging=file.logging,
-        policy_path=policy_path,
-        policy_key=policy_key,
-        formation=file.formation.config(),
-        retrieval=file.retrieval.settings(),
-        reconstruction=file.reconstruction.config(),
-        dream=file.dream.config(),
-        cluster=file.cluster,
-    )
+    config._source, config._policy_path, config._policy_key = source, policy_path, policy_key
+    return config
 
 
 def _overridden(

@@ -455,7 +455,7 @@ def parse_settings(argv: Sequence[str] | None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
-    keep = max(DreamConfig.keep_snapshots, max(settings.cycles, default=0) + SNAPSHOT_SLACK,
+    keep = max(DreamConfig().keep_snapshots, max(settings.cycles, default=0) + SNAPSHOT_SLACK,
                settings.small_cycles + SNAPSHOT_SLACK)
     dream = DreamConfig(keep_snapshots=keep)
     try:

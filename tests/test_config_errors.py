@@ -14,7 +14,7 @@ from memory_core.configuration import ConfigurationError, read_yaml
 from memory_core.registry import Names, Registry, UnknownNameError
 from memory_core.retrieval.strategies import STRATEGIES
 from proxy import ConfigError, load_config
-from proxy.config import ConfigFile
+from proxy.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = """\
@@ -305,7 +305,7 @@ def test_the_shipped_config_is_valid_and_documents_every_scoring_key() -> None:
 
 
 def test_the_file_schema_is_a_json_schema() -> None:
-    schema = ConfigFile.model_json_schema()
+    schema = Config.model_json_schema()
     assert {"server", "upstreams", "retrieval", "policy"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
 

@@ -91,7 +91,8 @@ def test_mass_injected_after_t_steps_is_at_most_gamma_to_the_t(
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     steps = 12
-    result = pulse(graph.version(), foci, traversal, PulseConfig(gamma, 0.0, 10**6, steps))
+    config = PulseConfig(gamma=gamma, epsilon=0.0, max_pushes=10**6, max_rounds=steps)
+    result = pulse(graph.version(), foci, traversal, config)
     a0 = seed_matrix(graph.n, foci)
     layers = dense_layers(dense_transition(graph, traversal), a0, gamma, steps)
     seed_mass = a0.sum(axis=0)
@@ -121,7 +122,7 @@ def test_thresholded_rounds_obey_the_pending_mass_bound(
 ) -> None:
     foci = data.draw(foci_for(graph.n))
     version = graph.version()
-    result = pulse(version, foci, traversal, PulseConfig(gamma, epsilon))
+    result = pulse(version, foci, traversal, PulseConfig(gamma=gamma, epsilon=epsilon))
     volume = np.maximum(version.degree(result.nodes), 1).sum()
     for t, pending in enumerate(result.pending_trace):
         assert (pending <= gamma**t * result.seed_mass + epsilon * volume + 1e-12).all()

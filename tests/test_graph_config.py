@@ -35,7 +35,7 @@ def test_every_section_is_read() -> None:
         }
     )
     assert settings.area.operator == "wave" and settings.area.radius == 3
-    assert settings.area.min_activation == 0.0 and settings.area.wave.damping == 1.0
+    assert settings.area.min_activation == 0.0 and settings.wave.damping == 1.0
     assert (settings.pulse.gamma, settings.pulse.max_pushes) == (0.7, 500)
     assert settings.traversal.multipliers(EdgeType.MENTIONS) == (1.0, 0.5)
     assert settings.traversal.multipliers(EdgeType.CORRECTS) == (1.0, 1.0)

@@ -13,7 +13,6 @@ from .config import (
     DEFAULT_CONSOLIDATION_MODEL,
     DreamConfig,
     DreamConfigError,
-    DreamSection,
     parse_dream,
 )
 from .cycle import Dreamer, Plan, Step
@@ -39,7 +38,6 @@ __all__ = [
     "DreamConfig",
     "DreamConfigError",
     "DreamReport",
-    "DreamSection",
     "Dreamer",
     "EntityPair",
     "Judge",

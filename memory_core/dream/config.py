@@ -1,4 +1,4 @@
-"""The Dreamer's settings: the ``dream:`` section of config.yaml, read into frozen values.
+"""The Dreamer's settings: the ``dream:`` section of config.yaml, read into a frozen model.
 
 When a cycle runs is the policy's business (the ``dream:`` section of the trigger policy,
 :mod:`policies.dream`); this section says how one consolidates.
@@ -6,7 +6,6 @@ When a cycle runs is the policy's business (the ``dream:`` section of the trigge
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
@@ -21,7 +20,6 @@ __all__ = [
     "JUDGE_CHOICES",
     "DreamConfig",
     "DreamConfigError",
-    "DreamSection",
     "parse_dream",
 ]
 
@@ -55,72 +53,49 @@ def _consolidation_llm() -> LLMConfig:
     return LLMConfig(model=DEFAULT_CONSOLIDATION_MODEL)
 
 
-@dataclass(frozen=True)
-class DreamConfig:
-    """How a consolidation cycle decides (see :class:`DreamSection` for each value)."""
-
-    backend: str = "rules"
-    llm: LLMConfig = field(default_factory=_consolidation_llm)
-    entity_similarity: float = 0.45
-    context_merge: float = 0.9
-    context_link: float = 0.75
-    max_links_per_context: int = 3
-    max_strength: float = 0.99
-    cooccurrence_decay: float = 0.9
-    cooccurrence_floor: float = 0.25
-    max_pairs: int = 1000
-    batch_size: int = 16
-    keep_snapshots: int = 1000
-    max_reported: int = 5000
-    journal_entries: int = 5000
-    journal_bytes: int = 64 * 1024 * 1024
-
-
-class DreamSection(ConfigModel):
-    """The ``dream:`` section of config.yaml as written."""
+class DreamConfig(ConfigModel):
+    """How a consolidation cycle decides: the ``dream:`` section of config.yaml."""
 
     backend: Annotated[Name, AfterValidator(_backend)] = "rules"
     """``rules`` (offline) or ``llm`` (the model of ``llm`` decides each candidate)."""
     llm: LLMConfig = Field(default_factory=_consolidation_llm)
-    entity_similarity: Similarity = DreamConfig.entity_similarity
+    entity_similarity: Similarity = 0.45
     """Two entities that share a name are one when their mention contexts agree at least
     this much (cosine of their context vectors), or when memory says one is the other
     (an alias statement or a translation)."""
-    context_merge: Similarity = DreamConfig.context_merge
+    context_merge: Similarity = 0.9
     """Two contexts from different conversations whose centroids are this similar are one
     topic: merged."""
-    context_link: Similarity = DreamConfig.context_link
+    context_link: Similarity = 0.75
     """... this similar: related topics, linked (an edge of the graph between them)."""
-    max_links_per_context: int = Field(DreamConfig.max_links_per_context, ge=0, le=100)
-    max_strength: Share = DreamConfig.max_strength
+    max_links_per_context: int = Field(3, ge=0, le=100)
+    max_strength: Share = 0.99
     """The strength of a restated claim (1 - prod(1 - confidence) over its sources) stops
     here."""
-    cooccurrence_decay: Annotated[float, Field(gt=0.0, le=1.0)] = DreamConfig.cooccurrence_decay
+    cooccurrence_decay: Annotated[float, Field(gt=0.0, le=1.0)] = 0.9
     """Each cycle a co-occurrence is not seen again, its edges weigh this much less."""
-    cooccurrence_floor: Share = DreamConfig.cooccurrence_floor
+    cooccurrence_floor: Share = 0.25
     """... never below this share of their weight."""
-    max_pairs: int = Field(DreamConfig.max_pairs, ge=1, le=100_000)
+    max_pairs: int = Field(1000, ge=1, le=100_000)
     """Candidate pairs (entities; contexts) judged per cycle at most."""
-    batch_size: int = Field(DreamConfig.batch_size, ge=1, le=200)
+    batch_size: int = Field(16, ge=1, le=200)
     """Candidates per request to the ``llm`` backend."""
-    keep_snapshots: int = Field(DreamConfig.keep_snapshots, ge=1, le=1_000_000)
+    keep_snapshots: int = Field(1000, ge=1, le=1_000_000)
     """Snapshots kept (the oldest beyond are dropped: no rollback reaches them)."""
-    max_reported: int = Field(DreamConfig.max_reported, ge=1, le=100_000)
+    max_reported: int = Field(5000, ge=1, le=100_000)
     """Decisions of each kind listed in a cycle's report (all are counted)."""
-    journal_entries: int = Field(DreamConfig.journal_entries, ge=1)
+    journal_entries: int = Field(5000, ge=1)
     """Writes of derived memory kept in the journal before they are folded into a
     checkpoint snapshot even without a cycle (so the journal stays bounded when cycles
     are rare or off)."""
-    journal_bytes: int = Field(DreamConfig.journal_bytes, ge=1024)
+    journal_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     """... or once their changesets hold this many bytes."""
 
-    def config(self) -> DreamConfig:
-        return DreamConfig(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 def parse_dream(raw: Any, key: str = "dream") -> DreamConfig:
     """Typed settings from a ``dream`` mapping built in code (None means defaults)."""
     try:
-        return validate(DreamSection, raw, Document.of(raw), (key,)).config()
+        return validate(DreamConfig, raw, Document.of(raw), (key,))
     except ConfigurationError as exc:
         raise DreamConfigError(f"{exc.key}: {exc.reason}") from None

@@ -18,7 +18,7 @@ from .area import (
     score_region,
     select_area,
 )
-from .config import GraphSettings, RetrievalSection, parse_graph_settings
+from .config import GraphSettings, parse_graph_settings
 from .csr import CSR, DEFAULT_MAX_DELTA_EDGES, Arcs, GraphVersion, ReverseIndex
 from .edges import EdgeList
 from .errors import GraphConfigError, GraphError
@@ -48,7 +48,6 @@ __all__ = [
     "PulseConfig",
     "Region",
     "RegionScore",
-    "RetrievalSection",
     "ReverseIndex",
     "Traversal",
     "WaveConfig",

@@ -71,37 +71,33 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+from pydantic import Field
 
 from .compiled.push import push_rounds
 from .csr import GraphVersion
-from .errors import GraphConfigError, GraphError
+from .errors import GraphError, GraphModel
 from .traversal import Traversal
 
-__all__ = ["Activation", "PulseConfig", "combine", "pulse"]
+__all__ = ["DEFAULT_PULSE", "Activation", "PulseConfig", "combine", "pulse"]
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class PulseConfig:
-    """Damping ``gamma``, expansion threshold ``epsilon`` and the stopping budget."""
+class PulseConfig(GraphModel):
+    """Damping ``gamma``, expansion threshold ``epsilon`` and the stopping budget
+    (``retrieval.pulse``)."""
 
-    gamma: float = 0.85
-    epsilon: float = 1e-4
-    max_pushes: int = 100_000
-    max_rounds: int = 256
+    section = "pulse"
+    gamma: float = Field(0.85, gt=0, lt=1)
+    epsilon: float = Field(1e-4, ge=0)
+    max_pushes: int = Field(100_000, ge=1)
+    max_rounds: int = Field(256, ge=1)
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.gamma < 1.0:
-            raise GraphConfigError("pulse.gamma", "must lie in (0, 1)")
-        if not math.isfinite(self.epsilon) or self.epsilon < 0.0:
-            raise GraphConfigError("pulse.epsilon", "must be finite and >= 0")
-        if self.max_pushes < 1:
-            raise GraphConfigError("pulse.max_pushes", "must be >= 1")
-        if self.max_rounds < 1:
-            raise GraphConfigError("pulse.max_rounds", "must be >= 1")
 
+
+DEFAULT_PULSE = PulseConfig()
+"""The documented pulse settings."""
 
 @dataclass(frozen=True, eq=False)
 class Activation:
@@ -163,7 +159,7 @@ def pulse(
     graph: GraphVersion,
     foci: Sequence[Mapping[int, float]],
     traversal: Traversal,
-    config: PulseConfig = PulseConfig(),
+    config: PulseConfig = DEFAULT_PULSE,
     *,
     closed: Int64s | None = None,
 ) -> Activation:

@@ -49,30 +49,33 @@ with ``operator = "wave"``, by the wave's interference ``C(v)`` on the region
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import AfterValidator, Field
 
-from ..registry import Registry, UnknownNameError
+from ..registry import Registry
 from .activation import Activation
 from .compiled.field import local_arrays
 from .compiled.growth import grow_all
 from .compiled.region_terms import candidate_terms
 from .csr import GraphVersion
 from .edges import EdgeList
-from .errors import GraphConfigError
+from .errors import GraphModel
 from .kinds import MAX_EDGE_TYPES, NodeKind
 from .traversal import Traversal
-from .wave import WaveConfig, WaveResult, damped_wave, region_laplacian
+from .wave import DEFAULT_WAVE, WaveConfig, WaveResult, damped_wave, region_laplacian
 
 __all__ = [
+    "DEFAULT_AREA",
     "OPERATORS",
     "Area",
     "AreaConfig",
     "Candidate",
+    "OperatorName",
     "Region",
     "RegionScore",
     "score_region",
@@ -83,7 +86,7 @@ Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
 _SMOOTH = 1e-12
 Operator = Callable[
-    [GraphVersion, Traversal, "Region", npt.NDArray[np.float64], "AreaConfig"], WaveResult | None
+    [GraphVersion, Traversal, "Region", npt.NDArray[np.float64], WaveConfig], WaveResult | None
 ]
 """Given the chosen region and its per-focus contributions, the wave to rank its fragments
 by, or None to rank them by pulse activation."""
@@ -97,7 +100,7 @@ def _by_activation(
     traversal: Traversal,
     region: Region,
     contributions: Floats,
-    config: AreaConfig,
+    wave: WaveConfig,
 ) -> WaveResult | None:
     """``pulse``: no wave; fragments are ranked by activation times evenness across foci."""
     return None
@@ -108,11 +111,11 @@ def _by_wave(
     traversal: Traversal,
     region: Region,
     contributions: Floats,
-    config: AreaConfig,
+    wave: WaveConfig,
 ) -> WaveResult | None:
     """``wave``: the damped wave over the region, started from the foci's contributions."""
     laplacian = region_laplacian(graph, traversal, region.nodes)
-    return damped_wave(region.nodes, laplacian, contributions, config.wave)
+    return damped_wave(region.nodes, laplacian, contributions, wave)
 
 
 OPERATORS.register(
@@ -121,43 +124,36 @@ OPERATORS.register(
 OPERATORS.register("wave", _by_wave, "rank them by the damped wave's interference on the region")
 
 
-def _check(name: str, value: float, low: float, high: float) -> None:
-    if isinstance(value, bool) or not low <= value <= high:
-        raise GraphConfigError(f"area.{name}", f"must lie in [{low}, {high}]")
+def _operator(name: str) -> str:
+    return OPERATORS.check(name)
 
 
-@dataclass(frozen=True)
-class AreaConfig:
-    """Thresholds and exponents of area selection (module docstring has the formulas)."""
+OperatorName = Annotated[str, AfterValidator(_operator)]
+"""A name registered in :data:`OPERATORS`."""
 
-    min_activation: float = 1e-3
-    max_activated: int = 4096
-    focus_share: float = 0.25
-    free_degree: float = 4.0
-    min_hub_weight: float = 0.5
-    radius: int = 2
-    max_region_nodes: int = 48
-    max_candidates: int = 8
-    max_overlap: float = 0.5
-    size_exponent: float = 0.5
-    support_half: float = 1.0
-    operator: str = "pulse"
-    wave: WaveConfig = field(default_factory=WaveConfig)
 
-    def __post_init__(self) -> None:
-        try:
-            OPERATORS.check(self.operator)
-        except UnknownNameError as exc:
-            raise GraphConfigError("area.operator", str(exc)) from None
-        for name in ("min_activation", "focus_share", "free_degree", "size_exponent"):
-            _check(name, getattr(self, name), 0.0, math.inf)
-        for name in ("min_hub_weight", "max_overlap"):
-            _check(name, getattr(self, name), 0.0, 1.0)
-        _check("support_half", self.support_half, 1e-12, math.inf)
-        for name in ("max_activated", "max_region_nodes", "max_candidates"):
-            _check(name, getattr(self, name), 1, math.inf)
-        _check("radius", self.radius, 0, math.inf)
+class AreaConfig(GraphModel):
+    """Thresholds and exponents of area selection (module docstring has the formulas;
+    ``retrieval.area``); ``operator`` ranks the chosen region's fragments."""
 
+    section = "area"
+    min_activation: float = Field(1e-3, ge=0)
+    max_activated: int = Field(4096, ge=1)
+    focus_share: float = Field(0.25, ge=0)
+    free_degree: float = Field(4.0, ge=0)
+    min_hub_weight: float = Field(0.5, ge=0, le=1)
+    radius: int = Field(2, ge=0)
+    max_region_nodes: int = Field(48, ge=1)
+    max_candidates: int = Field(8, ge=1)
+    max_overlap: float = Field(0.5, ge=0, le=1)
+    size_exponent: float = Field(0.5, ge=0)
+    support_half: float = Field(1.0, ge=1e-12)
+    operator: OperatorName = "pulse"
+
+
+
+DEFAULT_AREA = AreaConfig()
+"""The documented area settings."""
 
 @dataclass(frozen=True, eq=False)
 class Region:
@@ -220,9 +216,11 @@ def select_area(
     graph: GraphVersion,
     activation: Activation,
     traversal: Traversal,
-    config: AreaConfig = AreaConfig(),
+    config: AreaConfig = DEFAULT_AREA,
+    wave: WaveConfig = DEFAULT_WAVE,
 ) -> Area:
-    """Build candidate regions around convergence centres, score them, return the best."""
+    """Build candidate regions around convergence centres, score them, return the best
+    (``wave``: the damped wave's settings, when ``config.operator`` is ``wave``)."""
     measures = _Field.build(graph, activation, traversal, config, _activated(activation, config))
     candidates = sorted(
         measures.candidates(*_grow_all(measures, config), config),
@@ -233,8 +231,8 @@ def select_area(
         nothing = np.empty((0, activation.n_foci))
         return Area(graph.version, None, (), nothing, np.empty(0, np.int64), np.empty(0), 0)
     contributions = _rows(activation, chosen.region.nodes)
-    wave = OPERATORS.get(config.operator)(graph, traversal, chosen.region, contributions, config)
-    fragments, scores = _rank_fragments(graph, activation, chosen.region, wave)
+    waved = OPERATORS.get(config.operator)(graph, traversal, chosen.region, contributions, wave)
+    fragments, scores = _rank_fragments(graph, activation, chosen.region, waved)
     return Area(
         graph.version,
         chosen,
@@ -243,7 +241,7 @@ def select_area(
         fragments,
         scores,
         int(measures.ids.shape[0]),
-        wave,
+        waved,
     )
 
 
@@ -252,7 +250,7 @@ def score_region(
     activation: Activation,
     traversal: Traversal,
     nodes: npt.ArrayLike,
-    config: AreaConfig = AreaConfig(),
+    config: AreaConfig = DEFAULT_AREA,
 ) -> RegionScore:
     """Score an explicit node set with the same terms :func:`select_area` uses."""
     wanted = np.unique(np.asarray(nodes, dtype=np.int64))

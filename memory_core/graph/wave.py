@@ -42,12 +42,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from .csr import GraphVersion
-from .errors import GraphConfigError, GraphError
+from .errors import GraphError, GraphModel
 from .traversal import Traversal
 
-__all__ = ["MAX_WAVE_NODES", "WaveConfig", "WaveResult", "damped_wave", "region_laplacian"]
+__all__ = [
+    "DEFAULT_WAVE",
+    "MAX_WAVE_NODES",
+    "WaveConfig",
+    "WaveResult",
+    "damped_wave",
+    "region_laplacian",
+]
 
 Floats = npt.NDArray[np.float64]
 Int64s = npt.NDArray[np.int64]
@@ -55,28 +63,21 @@ MAX_WAVE_NODES = 4096
 """Regions are small; the Laplacian is held dense, so larger ones are refused."""
 
 
-@dataclass(frozen=True)
-class WaveConfig:
-    """Wave speed ``c``, damping ``beta``, simulated time and the step's safety factor."""
+class WaveConfig(GraphModel):
+    """Wave speed ``c``, damping ``beta``, simulated time and the step's safety factor
+    (``retrieval.wave``)."""
 
-    speed: float = 1.0
-    damping: float = 0.5
-    duration: float = 10.0
-    safety: float = 0.5
-    max_steps: int = 4000
+    section = "wave"
+    speed: float = Field(1.0, gt=0)
+    damping: float = Field(0.5, ge=0)
+    duration: float = Field(10.0, gt=0)
+    safety: float = Field(0.5, gt=0, lt=1)
+    max_steps: int = Field(4000, ge=1)
 
-    def __post_init__(self) -> None:
-        for name in ("speed", "duration"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise GraphConfigError(f"wave.{name}", "must be finite and > 0")
-        if not math.isfinite(self.damping) or self.damping < 0:
-            raise GraphConfigError("wave.damping", "must be finite and >= 0")
-        if not 0.0 < self.safety < 1.0:
-            raise GraphConfigError("wave.safety", "must lie in (0, 1)")
-        if self.max_steps < 1:
-            raise GraphConfigError("wave.max_steps", "must be >= 1")
 
+
+DEFAULT_WAVE = WaveConfig()
+"""The documented wave settings."""
 
 @dataclass(frozen=True, eq=False)
 class WaveResult:
@@ -117,7 +118,7 @@ def damped_wave(
     nodes: Int64s,
     laplacian: Floats,
     initial: Floats,
-    config: WaveConfig = WaveConfig(),
+    config: WaveConfig = DEFAULT_WAVE,
     alpha: Floats | None = None,
 ) -> WaveResult:
     """Integrate one field per column of ``initial`` (shape ``(k, F)``) from rest."""

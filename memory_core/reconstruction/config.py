@@ -1,30 +1,24 @@
 """What the memory block shows beside fragments, and when it says memory has nothing.
 
-Read once from ``config.yaml`` (``reconstruction:``) into these frozen objects and passed
-to the store; the defaults are the documented ones.
+Read once from ``config.yaml`` (``reconstruction:``) into these frozen models (on the
+shared :class:`~memory_core.configuration.ConfigModel`: the section as written is the
+settings the store reads) and passed to the store; the defaults are the documented ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from ..configuration import ConfigModel, ListOf
 
-__all__ = [
-    "DEFAULT_RECONSTRUCTION",
-    "CoverageConfig",
-    "CoverageSection",
-    "ReconstructionConfig",
-    "ReconstructionSection",
-]
+__all__ = ["DEFAULT_RECONSTRUCTION", "CoverageConfig", "ReconstructionConfig"]
 
 
-@dataclass(frozen=True)
-class CoverageConfig:
-    """When the block says which of the question's foci memory holds nothing about.
+class CoverageConfig(ConfigModel):
+    """When the block says which of the question's foci memory holds nothing about
+    (``reconstruction.coverage``).
 
     ``note``: name the uncovered foci; ``held_min_fragments``: a word that at least this
     many fragments of memory use is held (no note names it); ``max_covered_share``: an
@@ -38,30 +32,13 @@ class CoverageConfig:
     """
 
     note: bool = True
-    held_min_fragments: int = 1
-    max_covered_share: float = 0.5
+    held_min_fragments: int = Field(1, ge=1)
+    max_covered_share: float = Field(0.5, ge=0, le=1)
     when_empty: bool = True
-    empty_below_similarity: float = 0.5
-    min_chars: int = 3
-    max_listed: int = 6
-    ignore: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReconstructionConfig:
-    """``max_statements``: statements rendered at most (0: none); ``facts``: which
-    statements are rendered, ``question`` (those about the question: a fact that shares
-    a content word with it beyond its subject, a change or conflict that shares any) or
-    ``all``; ``disputed_marker``: the word that opens a conflict's line; ``coverage``:
-    see :class:`CoverageConfig`."""
-
-    max_statements: int = 8
-    facts: str = "question"
-    disputed_marker: str = "Disputed"
-    coverage: CoverageConfig = field(default_factory=CoverageConfig)
-
-
-DEFAULT_RECONSTRUCTION = ReconstructionConfig()
+    empty_below_similarity: float = Field(0.5, ge=-1, le=1)
+    min_chars: int = Field(3, ge=1, le=64)
+    max_listed: int = Field(6, ge=1, le=64)
+    ignore: ListOf[Annotated[str, Field(max_length=100)]] = Field((), max_length=10_000)
 
 
 def _marker(value: str) -> str:
@@ -74,32 +51,17 @@ def _marker(value: str) -> str:
     return value.strip()
 
 
-class CoverageSection(ConfigModel):
-    """``reconstruction.coverage`` in config.yaml (see :class:`CoverageConfig`)."""
+class ReconstructionConfig(ConfigModel):
+    """The ``reconstruction:`` section: ``max_statements``: statements rendered at most
+    (0: none); ``facts``: which statements are rendered, ``question`` (those about the
+    question: a fact that shares a content word with it beyond its subject, a change or
+    conflict that shares any) or ``all``; ``disputed_marker``: the word that opens a
+    conflict's line; ``coverage``: see :class:`CoverageConfig`."""
 
-    note: bool = CoverageConfig.note
-    held_min_fragments: int = Field(CoverageConfig.held_min_fragments, ge=1)
-    max_covered_share: float = Field(CoverageConfig.max_covered_share, ge=0, le=1)
-    when_empty: bool = CoverageConfig.when_empty
-    empty_below_similarity: float = Field(CoverageConfig.empty_below_similarity, ge=-1, le=1)
-    min_chars: int = Field(CoverageConfig.min_chars, ge=1, le=64)
-    max_listed: int = Field(CoverageConfig.max_listed, ge=1, le=64)
-    ignore: ListOf[Annotated[str, Field(max_length=100)]] = Field((), max_length=10_000)
-
-
-class ReconstructionSection(ConfigModel):
-    """The ``reconstruction:`` section of config.yaml."""
-
-    max_statements: int = Field(ReconstructionConfig.max_statements, ge=0, le=100)
+    max_statements: int = Field(8, ge=0, le=100)
     facts: Literal["question", "all"] = "question"
-    disputed_marker: Annotated[str, AfterValidator(_marker)] = ReconstructionConfig.disputed_marker
-    coverage: CoverageSection = CoverageSection()
+    disputed_marker: Annotated[str, AfterValidator(_marker)] = "Disputed"
+    coverage: CoverageConfig = CoverageConfig()
 
-    def config(self) -> ReconstructionConfig:
-        """The settings this section describes."""
-        return ReconstructionConfig(
-            max_statements=self.max_statements,
-            facts=self.facts,
-            disputed_marker=self.disputed_marker,
-            coverage=CoverageConfig(**self.coverage.model_dump()),
-        )
+
+DEFAULT_RECONSTRUCTION = ReconstructionConfig()

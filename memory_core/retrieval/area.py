@@ -55,6 +55,7 @@ from ..graph import (
     EdgeType,
     PulseConfig,
     Traversal,
+    WaveConfig,
     combine,
     pulse,
     select_area,
@@ -72,6 +73,7 @@ __all__ = ["AreaResult", "FragmentScore", "explain", "retrieve_area", "summary"]
 
 _PULSE = PulseConfig()
 _AREA = AreaConfig()
+_WAVE = WaveConfig()
 _SCORING = ScoringConfig()
 
 
@@ -117,6 +119,7 @@ def retrieve_area(
     traversal: Traversal | None = None,
     pulse_config: PulseConfig | None = None,
     area_config: AreaConfig | None = None,
+    wave_config: WaveConfig | None = None,
     scoring: ScoringConfig | None = None,
 ) -> AreaResult:
     """The ``limit`` best fragment ids for ``question`` (see the module docstring).
@@ -165,7 +168,7 @@ def retrieve_area(
     area = activation = None
     if parts:
         activation = combine(parts)
-        area = select_area(memory.graph, activation, traversal, area_config)
+        area = select_area(memory.graph, activation, traversal, area_config, wave_config or _WAVE)
         clock.lap("area")
         terms.add_activation(memory, activation, len(foci), scoring)
         terms.add_area(memory, area)

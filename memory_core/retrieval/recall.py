@@ -199,6 +199,7 @@ def _area(
         traversal=settings.traversal,
         pulse_config=settings.pulse,
         area_config=settings.area,
+        wave_config=settings.wave,
         scoring=settings.scoring,
     )
     result.timings_ms["encode_ms"] = round(encoding.took_ms(), 3)  # overlapped
