@@ -27,7 +27,12 @@ from memory_core.formation.models.llm_stages import (
     LLMRelationExtractor,
     LLMSegmenter,
 )
-from memory_core.formation.models.structured import extract_json, structured_call, validate_schema
+from memory_core.formation.models.structured import (
+    Answer,
+    extract_json,
+    schema_of,
+    structured_call,
+)
 from proxy.fake_upstream import FakeUpstream
 
 T = TypeVar("T")
@@ -87,6 +92,7 @@ async def test_segmenter_parses_boundaries(upstream: FakeUpstream) -> None:
     body = upstream.requests[0].body
     assert body["model"] == "tiny-llm"
     assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["name"] == "segmentation"
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["boundaries"]["items"]["maximum"] == 2
     prompt = last_user(body)
@@ -324,9 +330,19 @@ def test_extract_json_finds_one_object_in_prose() -> None:
         extract_json("")
 
 
-def test_validate_schema_refuses_unsupported_keywords() -> None:
-    with pytest.raises(TypeError, match="oneOf"):
-        validate_schema(1, {"oneOf": [{"type": "integer"}]})
+def test_the_schema_a_model_sees_is_the_answer_models_written_in_place() -> None:
+    class Inner(Answer):
+        n: int = 0
+
+    class Outer(Answer):
+        inner: Inner
+        note: str | None
+
+    schema = schema_of(Outer)
+    assert "$defs" not in json.dumps(schema) and schema.pop("title") == "Outer"
+    assert "title" not in json.dumps(schema)  # the answer's own title only
+    assert schema["properties"]["inner"]["properties"]["n"]["type"] == "integer"
+    assert schema["required"] == ["inner", "note"] and schema["additionalProperties"] is False
 
 
 def test_structured_call_wraps_generator_exceptions() -> None:
@@ -337,4 +353,4 @@ def test_structured_call_wraps_generator_exceptions() -> None:
             raise RuntimeError("out of memory")
 
     with pytest.raises(BackendError, match="broken: generation failed: RuntimeError"):
-        structured_call(Broken(), [{"role": "user", "content": "hi"}], {"type": "object"})
+        structured_call(Broken(), [{"role": "user", "content": "hi"}], Answer)

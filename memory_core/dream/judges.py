@@ -3,7 +3,7 @@ one or related. A backend like formation's: rules by default (offline), or a ser
 
 A :class:`Judge` gets candidate pairs found by the cycle (cheap, bounded: shared names,
 similar centroids) and returns one :class:`Verdict` per pair, each with its reason. The
-model's answers are validated (a JSON schema, then every pair answered exactly once) and
+model's answers are validated (an answer model, then every pair answered exactly once) and
 asked again once with the error; a model that still fails leaves its pairs as they are,
 and the failure is reported by the cycle. Nothing a model says is applied unvalidated.
 """
@@ -14,13 +14,14 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
+from pydantic import Field, create_model
 
 from ..formation.interfaces import BackendError
 from ..formation.models.llm import LiteLLMGenerator
-from ..formation.models.structured import TextGenerator, structured_call
+from ..formation.models.structured import Answer, TextGenerator, structured_call
 from ..registry import Registry
 from ..storage.tables.dream import ContextProfile, EntityProfile
 from .config import JUDGE_CHOICES, DreamConfig
@@ -172,7 +173,7 @@ class LLMJudge:
             check = functools.partial(_verdicts, count=len(batch))
             try:
                 verdicts += structured_call(
-                    self._generator, messages, _schema(actions), validate=check
+                    self._generator, messages, _answer(actions), validate=check
                 )
             except BackendError as exc:
                 raise JudgeFailure(str(exc)) from exc
@@ -212,40 +213,38 @@ _CONTEXT_TASK = (
 )
 
 
-def _schema(actions: tuple[Action, ...]) -> dict[str, Any]:
-    return {
-        "title": "consolidation_verdicts",
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "pair": {"type": "integer", "minimum": 1},
-                        "decision": {"type": "string", "enum": list(actions)},
-                        "reason": {"type": "string", "minLength": 1},
-                    },
-                    "required": ["pair", "decision", "reason"],
-                    "additionalProperties": False,
-                },
-            }
-        },
-        "required": ["verdicts"],
-        "additionalProperties": False,
-    }
+class _Verdict(Answer):
+    pair: int = Field(ge=1)
+    decision: str
+    reason: str = Field(min_length=1)
 
 
-def _verdicts(value: Any, count: int) -> list[Verdict]:
-    """Schema-valid answer -> one verdict per pair, in pair order; ValueError otherwise."""
+class _Verdicts(Answer):
+    verdicts: list[_Verdict]
+
+
+@functools.lru_cache(maxsize=8)
+def _answer(actions: tuple[Action, ...]) -> type[_Verdicts]:
+    """The verdicts answer whose decisions are ``actions``."""
+    decision: Any = Literal[actions]  # a Literal of the given names, built at run time
+    verdict = create_model("consolidation_verdict", __base__=_Verdict, decision=(decision, ...))
+    model: type[_Verdicts] = create_model(
+        "consolidation_verdicts", __base__=_Verdicts, verdicts=(list[verdict], ...)
+    )
+    return model
+
+
+def _verdicts(value: _Verdicts, count: int) -> list[Verdict]:
+    """Valid answer -> one verdict per pair, in pair order; ValueError otherwise."""
     by_pair: dict[int, Verdict] = {}
-    for item in value["verdicts"]:
-        pair = int(item["pair"])
+    for item in value.verdicts:
+        pair = item.pair
         if not 1 <= pair <= count:
             raise ValueError(f"pair {pair} does not exist (pairs are 1..{count})")
         if pair in by_pair:
             raise ValueError(f"pair {pair} is answered twice")
-        by_pair[pair] = Verdict(item["decision"], str(item["reason"]).strip()[:_REASON_CHARS])
+        decision = cast(Action, item.decision)
+        by_pair[pair] = Verdict(decision, item.reason.strip()[:_REASON_CHARS])
     missing = [str(p) for p in range(1, count + 1) if p not in by_pair]
     if missing:
         raise ValueError(f"no verdict for pair(s) {', '.join(missing)}")

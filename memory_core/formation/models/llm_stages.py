@@ -1,22 +1,26 @@
 """Formation stages answered by a language model: segmentation, normalisation, relations.
 
-Each stage is a prompt, a JSON schema and a semantic check, run through
+Each stage is a prompt, an answer model (:class:`.structured.Answer`: its JSON schema
+is what the model sees) and a semantic check, run through
 :func:`.structured.structured_call` on any :class:`.structured.TextGenerator` (litellm
-to a served endpoint, or transformers locally). Schemas are written for OpenAI strict
-mode (every property required, no extra fields; nullable fields typed ``[T, "null"]``)
-so constrained decoders can enforce them; the semantic checks add what a schema cannot
-say (boundaries sorted, names present in the text). An answer that fails either is
+to a served endpoint, or transformers locally). The answers suit OpenAI strict mode
+(every property required, no extra fields; a nullable field is ``T | None`` without a
+default) so constrained decoders can enforce them; the semantic checks add what a schema
+cannot say (boundaries sorted, names present in the text). An answer that fails either is
 retried once, then the stage raises :class:`.interfaces.BackendError`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, create_model
 
 from ..interfaces import FragmentView, Interpretation, Normalised, RelationCandidate, Vectors
-from .structured import TextGenerator, structured_call
+from .structured import Answer, TextGenerator, structured_call
 
 __all__ = [
     "PREDICATE_PATTERN",
@@ -85,9 +89,9 @@ class LLMSegmenter:
             {"role": "system", "content": _SEGMENT_PROMPT},
             {"role": "user", "content": f"Utterances:\n{numbered}"},
         ]
-        schema = _boundaries_schema(len(utterances))
+        answer = _boundaries(len(utterances))
         result: list[int] = structured_call(
-            self.generator, messages, schema, validate=_sorted_unique
+            self.generator, messages, answer, validate=_sorted_unique
         )
         return result
 
@@ -108,7 +112,7 @@ class LLMNormaliser:
             {"role": "user", "content": text},
         ]
         result: Normalised = structured_call(
-            self.generator, messages, _NORMALISE_SCHEMA, validate=lambda v: _normalised(text, v)
+            self.generator, messages, _Normalisation, validate=lambda v: _normalised(text, v)
         )
         return result
 
@@ -129,28 +133,27 @@ class LLMRelationExtractor:
             {"role": "user", "content": _fragment_prompt(fragment)},
         ]
         result: list[RelationCandidate] = structured_call(
-            self.generator, messages, _RELATIONS_SCHEMA, validate=_relations
+            self.generator, messages, _Relations, validate=_relations
         )
         return result
 
 
-def _boundaries_schema(count: int) -> dict[str, Any]:
-    return {
-        "title": "segmentation",
-        "type": "object",
-        "properties": {
-            "boundaries": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 0, "maximum": count - 2},
-            }
-        },
-        "required": ["boundaries"],
-        "additionalProperties": False,
-    }
+class _Boundaries(Answer):
+    boundaries: list[int]
 
 
-def _sorted_unique(value: dict[str, Any]) -> list[int]:
-    boundaries: list[int] = value["boundaries"]
+@functools.lru_cache(maxsize=256)
+def _boundaries(count: int) -> type[_Boundaries]:
+    """The segmentation answer for ``count`` utterances: boundaries in 0..count-2."""
+    index = Annotated[int, Field(ge=0, le=count - 2)]
+    model: type[_Boundaries] = create_model(
+        "segmentation", __base__=_Boundaries, boundaries=(list[index], ...)
+    )
+    return model
+
+
+def _sorted_unique(value: _Boundaries) -> list[int]:
+    boundaries = list(value.boundaries)
     if any(a >= b for a, b in pairwise(boundaries)):
         raise ValueError(
             f"$.boundaries: must be in increasing order without repeats, got {boundaries}"
@@ -158,39 +161,29 @@ def _sorted_unique(value: dict[str, Any]) -> list[int]:
     return boundaries
 
 
-_NAME_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "original": {"type": "string", "minLength": 1},
-        "english": {"type": "string", "minLength": 1},
-    },
-    "required": ["original", "english"],
-    "additionalProperties": False,
-}
-
-_NORMALISE_SCHEMA: dict[str, Any] = {
-    "title": "normalisation",
-    "type": "object",
-    "properties": {
-        "language": {"type": "string", "pattern": "^[a-z]{2}$"},
-        "english": {"type": "string"},
-        "names": {"type": "array", "items": _NAME_SCHEMA},
-    },
-    "required": ["language", "english", "names"],
-    "additionalProperties": False,
-}
+class _Name(Answer):
+    original: str = Field(min_length=1)
+    english: str = Field(min_length=1)
 
 
-def _normalised(text: str, value: dict[str, Any]) -> Normalised:
-    language: str = value["language"]
+class _Normalisation(Answer):
+    model_config = ConfigDict(title="normalisation")
+
+    language: str = Field(pattern="^[a-z]{2}$")
+    english: str
+    names: list[_Name]
+
+
+def _normalised(text: str, value: _Normalisation) -> Normalised:
+    language = value.language
     if language == "en":
         return Normalised(lang="en", canonical=text, translated=False)
-    english = value["english"].strip()
+    english = value.english.strip()
     if not english:
         raise ValueError(f"$.english: empty, but the text is in {language!r}")
     names: list[tuple[str, str]] = []
-    for index, name in enumerate(value["names"]):
-        original, translated = name["original"].strip(), name["english"].strip()
+    for index, name in enumerate(value.names):
+        original, translated = name.original.strip(), name.english.strip()
         if not original or original not in text:
             raise ValueError(f"$.names[{index}].original: {original!r} does not occur in the text")
         if (original, translated) not in names:
@@ -198,36 +191,20 @@ def _normalised(text: str, value: dict[str, Any]) -> Normalised:
     return Normalised(lang=language, canonical=english, translated=True, names=tuple(names))
 
 
-_RELATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "subject": {"type": "string", "minLength": 1},
-        "predicate": {"type": "string", "pattern": PREDICATE_PATTERN},
-        "object": {"type": "string", "minLength": 1},
-        "object_is_entity": {"type": "boolean"},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "valid_from": {"type": ["string", "null"]},
-        "correction": {"type": "boolean"},
-    },
-    "required": [
-        "subject",
-        "predicate",
-        "object",
-        "object_is_entity",
-        "confidence",
-        "valid_from",
-        "correction",
-    ],
-    "additionalProperties": False,
-}
+class _Relation(Answer):
+    subject: str = Field(min_length=1)
+    predicate: str = Field(pattern=PREDICATE_PATTERN)
+    object: str = Field(min_length=1)
+    object_is_entity: bool
+    confidence: float = Field(ge=0, le=1)
+    valid_from: str | None
+    correction: bool
 
-_RELATIONS_SCHEMA: dict[str, Any] = {
-    "title": "relations",
-    "type": "object",
-    "properties": {"relations": {"type": "array", "items": _RELATION_SCHEMA}},
-    "required": ["relations"],
-    "additionalProperties": False,
-}
+
+class _Relations(Answer):
+    model_config = ConfigDict(title="relations")
+
+    relations: list[_Relation]
 
 
 def _fragment_prompt(fragment: FragmentView) -> str:
@@ -239,23 +216,23 @@ def _fragment_prompt(fragment: FragmentView) -> str:
     return "\n".join(lines)
 
 
-def _relations(value: dict[str, Any]) -> list[RelationCandidate]:
+def _relations(value: _Relations) -> list[RelationCandidate]:
     candidates: list[RelationCandidate] = []
-    for index, item in enumerate(value["relations"]):
-        subject, obj = item["subject"].strip(), item["object"].strip()
+    for index, item in enumerate(value.relations):
+        subject, obj = item.subject.strip(), item.object.strip()
         for field, text in (("subject", subject), ("object", obj)):
             if not text:
                 raise ValueError(f"$.relations[{index}].{field}: blank")
-        valid_from = item["valid_from"].strip() if item["valid_from"] else None
+        valid_from = item.valid_from.strip() if item.valid_from else None
         candidates.append(
             RelationCandidate(
                 subject=subject,
-                predicate=item["predicate"],
+                predicate=item.predicate,
                 obj=obj,
-                obj_is_entity=item["object_is_entity"],
-                confidence=float(item["confidence"]),
+                obj_is_entity=item.object_is_entity,
+                confidence=float(item.confidence),
                 valid_from=valid_from or None,
-                correction=item["correction"],
+                correction=item.correction,
             )
         )
     return candidates
