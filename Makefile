@@ -1,27 +1,47 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test check lint types bench clean browser haproxy vendor-ui
+.PHONY: install install-dev install-bench run test test-unit check lint types bench clean \
+	browser haproxy vendor-ui
 
 CHROMIUM := /usr/bin/chromium
 HAPROXY := /usr/sbin/haproxy
 UI_VENDOR := proxy/static/ui/vendor
+UNIT := not e2e and not browser and not cluster and not fuzz
 
-install: $(STAMP)
+# Each install is a stamp in the venv: `make run` needs the runtime only; the tests, lint
+# and types need the dev extra (which holds the browser and bench extras); the benchmarks
+# the bench extra. README says how large each is.
+install: $(VENV)/.installed-runtime
+install-dev: $(VENV)/.installed-dev
+install-bench: $(VENV)/.installed-bench
 
-$(STAMP): pyproject.toml
+$(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-runtime: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $@ $(VENV)/.installed-runtime $(VENV)/.installed-bench
+
+$(VENV)/.installed-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $@ $(VENV)/.installed-runtime
 
 run: install
 	$(VENV)/bin/areamem serve --config config.yaml
 
-test: install browser haproxy
+test: install-dev browser haproxy
 	$(PY) -m pytest -q
+
+# The fast loop: no real proxy, browser, cluster or fuzzing (see the markers in pyproject.toml).
+test-unit: install-dev
+	$(PY) -m pytest -q -m "$(UNIT)"
 
 # The inspector's browser test (tests/test_ui_browser.py) drives Debian's chromium, never
 # a downloaded browser: installed here when missing (Debian, as root).
@@ -53,15 +73,16 @@ vendor-ui:
 	cp ui/node_modules/cytoscape/dist/cytoscape.min.js $(UI_VENDOR)/
 	cp ui/node_modules/cytoscape/LICENSE $(UI_VENDOR)/cytoscape.LICENSE.txt
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check proxy memory_core policies tests scripts
 
-types: install
+types: install-dev
 	$(VENV)/bin/mypy
 
+# Lint, types and every test: what CI runs (.ci/run).
 check: lint types test
 
-bench: install
+bench: install-bench
 	$(PY) scripts/bench_overhead.py
 
 clean:

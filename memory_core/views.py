@@ -1,10 +1,10 @@
 """The typed shapes of what memory shows people: area explanations, inspection views, stats.
 
-The producers (:mod:`.area_retrieval`, :mod:`.inspect`, :class:`.store.StoreStats`) build
-plain JSON-ready values; these models are their contract. A consumer validates a produced
-value (``Model.model_validate(value)``) and serves ``model_dump(mode="json")``, which is
-the same JSON: every model forbids unknown keys and is frozen, so a producer that drifts
-from its contract fails loudly where it is validated (the proxy's tests do, on every view).
+The store returns these (:meth:`.store.memory_store.MemoryStore.entities`,
+``contexts``, ``relations``, ``explain_area``, ``stats``): its producers build plain
+JSON-ready values and validate them into these models before they leave the library, so
+a consumer serves ``model_dump(mode="json")`` as it is. Every model forbids unknown keys
+and is frozen: a producer that drifts from its contract fails loudly where it is built.
 
 Times are epoch seconds, None when the stored time is not a sane timestamp; so is any
 other number that was not finite when read (see :mod:`.inspect`).
@@ -42,7 +42,7 @@ __all__ = [
     "RelationMutation",
     "RelationSource",
     "RelationView",
-    "StoreStatsView",
+    "StoreStats",
     "SummaryVisits",
     "Visits",
 ]
@@ -362,8 +362,8 @@ class RelationView(_View):
     mutation: RelationMutation = Field(description="Its mutation record.")
 
 
-class StoreStatsView(_View):
-    """Sizes of a store (:class:`.store.StoreStats`)."""
+class StoreStats(_View):
+    """Sizes of a store, for health, metrics and ``GET /memory/stats``."""
 
     log_messages: int = Field(description="Messages in the durable log.")
     fragments: int = Field(description="Fragments formed (superseded ones included).")

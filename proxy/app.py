@@ -13,9 +13,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from memory_core import MemoryCoreError
-from memory_core.formation import Backends, build_backends
-from memory_core.worker.loop import WorkerSettings
+from memory_core import Backends, MemoryCoreError, build_backends
+from memory_core.worker import WorkerSettings
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from .api.routes import add_routes
@@ -33,7 +32,8 @@ from .services import SERVICES, Services
 from .tenants.dreams import DreamScheduler
 from .tenants.pool import tenants_of
 from .tenants.workers import FormationWorkers
-from .upstream.router import Router, Upstream, build_upstream
+from .upstream.base import Upstream
+from .upstream.router import Router, build_upstream
 
 __all__ = ["build_services", "create_app", "create_runner"]
 

@@ -29,6 +29,15 @@ from pydantic import (
     model_validator,
 )
 
+from memory_core import (
+    DEFAULT_RECONSTRUCTION,
+    STRATEGIES,
+    DreamConfig,
+    FormationConfig,
+    FormationSection,
+    GraphSettings,
+    ReconstructionConfig,
+)
 from memory_core.configuration import (
     ConfigModel,
     ConfigurationError,
@@ -39,12 +48,6 @@ from memory_core.configuration import (
     read_yaml_file,
     validate,
 )
-from memory_core.dream import DreamConfig
-from memory_core.formation import FormationConfig
-from memory_core.formation.config import FormationSection
-from memory_core.graph import GraphSettings
-from memory_core.reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
-from memory_core.retrieval.strategies import STRATEGIES
 from policies import DEFAULT_POLICY_PATH, load_policy
 
 from .errors import ConfigError

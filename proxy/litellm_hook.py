@@ -50,8 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_core import conversation_id
-from memory_core.formation import build_backends
+from memory_core import build_backends, conversation_id
 from policies import PolicyEngine, PolicyError, PolicyStore
 
 from .api.json_io import snapshot_id

@@ -241,4 +241,4 @@ def test_the_wave_operator_ranks_the_area_it_injects_from(
     assert recall.area is not None and recall.area["operator"] == "wave"
     assert TURNS[0] in [h.text for h in recall.hits]
     report = store.explain_area("When does the Dreamer run?", limit=4)
-    assert report["area"] is not None and len(report["area"]["nodes"]) > 1
+    assert report.area is not None and len(report.area.nodes) > 1

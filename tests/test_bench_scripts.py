@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 90
 SMOKE = ["--quick", "--fragments", "100", "--requests", "8", "--warmup", "2"]

@@ -77,6 +77,31 @@ def test_policies_use_only_the_configuration_module_of_memory_core() -> None:
     assert {p: n for p, n in offenders.items() if set(n) - {"memory_core.configuration"}} == {}
 
 
+_PUBLIC = {"memory_core", "memory_core.configuration", "memory_core.views", "memory_core.worker"}
+"""What of memory_core the proxy may import: the names the package exports, the one
+configuration dialect, the typed views people see, and the formation worker's protocol."""
+
+
+def test_the_proxy_uses_memory_core_through_its_public_surface_only() -> None:
+    """Never ``memory_core.storage`` (its rows are re-exported by ``memory_core``), never
+    a module inside a package: what the proxy needs is named at the top, so memory_core's
+    layout can change without touching the proxy."""
+    offenders = {
+        path: sorted(n for n in names if n.split(".")[0] == "memory_core" and n not in _PUBLIC)
+        for path, names in _modules("proxy").items()
+    }
+    assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_every_name_memory_core_exports_is_there() -> None:
+    """``memory_core.__all__`` and its lazy table agree, and each name resolves."""
+    import memory_core
+
+    homes = {name for names in memory_core._HOMES.values() for name in names}
+    assert set(memory_core.__all__) == homes
+    assert all(getattr(memory_core, name) is not None for name in memory_core.__all__)
+
+
 def test_importing_has_no_side_effects() -> None:
     code = (
         "import os, sys\n"

@@ -17,6 +17,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import Proxy
 
+pytestmark = pytest.mark.e2e
+
 
 def _history(*turns: tuple[str, str]) -> list[LogMessage]:
     return [LogMessage({"role": role, "content": text}, time.time()) for role, text in turns]
@@ -160,9 +162,9 @@ def test_relations_of_an_abandoned_branch_are_superseded_and_restored(
 
     def lives() -> list[tuple[str, str]]:
         return [
-            (r["object"], r["status"])
+            (r.object, r.status)
             for r in store.relations(entity="user")
-            if r["predicate"] == "lives_in"
+            if r.predicate == "lives_in"
         ]
 
     assert lives() == [("Lisbon", "active")]

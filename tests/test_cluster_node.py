@@ -29,6 +29,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.cluster
+
 FACT = "My sister Ana lives in Lisbon and keeps bees."
 QUESTION = "Where does my sister Ana live?"
 TTL_S = 2.0

@@ -12,6 +12,8 @@ import yaml
 
 from proxy import ConfigError, load_config
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
 from proxy.http.metrics import Metrics
 
 from .conftest import Proxy
+
+pytestmark = pytest.mark.e2e
 
 Json = dict[str, Any]
 

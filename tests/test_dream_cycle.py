@@ -33,6 +33,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .test_history import say
 
+pytestmark = pytest.mark.e2e
+
 
 def decisions(report: Any, kind: str) -> list[Any]:
     return [d for d in report.decisions if d.kind == kind]
@@ -111,11 +113,11 @@ def test_a_merge_brings_a_conflict_to_light(tmp_path: Path, backends: Backends) 
         assert {s.text for s in conflict.sources} == {
             "Bob lives in Oslo.", "Robert lives in Rome."
         }  # fmt: skip
-        statuses = {r["object"]: r["status"] for r in store.relations(entity="bob")
-                    if r["predicate"] == "lives_in"}  # fmt: skip
+        statuses = {r.object: r.status for r in store.relations(entity="bob")
+                    if r.predicate == "lives_in"}  # fmt: skip
         assert statuses == {"Oslo": "disputed", "Rome": "disputed"}
         merged = store.entities(name="robert")
-        assert [e["name"] for e in merged] == ["Bob"]  # every alias kept, one entity
+        assert [e.name for e in merged] == ["Bob"]  # every alias kept, one entity
     finally:
         store.close()
 

@@ -14,12 +14,15 @@ from typing import Any
 
 import aiohttp
 import apsw
+import pytest
 import yaml
 
 from memory_core.storage.journal import TRACKED
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
+
+pytestmark = pytest.mark.e2e
 
 Json = dict[str, Any]
 

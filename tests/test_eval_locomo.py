@@ -18,6 +18,8 @@ from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_
 
 from memory_core.text.embeddings import MiniLMEncoder
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLE: dict[str, Any] = {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,8 @@ from memory_core.text.tokens import counter_for
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import Proxy
+
+pytestmark = pytest.mark.e2e
 
 DAY = 86_400.0
 T0 = 1_683_504_000.0  # 8 May 2023

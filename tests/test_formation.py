@@ -25,6 +25,8 @@ from memory_core.formation.models.llm import LiteLLMGenerator
 from memory_core.formation.models.llm_stages import LLMNormaliser, LLMRelationExtractor
 from proxy.fake_upstream import FakeUpstream
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 GARDEN_1 = [
@@ -92,9 +94,9 @@ def test_a_topic_resumed_in_a_later_conversation_joins_its_context(
     movie = {_primary(store, t) for t in MOVIE}
     assert len(garden) == 1 and len(car) == 1 and len(movie) == 1
     assert garden.isdisjoint(car | movie) and car != movie
-    (context,) = [c for c in store.contexts() if c["id"] in garden]
-    assert context["conversations"] == ["monday", "friday"]
-    assert context["segments"] == 2
+    (context,) = [c for c in store.contexts() if c.id in garden]
+    assert context.conversations == ["monday", "friday"]
+    assert context.segments == 2
 
 
 def test_a_fragment_about_two_topics_belongs_to_both(tmp_path: Path, backends: Backends) -> None:
@@ -144,9 +146,9 @@ def test_an_alias_links_to_its_entity(tmp_path: Path, backends: Backends) -> Non
     )
     _say(store, "c2", ["Yesterday Bob sent me the quarterly report."], 1_700_100_000)
     (robert,) = store.entities(name="Robert Smith")
-    assert {a["alias"] for a in robert["aliases"]} >= {"Robert Smith", "Bob"}
+    assert {a.alias for a in robert.aliases} >= {"Robert Smith", "Bob"}
     mentions = _query(store, "SELECT surface, entity_id FROM mentions WHERE surface = 'Bob'")
-    assert mentions and all(entity == robert["id"] for _, entity in mentions)
+    assert mentions and all(entity == robert.id for _, entity in mentions)
 
 
 def test_homonyms_stay_apart(tmp_path: Path, backends: Backends) -> None:
@@ -172,8 +174,8 @@ def test_homonyms_stay_apart(tmp_path: Path, backends: Backends) -> None:
     )
     jaguars = store.entities(name="Jaguar")
     assert len(jaguars) == 2
-    by_mentions = sorted(jaguars, key=lambda e: e["mentions"])
-    assert [e["mentions"] for e in by_mentions] == [1, 3]
+    by_mentions = sorted(jaguars, key=lambda e: e.mentions)
+    assert [e.mentions for e in by_mentions] == [1, 3]
     reasons = _query(
         store,
         "SELECT link_reason FROM mentions m JOIN fragments f"
@@ -186,14 +188,14 @@ def test_a_correction_is_a_change_with_both_sides_kept(tmp_path: Path, backends:
     store = _store(tmp_path, backends)
     _say(store, "c1", ["I live in Lisbon with my dog Rex."], 1_700_000_000)
     _say(store, "c2", ["Actually, I moved to Porto last month."], 1_700_100_000)
-    lives = [r for r in store.relations(entity="user") if r["predicate"] == "lives_in"]
-    assert [(r["object"], r["status"]) for r in lives] == [
+    lives = [r for r in store.relations(entity="user") if r.predicate == "lives_in"]
+    assert [(r.object, r.status) for r in lives] == [
         ("Lisbon", "superseded"),
         ("Porto", "active"),
     ]
-    assert lives[1]["mutation"]["kind"] == "change"
-    assert lives[1]["mutation"]["other"] == lives[0]["id"]
-    assert lives[0]["source"]["fragment_text"] == "I live in Lisbon with my dog Rex."
+    assert lives[1].mutation.kind == "change"
+    assert lives[1].mutation.other == lives[0].id
+    assert lives[0].source.fragment_text == "I live in Lisbon with my dog Rex."
 
 
 def test_a_contradiction_is_a_conflict_left_unresolved(tmp_path: Path, backends: Backends) -> None:
@@ -201,10 +203,10 @@ def test_a_contradiction_is_a_conflict_left_unresolved(tmp_path: Path, backends:
     _say(store, "c1", ["Ana works at Banco Azul."], 1_700_000_000)
     _say(store, "c2", ["Ana works at Banco Azul, she loves it."], 1_700_050_000)
     _say(store, "c3", ["Ana works at Padaria Sol."], 1_700_100_000)
-    works = [r for r in store.relations(entity="Ana") if r["predicate"] == "works_at"]
-    assert [r["mutation"]["kind"] for r in works] == ["new", "reaffirmation", "conflict"]
-    assert [r["status"] for r in works] == ["disputed", "disputed", "disputed"]
-    assert works[2]["mutation"]["other"] == works[1]["id"]
+    works = [r for r in store.relations(entity="Ana") if r.predicate == "works_at"]
+    assert [r.mutation.kind for r in works] == ["new", "reaffirmation", "conflict"]
+    assert [r.status for r in works] == ["disputed", "disputed", "disputed"]
+    assert works[2].mutation.other == works[1].id
     assert len(works) == 3  # parallel relations with other sources stay separate rows
 
 
@@ -261,9 +263,9 @@ async def test_other_language_mentions_link_to_the_entity(
     )
     await asyncio.to_thread(store.form_all)
     (germany,) = store.entities(name="Germany")
-    aliases = {(a["alias"], a["lang"]) for a in germany["aliases"]}
+    aliases = {(a.alias, a.lang) for a in germany.aliases}
     assert {("Alemanha", "pt"), ("Alemania", "es")} <= aliases
-    assert store.entities(name="Alemanha")[0]["id"] == germany["id"]
+    assert store.entities(name="Alemanha")[0].id == germany.id
     fragments = _query(store, "SELECT lang, canonical, translated FROM fragments ORDER BY id")
     assert fragments[1] == ("pt", "Germany won the match last night.", 1)
 
@@ -299,6 +301,7 @@ import sys
 from pathlib import Path
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import FormationConfig
+
 store = MemoryStore(Path(sys.argv[1]), formation=FormationConfig(batch_size=4))
 print("ready", flush=True)
 store.form_all()
@@ -426,13 +429,13 @@ def test_a_predicate_with_several_values_is_reaffirmed_or_new(
     _say(store, "c1", ["Ana visited Porto with Bruno."], 1_700_000_000)
     _say(store, "c2", ["Ana visited Lisbon with Bruno."], 1_700_100_000)
     _say(store, "c3", ["Ana visited Porto again with Bruno."], 1_700_200_000)
-    visits = [r for r in store.relations(entity="Ana") if r["predicate"] == "visited"]
-    assert [(r["object"], r["mutation"]["kind"]) for r in visits] == [
+    visits = [r for r in store.relations(entity="Ana") if r.predicate == "visited"]
+    assert [(r.object, r.mutation.kind) for r in visits] == [
         ("Porto", "new"),
         ("Lisbon", "new"),
         ("Porto", "reaffirmation"),
     ]
-    assert visits[0]["mutation"]["reason"] == "no live relation with this subject and predicate"
-    assert visits[1]["mutation"]["reason"] == "visited holds several values"
-    assert visits[2]["mutation"]["other"] == visits[0]["id"]
-    assert all(r["status"] == "active" for r in visits)
+    assert visits[0].mutation.reason == "no live relation with this subject and predicate"
+    assert visits[1].mutation.reason == "visited holds several values"
+    assert visits[2].mutation.other == visits[0].id
+    assert all(r.status == "active" for r in visits)

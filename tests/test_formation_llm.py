@@ -35,6 +35,8 @@ from memory_core.formation.models.structured import (
 )
 from proxy.fake_upstream import FakeUpstream
 
+pytestmark = pytest.mark.e2e
+
 T = TypeVar("T")
 
 UTTERANCES = [

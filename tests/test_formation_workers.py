@@ -25,6 +25,8 @@ from proxy.fake_upstream import FakeUpstream
 from .conftest import MakeProxy, Proxy, proxy_config
 from .test_shutdown import Served
 
+pytestmark = pytest.mark.e2e
+
 WORKERS = {"formation_workers": 1}
 _START_S = 60.0  # a worker loads its models first (seconds, more on a busy machine)
 

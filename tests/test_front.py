@@ -20,7 +20,7 @@ from proxy.http.front import MAX_HEAD, parse_head
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 _Answer = tuple[int, dict[str, str], bytes]
 _BODY = json.dumps({"model": "echo", "messages": [{"role": "user", "content": "hello"}]}).encode()

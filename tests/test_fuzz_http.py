@@ -41,6 +41,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.fuzz
+
 KEYS = 200
 REQUEST_TIMEOUT_S = 20.0
 SETTLE_TIMEOUT_S = 20.0

@@ -237,7 +237,7 @@ def test_a_former_that_kept_caches_reloads_them_after_a_merge(
         assert report.totals["merge_entities"] == 1
         say(worker, "c3", ["Bob called me today."], start=20)  # stale caches: reloaded
         bobs = proxy.entities(name="bob")
-        assert len(bobs) == 1 and bobs[0]["mentions"] >= 4
+        assert len(bobs) == 1 and bobs[0].mentions >= 4
     finally:
         proxy.close()
         worker.close()

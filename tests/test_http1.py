@@ -13,7 +13,7 @@ import pytest
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.http.headers import Forward
-from proxy.upstream import router as upstream
+from proxy.upstream import fast as upstream
 from proxy.upstream.http1 import (
     Http1Client,
     Http1ConnectError,

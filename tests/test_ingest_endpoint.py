@@ -13,6 +13,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 TRANSCRIPT = {
     "conversation_id": "conv-26",
     "messages": [

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from .conftest import Proxy
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 

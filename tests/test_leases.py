@@ -15,6 +15,8 @@ import pytest
 
 from proxy.cluster.leases import KEEP_EPOCHS, FileLeaseStore, Lease, LeaseError, Leases, lease_store
 
+pytestmark = pytest.mark.cluster
+
 T0 = 1_700_000_000.0
 
 

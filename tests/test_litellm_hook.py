@@ -47,7 +47,7 @@ LOAD_TIMEOUT_S = 240.0
 """The hook's first call loads the formation models in LiteLLM's process: seconds, or a
 few minutes on a machine that has not exported areamem's MiniLM yet."""
 
-pytestmark = pytest.mark.timeout(READY_TIMEOUT_S + LOAD_TIMEOUT_S + 60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(READY_TIMEOUT_S + LOAD_TIMEOUT_S + 60)]
 KEYS: dict[str, dict[str, Any]] = {
     MASTER_KEY: {},
     "sk-ana": {"metadata": {"areamem_tenant": "ana"}, "key_alias": "ignored-alias"},

@@ -22,6 +22,8 @@ from proxy.fake_upstream import FakeUpstream
 from .conftest import MakeProxy, Proxy
 from .doors import FACT, FORCE, QUESTION, remembering, search, stats
 
+pytestmark = pytest.mark.e2e
+
 DOORS = ("chat", "responses", "messages")
 Turn = dict[str, Any]
 

@@ -21,6 +21,8 @@ from proxy.fake_upstream import FakeUpstream
 from .conftest import MakeProxy, Proxy, proxy_config
 from .test_inspection import TRANSCRIPT
 
+pytestmark = pytest.mark.e2e
+
 Json = dict[str, Any]
 KEYS = {"sk-alice": "alice"}
 QUESTION = "Do you remember where Rui lives?"
@@ -349,10 +351,17 @@ async def test_served_views_are_the_produced_json(proxy: Proxy) -> None:
             "receipt": (await client.call("GET", f"/memory/receipts/{receipt}")).text,
         }
     memory = proxy.services.tenants.get("default")
+
+    def plain(views: list[Any]) -> list[Any]:
+        return [view.model_dump(mode="json") for view in views]
+
     produced = {
-        "entities": {"entities": await memory.entities(limit=100, name=None)},
-        "contexts": {"contexts": await memory.contexts(limit=100)},
-        "relations": {"entity": None, "relations": await memory.relations(entity=None, limit=100)},
+        "entities": {"entities": plain(await memory.entities(limit=100, name=None))},
+        "contexts": {"contexts": plain(await memory.contexts(limit=100))},
+        "relations": {
+            "entity": None,
+            "relations": plain(await memory.relations(entity=None, limit=100)),
+        },
         "receipt": await memory.receipt(receipt),
     }
     for name, value in produced.items():

@@ -6,11 +6,14 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
+
+pytestmark = pytest.mark.e2e
 
 
 async def _seed(proxy: Proxy) -> None:

@@ -16,6 +16,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 
 async def test_non_stream_answer_is_relayed(proxy: Proxy, upstream: FakeUpstream) -> None:
     async with proxy.client() as client:

@@ -17,6 +17,8 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 USER = [{"role": "user", "content": "hello"}]
 
 

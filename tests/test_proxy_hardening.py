@@ -26,6 +26,8 @@ from proxy.http.sse import done_end as _done_end
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 USER = [{"role": "user", "content": "hello there"}]
 
 

@@ -9,7 +9,6 @@ import json
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -26,6 +25,7 @@ from memory_core.formation.stages.relations import (
     is_functional,
     opposite,
 )
+from memory_core.views import RelationView
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "relation_sentences.jsonl"
@@ -345,9 +345,9 @@ def _say(store: MemoryStore, conversation: str, text: str, ts: float) -> None:
     store.form_all()
 
 
-def _rows(store: MemoryStore, *predicates: str) -> list[dict[str, Any]]:
+def _rows(store: MemoryStore, *predicates: str) -> list[RelationView]:
     found = store.relations(entity="user")
-    return [r for r in found if r["predicate"] in predicates and r["subject"] == "user"]
+    return [r for r in found if r.predicate in predicates and r.subject == "user"]
 
 
 def _told(tmp_path: Path, backends: Backends, *texts: str) -> MemoryStore:
@@ -360,22 +360,22 @@ def _told(tmp_path: Path, backends: Backends, *texts: str) -> MemoryStore:
 def test_a_move_is_a_change(tmp_path: Path, backends: Backends) -> None:
     store = _told(tmp_path, backends, "I live in Porto.", "Actually I moved to Lisbon.")
     lives = _rows(store, "lives_in")
-    assert [(r["object"], r["status"]) for r in lives] == [
+    assert [(r.object, r.status) for r in lives] == [
         ("Porto", "superseded"),
         ("Lisbon", "active"),
     ]
-    assert lives[1]["mutation"]["kind"] == "change"
-    assert lives[1]["mutation"]["other"] == lives[0]["id"]
+    assert lives[1].mutation.kind == "change"
+    assert lives[1].mutation.other == lives[0].id
 
 
 def test_two_homes_in_portuguese_are_a_conflict(tmp_path: Path, backends: Backends) -> None:
     store = _told(tmp_path, backends, "Eu moro em Braga.", "Eu moro em Faro.")
     lives = _rows(store, "lives_in")
-    assert [(r["object"], r["status"]) for r in lives] == [
+    assert [(r.object, r.status) for r in lives] == [
         ("Braga", "disputed"),
         ("Faro", "disputed"),
     ]
-    assert lives[1]["mutation"]["kind"] == "conflict"
+    assert lives[1].mutation.kind == "conflict"
 
 
 def test_a_denial_marked_as_an_update_supersedes_the_claim(
@@ -383,24 +383,24 @@ def test_a_denial_marked_as_an_update_supersedes_the_claim(
 ) -> None:
     store = _told(tmp_path, backends, "I like jazz.", "I don't like jazz anymore.")
     rows = _rows(store, "likes", "not_likes")
-    assert [(r["predicate"], r["object"], r["status"]) for r in rows] == [
+    assert [(r.predicate, r.object, r.status) for r in rows] == [
         ("likes", "jazz", "superseded"),
         ("not_likes", "jazz", "active"),
     ]
-    assert rows[1]["mutation"]["kind"] == "change"
-    assert rows[1]["mutation"]["other"] == rows[0]["id"]
+    assert rows[1].mutation.kind == "change"
+    assert rows[1].mutation.other == rows[0].id
 
 
 def test_an_unmarked_denial_is_a_conflict(tmp_path: Path, backends: Backends) -> None:
     store = _told(tmp_path, backends, "I like jazz.", "I love blues.", "I don't like jazz.")
     rows = _rows(store, "likes", "not_likes")
-    assert [(r["object"], r["status"]) for r in rows] == [
+    assert [(r.object, r.status) for r in rows] == [
         ("jazz", "disputed"),
         ("blues", "active"),  # another value of a several-valued predicate is untouched
         ("jazz", "disputed"),
     ]
-    assert rows[2]["mutation"]["kind"] == "conflict"
-    assert rows[2]["mutation"]["other"] == rows[0]["id"]
+    assert rows[2].mutation.kind == "conflict"
+    assert rows[2].mutation.other == rows[0].id
 
 
 def test_a_claim_after_its_denial_is_a_change_when_marked(
@@ -408,28 +408,28 @@ def test_a_claim_after_its_denial_is_a_change_when_marked(
 ) -> None:
     store = _told(tmp_path, backends, "I have a car.", "I sold my car.", "I bought a car.")
     rows = _rows(store, "owns", "not_owns")
-    assert [(r["predicate"], r["status"], r["mutation"]["kind"]) for r in rows] == [
+    assert [(r.predicate, r.status, r.mutation.kind) for r in rows] == [
         ("owns", "superseded", "new"),
         ("not_owns", "superseded", "change"),
         ("owns", "active", "change"),
     ]
-    assert rows[2]["mutation"]["other"] == rows[1]["id"]
+    assert rows[2].mutation.other == rows[1].id
 
 
 def test_a_denied_home_in_spanish_entity_objects(tmp_path: Path, backends: Backends) -> None:
     store = _told(tmp_path, backends, "Vivo en Madrid.", "Ya no vivo en Madrid.")
     rows = _rows(store, "lives_in", "not_lives_in")
-    assert [(r["predicate"], r["object"], r["status"]) for r in rows] == [
+    assert [(r.predicate, r.object, r.status) for r in rows] == [
         ("lives_in", "Madrid", "superseded"),
         ("not_lives_in", "Madrid", "active"),
     ]
-    assert rows[0]["object_id"] == rows[1]["object_id"] is not None
+    assert rows[0].object_id == rows[1].object_id is not None
 
 
 def test_a_new_name_is_functional(tmp_path: Path, backends: Backends) -> None:
     store = _told(tmp_path, backends, "My name is Rita.", "Me llamo Rosa.", "Actually, call me Ro.")
     names = _rows(store, "named")
-    assert [(r["object"], r["status"], r["mutation"]["kind"]) for r in names] == [
+    assert [(r.object, r.status, r.mutation.kind) for r in names] == [
         ("Rita", "superseded", "new"),
         ("Rosa", "superseded", "conflict"),
         ("Ro", "active", "change"),

@@ -24,6 +24,8 @@ from proxy.cluster.replication import (
     replica_url,
 )
 
+pytestmark = pytest.mark.cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

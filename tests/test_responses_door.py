@@ -23,6 +23,8 @@ from proxy.fake_upstream import FakeUpstream
 from .conftest import MakeProxy, Proxy, proxy_config
 from .doors import FORCE, QUESTION, receipt, remembering, search, stats
 
+pytestmark = pytest.mark.e2e
+
 TOOL = {
     "type": "function",
     "name": "get_weather",

@@ -28,6 +28,8 @@ from proxy.http.request_log import RequestLog
 
 from .conftest import proxy_config
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

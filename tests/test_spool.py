@@ -19,6 +19,8 @@ import pytest
 from memory_core import LogMessage
 from proxy.cluster.spool import Spool, SpoolError
 
+pytestmark = pytest.mark.cluster
+
 MESSAGES = (
     LogMessage({"role": "user", "content": "Ana garde des abeilles à Évora 🐝"}, 1_700_000_000.5),
     LogMessage({"role": "assistant", "content": "Noted."}, 1_700_000_001.0, "ext-1"),

@@ -18,6 +18,8 @@ from proxy.tenants.memory import TenantMemory
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 KEYS = {"sk-alice": "alice", "sk-bob": "bob"}
 
 

@@ -32,6 +32,8 @@ from proxy.server import ProxyServer
 from .conftest import Proxy, proxy_config
 from .test_openapi import Client, _conforms
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = {"sk-alice": "alice", "sk-bob": "bob"}
 ALICE = {"Authorization": "Bearer sk-alice"}

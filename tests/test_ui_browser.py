@@ -29,6 +29,8 @@ from proxy.fake_upstream import FakeUpstream
 from .conftest import Proxy, proxy_config
 from .test_ui import inspected_proxy
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

@@ -24,6 +24,8 @@ from proxy.http.headers import relayed, to_upstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
+pytestmark = pytest.mark.e2e
+
 USER = [{"role": "user", "content": "hello"}]
 OPENAI_HEADERS = ("x-request-id", "openai-processing-ms", "x-ratelimit-remaining-requests")
 

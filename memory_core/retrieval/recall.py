@@ -35,6 +35,7 @@ from ..storage.tables.fragments import documents_using
 from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import stem
+from ..views import AreaExplanation
 from .area import AreaResult, explain, retrieve_area, summary
 from .bm25 import Hit, fetch_hits, search
 
@@ -175,11 +176,11 @@ def render_again(
     return again.context
 
 
-def explain_area(memory: Memory, question: Question, *, limit: int) -> dict[str, Any]:
+def explain_area(memory: Memory, question: Question, *, limit: int) -> AreaExplanation:
     """The foci, the chosen area with every score term, and the timings of a query."""
     with memory.lookup() as conn:
         graph, result = _area(memory, conn, question, limit)
-        return explain(conn, graph, result)
+        return AreaExplanation.model_validate(explain(conn, graph, result))
 
 
 def _area(

@@ -1,11 +1,11 @@
 """Read-only views of what formation built, for people: entities, contexts, relations.
 
-Each function returns plain JSON-ready dictionaries with the sources that support what
-they show (fragment text, conversation and time), so a person can check any claim.
-Whatever is stored, the output is strict JSON: a time that is not a sane timestamp reads
-as None (:func:`.log.stored_timestamp`), and so does any other non-finite number. The
-queries are in :mod:`.storage` (:func:`.storage.entities.summaries` and its neighbours);
-each dictionary has the keys of its row's fields, in their order.
+Each function returns typed views (:mod:`memory_core.views`) with the sources that
+support what they show (fragment text, conversation and time), so a person can check any
+claim. Whatever is stored, the output is strict JSON: a time that is not a sane timestamp
+reads as None (:func:`.log.stored_timestamp`), and so does any other non-finite number.
+The queries are in :mod:`.storage` (:func:`.storage.entities.summaries` and its
+neighbours); each view is built from its row's fields.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..formation.stages.linking import normalise_name
 from ..log.messages import stored_timestamp
 from ..storage import Connection
 from ..storage.tables import contexts, entities, relations
+from ..views import ContextView, EntityView, RelationView
 
 __all__ = ["list_contexts", "list_entities", "list_relations"]
 
@@ -42,7 +43,7 @@ def _plain(row: Any) -> dict[str, Any]:
 
 def list_entities(
     conn: Connection, *, limit: int = 100, name: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[EntityView]:
     """Entities by number of mentions, with their aliases (and languages)."""
     normalized = normalise_name(name) if name else None
     found = [_plain(e) for e in entities.summaries(conn, limit=limit, normalized=normalized)]
@@ -52,10 +53,10 @@ def list_entities(
         entity["contexts"] = [
             _plain(c) for c in entities.contexts_of(conn, entity["id"], _CONTEXTS_PER_ENTITY)
         ]
-    return found
+    return [EntityView.model_validate(entity) for entity in found]
 
 
-def list_contexts(conn: Connection, *, limit: int = 100) -> list[dict[str, Any]]:
+def list_contexts(conn: Connection, *, limit: int = 100) -> list[ContextView]:
     """Contexts, largest first, with the conversations they span and sample fragments."""
     found = [_plain(c) for c in contexts.summaries(conn, limit)]
     for context in found:
@@ -66,12 +67,12 @@ def list_contexts(conn: Connection, *, limit: int = 100) -> list[dict[str, Any]]
         context["segments"] = contexts.segment_count(conn, key)
         context["secondary_members"] = contexts.secondary_members(conn, key)
         context["sample"] = [_plain(s) for s in contexts.samples(conn, key, _SAMPLES_PER_CONTEXT)]
-    return found
+    return [ContextView.model_validate(context) for context in found]
 
 
 def list_relations(
     conn: Connection, *, entity: str | None = None, limit: int = 200
-) -> list[dict[str, Any]]:
+) -> list[RelationView]:
     """Relations (of one entity, as subject or object, when named), each with its source."""
     normalized = normalise_name(entity) if entity else None
     found = [_plain(r) for r in relations.views(conn, normalized=normalized, limit=limit)]
@@ -82,4 +83,4 @@ def list_relations(
             "other": relation.pop("mutation_other"),
             "reason": relation.pop("mutation_reason"),
         }
-    return found
+    return [RelationView.model_validate(relation) for relation in found]

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from ..storage.tables.entities import alias_names
 from ..text.names import NameIndex
 from ..text.question import Question
 from ..text.tokens import TokenCounter, counter_for
+from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
 from .controls import StoreControls
 from .history import DreamStatus, StoreHistory
 from .inspection import list_contexts, list_entities, list_relations
@@ -66,20 +66,6 @@ DEFAULT_RECEIPT_LIMIT = 10_000
 """Receipts a store keeps by default (the newest ones)."""
 DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
 """How long a store keeps a receipt by default."""
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    """Sizes of the store, for health and metrics."""
-
-    log_messages: int
-    fragments: int
-    live_fragments: int
-    queued: int
-    failed: int
-    names: int
-    held: int = 0
-    """Log rows a rollback holds back from formation (see :mod:`.history`)."""
 
 
 _ENCODE_START_WAIT_S = 0.005
@@ -342,7 +328,7 @@ class MemoryStore(StoreHistory, StoreControls):
             self, self.question(question), recall, limit=limit, budget_tokens=budget_tokens
         )
 
-    def explain_area(self, question: str, *, limit: int) -> dict[str, Any]:
+    def explain_area(self, question: str, *, limit: int) -> AreaExplanation:
         """The foci, the chosen area with every score term, and the timings of a query."""
         return explain_area(self, self.question(question), limit=limit)
 
@@ -453,26 +439,26 @@ class MemoryStore(StoreHistory, StoreControls):
         with self._read_lock:
             c = stats.counts(self._reader)
         return StoreStats(
-            c.log_messages,
-            c.fragments,
-            c.live_fragments,
-            c.queued,
-            c.failed,
-            len(self.names),
-            c.held,
+            log_messages=c.log_messages,
+            fragments=c.fragments,
+            live_fragments=c.live_fragments,
+            queued=c.queued,
+            failed=c.failed,
+            names=len(self.names),
+            held=c.held,
         )
 
-    def entities(self, *, limit: int = 100, name: str | None = None) -> list[dict[str, Any]]:
+    def entities(self, *, limit: int = 100, name: str | None = None) -> list[EntityView]:
         """Entities with aliases and contexts (see :mod:`.inspect`)."""
         with self._read_lock:
             return list_entities(self._reader, limit=limit, name=name)
 
-    def contexts(self, *, limit: int = 100) -> list[dict[str, Any]]:
+    def contexts(self, *, limit: int = 100) -> list[ContextView]:
         """Contexts with their conversations and sample fragments."""
         with self._read_lock:
             return list_contexts(self._reader, limit=limit)
 
-    def relations(self, *, entity: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    def relations(self, *, entity: str | None = None, limit: int = 200) -> list[RelationView]:
         """Relations with sources and mutation records, optionally of one entity."""
         with self._read_lock:
             return list_relations(self._reader, entity=entity, limit=limit)

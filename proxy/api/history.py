@@ -19,10 +19,14 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import ValidationError
 
-from memory_core import MemoryCoreError
-from memory_core.errors import DreamBusyError, SnapshotNotFoundError
-from memory_core.history.snapshots import HeldRow, SnapshotRow
-from memory_core.storage.values import stored_timestamp
+from memory_core import (
+    DreamBusyError,
+    HeldRow,
+    MemoryCoreError,
+    SnapshotNotFoundError,
+    SnapshotRow,
+    stored_timestamp,
+)
 
 from ..errors import ApiError
 from ..services import SERVICES, Services

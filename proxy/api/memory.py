@@ -8,11 +8,10 @@ one of the typed models of :mod:`.schemas` (views of memory validated into
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -20,10 +19,10 @@ from memory_core import (
     InvalidInputError,
     LogMessage,
     MemoryCoreError,
+    SnapshotNotFoundError,
     check_timestamp,
     query_terms,
 )
-from memory_core.errors import SnapshotNotFoundError
 
 from ..errors import ApiError, RetrievalSkipped
 from ..http.body import check_conversation_id
@@ -46,6 +45,7 @@ from .schemas import (
 
 __all__ = ["area", "contexts", "entities", "ingest", "receipt", "relations", "search", "stats"]
 
+V = TypeVar("V")
 _MAX_INGEST_MESSAGES = 100_000
 
 
@@ -163,7 +163,7 @@ async def stats(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"stats failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    body = StatsResponse.model_validate({"tenant": tenant, **dataclasses.asdict(counts)})
+    body = StatsResponse(tenant=tenant, **dict(counts))
     return json_response(body)
 
 
@@ -183,7 +183,7 @@ async def area(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return json_response(AreaResponse.model_validate({"query": query, **report}))
+    return json_response(AreaResponse(query=query, **dict(report)))
 
 
 async def entities(request: web.Request) -> web.Response:
@@ -191,14 +191,14 @@ async def entities(request: web.Request) -> web.Response:
     memory, limit = _inspected(request)
     name = request.query.get("name") or None
     found = await _inspect(memory.entities(limit=limit, name=name))
-    return json_response(EntitiesResponse.model_validate({"entities": found}))
+    return json_response(EntitiesResponse(entities=found))
 
 
 async def contexts(request: web.Request) -> web.Response:
     """Contexts with the conversations they span and sample fragments."""
     memory, limit = _inspected(request)
     found = await _inspect(memory.contexts(limit=limit))
-    return json_response(ContextsResponse.model_validate({"contexts": found}))
+    return json_response(ContextsResponse(contexts=found))
 
 
 async def relations(request: web.Request) -> web.Response:
@@ -206,7 +206,7 @@ async def relations(request: web.Request) -> web.Response:
     memory, limit = _inspected(request)
     entity = request.query.get("entity") or None
     found = await _inspect(memory.relations(entity=entity, limit=limit))
-    return json_response(RelationsResponse.model_validate({"entity": entity, "relations": found}))
+    return json_response(RelationsResponse(entity=entity, relations=found))
 
 
 def _no_snapshot(exc: SnapshotNotFoundError) -> ApiError:
@@ -219,7 +219,7 @@ def _inspected(request: web.Request) -> tuple[TenantMemory, int]:
     return svc.tenants.get(tenant), int_param(request, "limit", 100, 1, 10_000)
 
 
-async def _inspect(query: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+async def _inspect(query: Awaitable[list[V]]) -> list[V]:
     try:
         return await query
     except MemoryCoreError as exc:

@@ -18,8 +18,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from memory_core.dream import DreamReport
-from memory_core.history.views import Diff
+from memory_core import Diff, DreamReport
 
 from .openapi_doors import DOOR_SCHEMAS
 from .schemas import (

@@ -21,7 +21,7 @@ from memory_core.views import (
     ContextView,
     EntityView,
     RelationView,
-    StoreStatsView,
+    StoreStats,
 )
 
 __all__ = [
@@ -475,7 +475,7 @@ class _Tenant(_Body):
     tenant: str = Field(description="The caller's tenant.")
 
 
-class StatsResponse(StoreStatsView, _Tenant):
+class StatsResponse(StoreStats, _Tenant):
     """Sizes of the caller's memory (``tenant`` first: pydantic orders base fields last)."""
 
 

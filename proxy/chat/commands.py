@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_core import Hit, MemoryCoreError, message_text
-from memory_core.storage.tables.forgets import ForgetRow
-from memory_core.store.controls import MAX_FORGET, Forgotten
+from memory_core import MAX_FORGET, ForgetRow, Forgotten, Hit, MemoryCoreError, message_text
 
 from ..tenants.memory import TenantMemory
 

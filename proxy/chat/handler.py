@@ -48,7 +48,7 @@ from ..http.headers import Forward, forward_of, merged
 from ..services import SERVICES, Services
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
-from ..upstream.router import Upstream
+from ..upstream.base import Upstream
 from . import commands, ingest
 from .receipt import receipt_of
 from .turn import AS_OF_HEADER, MEMORY_HEADER, MemoryTurn, off_the_loop

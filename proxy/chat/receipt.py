@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memory_core import Recall
-from memory_core.retrieval.strategies import STRATEGIES
+from memory_core import STRATEGIES, Recall
 from memory_core.views import AreaSummary
 from policies import Decision
 

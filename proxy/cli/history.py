@@ -15,10 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memory_core import MemoryCoreError, MemoryStore
-from memory_core.blas import limit_blas_threads
-from memory_core.errors import DreamBusyError
-from memory_core.formation import BackendError
+from memory_core import (
+    BackendError,
+    DreamBusyError,
+    MemoryCoreError,
+    MemoryStore,
+    limit_blas_threads,
+)
 
 from ..config import Config, load_config
 from ..errors import ConfigError

@@ -23,10 +23,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memory_core import MemoryCoreError, MemoryStore
-from memory_core.blas import limit_blas_threads
+from pydantic import BaseModel
+
+from memory_core import BackendError, MemoryCoreError, MemoryStore, limit_blas_threads
 from memory_core.configuration import ConfigurationError
-from memory_core.formation import BackendError
 
 from ..app import build_services
 from ..config import Config, load_config
@@ -106,11 +106,15 @@ def _memory_command(args: argparse.Namespace) -> int:
 
 
 def _view(store: MemoryStore, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The view's rows as JSON (what ``--json`` prints and the table reads)."""
+    views: Sequence[BaseModel]
     if args.view == "entities":
-        return store.entities(limit=args.limit, name=args.name)
-    if args.view == "contexts":
-        return store.contexts(limit=args.limit)
-    return store.relations(entity=args.entity, limit=args.limit)
+        views = store.entities(limit=args.limit, name=args.name)
+    elif args.view == "contexts":
+        views = store.contexts(limit=args.limit)
+    else:
+        views = store.relations(entity=args.entity, limit=args.limit)
+    return [view.model_dump(mode="json") for view in views]
 
 
 def _table(view: str, rows: list[dict[str, Any]]) -> str:

@@ -27,7 +27,7 @@ from multidict import CIMultiDictProxy
 
 from ..http import sse
 from ..http.client_io import ClientIO
-from ..upstream.router import Upstream
+from ..upstream.base import Upstream
 from .chat_wire import (
     ChatRequest,
     answer_from_json,

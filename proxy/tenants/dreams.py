@@ -27,9 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memory_core import MemoryCoreError
-from memory_core.errors import DreamBusyError
-from memory_core.store.memory_store import DreamStatus
+from memory_core import DreamBusyError, DreamStatus, MemoryCoreError
 from policies.dream import DreamPolicy, DreamState
 
 from .memory import TenantMemory

@@ -22,14 +22,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from memory_core import AppendResult, LogMessage, MemoryCoreError, MemoryStore, Recall, StoreStats
-from memory_core.dream import DreamReport, Step
-from memory_core.history.snapshots import HeldRow, Restored, SnapshotRow
-from memory_core.history.views import Diff, HistoryState
-from memory_core.retrieval.strategies import STRATEGIES
-from memory_core.storage.tables.forgets import ForgetRow
-from memory_core.storage.tables.receipts import ReceiptRow
-from memory_core.store.controls import Forgotten
+from memory_core import (
+    STRATEGIES,
+    AppendResult,
+    Diff,
+    DreamReport,
+    ForgetRow,
+    Forgotten,
+    HeldRow,
+    HistoryState,
+    LogMessage,
+    MemoryCoreError,
+    MemoryStore,
+    Recall,
+    ReceiptRow,
+    Restored,
+    SnapshotRow,
+    Step,
+    StoreStats,
+)
+from memory_core.views import AreaExplanation, ContextView, EntityView, RelationView
 
 from ..errors import RetrievalSkipped
 from .as_of import AsOfCopies
@@ -393,18 +405,18 @@ class TenantMemory:
         already submitted)."""
         return await self._write(self.store.recent_receipts, limit)
 
-    async def entities(self, *, limit: int, name: str | None) -> list[dict[str, Any]]:
+    async def entities(self, *, limit: int, name: str | None) -> list[EntityView]:
         return await self._read(lambda: self.store.entities(limit=limit, name=name))
 
-    async def contexts(self, *, limit: int) -> list[dict[str, Any]]:
+    async def contexts(self, *, limit: int) -> list[ContextView]:
         return await self._read(lambda: self.store.contexts(limit=limit))
 
-    async def relations(self, *, entity: str | None, limit: int) -> list[dict[str, Any]]:
+    async def relations(self, *, entity: str | None, limit: int) -> list[RelationView]:
         return await self._read(lambda: self.store.relations(entity=entity, limit=limit))
 
     async def explain_area(
         self, question: str, *, limit: int, as_of: int | None = None
-    ) -> dict[str, Any]:
+    ) -> AreaExplanation:
         store = self.store if as_of is None else await self.as_of_store(as_of)
         return await self._read(lambda: store.explain_area(question, limit=limit))
 

@@ -15,14 +15,18 @@ from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from memory_core import MemoryStore
-from memory_core.dream import DreamConfig
-from memory_core.formation import Backends, FormationConfig
-from memory_core.graph import GraphSettings
-from memory_core.reconstruction.config import ReconstructionConfig
-from memory_core.retrieval.strategies import STRATEGIES
-from memory_core.store.memory_store import DEFAULT_RECEIPT_AGE_S
-from memory_core.text.tokens import TokenCounter, warm_tokenizers
+from memory_core import (
+    DEFAULT_RECEIPT_AGE_S,
+    STRATEGIES,
+    Backends,
+    DreamConfig,
+    FormationConfig,
+    GraphSettings,
+    MemoryStore,
+    ReconstructionConfig,
+    TokenCounter,
+    warm_tokenizers,
+)
 
 from ..cluster.placement import Placement
 from ..config import AuthConfig, Config

@@ -41,17 +41,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from memory_core import MemoryCoreError
-from memory_core.worker.loop import (
-    Failed,
-    Form,
-    Formed,
-    Idle,
-    Ready,
-    Stop,
-    Took,
-    WorkerSettings,
-    run,
-)
+from memory_core.worker import Failed, Form, Formed, Idle, Ready, Stop, Took, WorkerSettings, run
 
 from ..http.metrics import Metrics
 
