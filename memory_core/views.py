@@ -7,7 +7,7 @@ a consumer serves ``model_dump(mode="json")`` as it is. Every model forbids unkn
 and is frozen: a producer that drifts from its contract fails loudly where it is built.
 
 Times are epoch seconds, None when the stored time is not a sane timestamp; so is any
-other number that was not finite when read (see :mod:`.inspect`).
+other number that was not finite when read (see :mod:`memory_core.store.inspection`).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ _SOCKET_PATH_BYTES = 100
 
 
 def _cluster(services: Services, cluster: ClusterConfig) -> None:
-    """Serve tenants under leases, replicated by Litestream (:mod:`.placement`): this
+    """Serve tenants under leases, replicated by Litestream (:mod:`proxy.cluster.placement`): this
     node's own daemon, or an external one's control socket."""
     tenants = services.tenants
     workdir = services.config.server.data_dir / "litestream"

@@ -238,7 +238,7 @@ class LoggingConfig(ConfigModel):
 
 def _replica_root(url: str) -> str:
     """A replica root: ``file:///absolute/path`` (a folder every node mounts) or
-    ``s3://bucket/prefix``; leases need ``file://`` (see :mod:`.leases`)."""
+    ``s3://bucket/prefix``; leases need ``file://`` (see :mod:`proxy.cluster.leases`)."""
     url = url.rstrip("/")
     if url.startswith("file://"):
         if not url.startswith("file:///"):
@@ -260,7 +260,7 @@ class ClusterConfig(ConfigModel):
     sync_interval_s: float = Field(1.0, gt=0, le=1.0)
     """How often a held tenant's changes are uploaded: what a node's crash can lose at
     most. Litestream uploads a database registered at run time every second; shorter
-    intervals are paced by the node (:class:`.replication.Litestream`)."""
+    intervals are paced by the node (:class:`~proxy.cluster.replication.Litestream`)."""
     lease_ttl_s: float = Field(4.0, gt=0, le=3600)
     """A lease not renewed for this long may be taken: a dead node's tenants move then."""
     lease_renew_s: float = Field(1.0, gt=0, le=600)

@@ -47,14 +47,15 @@ class Services:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     lag: LoopLag = field(default_factory=LoopLag)
     dreams: DreamScheduler | None = None
-    """Automatic consolidation cycles (:mod:`.dreams`), started with the app."""
+    """Automatic consolidation cycles (:mod:`proxy.tenants.dreams`), started with the app."""
     workers: FormationWorkers | None = None
     """Formation worker processes (``memory.formation_workers`` > 0), else None:
     formation then runs on each tenant's formation thread."""
     placement: Placement | None = None
-    """In a cluster, the tenants this node holds (:mod:`.placement`), else None."""
+    """In a cluster, the tenants this node holds (:mod:`proxy.cluster.placement`), else None."""
     spool: Spool | None = None
-    """In a cluster, exchanges waiting for their tenant's claim, on disk (:mod:`.spool`)."""
+    """In a cluster, exchanges waiting for their tenant's claim, on disk
+    (:mod:`proxy.cluster.spool`)."""
     litestream: Litestream | None = None
     """In a cluster, the Litestream daemon this node runs (None with an external one)."""
     state: str = "starting"

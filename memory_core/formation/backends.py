@@ -111,8 +111,8 @@ STAGE_BACKENDS: Mapping[str, Registry[Any]] = {
     "mentions": MENTION_ENCODERS,
     "relations": RELATION_EXTRACTORS,
 }
-"""Stage name -> the registry of its backends (on the names :data:`.STAGE_CHOICES`
-declares)."""
+"""Stage name -> the registry of its backends (on the names
+:data:`~memory_core.formation.config.STAGE_CHOICES` declares)."""
 
 
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:

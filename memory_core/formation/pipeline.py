@@ -283,9 +283,9 @@ class Former:
                 item.normalised = self._normalise(item, failures)
 
     def _embed(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
-        """Each item's vector: the one its question was encoded with when the proxy kept
-        it (:mod:`..storage.question_vectors`: the same text, the same computation), else
-        the encoder's."""
+        """Each item's vector: the one its question was encoded with when the proxy kept it
+        (:mod:`memory_core.storage.tables.question_vectors`: the same text, the same computation),
+        else the encoder's."""
         encoder = self._b.encoder
         with budget.charge(items):
             texts = [self._read(i) for i in items]

@@ -40,9 +40,9 @@ A push reads ``d(u)`` edge entries and removes at least ``(1 - gamma) * epsilon 
 pending mass, so a focus of seed mass ``m`` reads at most ``m / ((1 - gamma) * epsilon)``
 edge entries in all: the cost follows the region the pulse touches, not the graph's size.
 
-**Compiled.** The rounds below run as one compiled loop (:mod:`.push`, numba) over the
-touched region, reading the version's CSR, reverse index and delta as they are: nothing is
-built per version, a query costs what its pushes read, and the GIL is released meanwhile.
+**Compiled.** The rounds below run as one compiled loop (:mod:`memory_core.graph.compiled.push`,
+numba) over the touched region, reading the version's CSR, reverse index and delta as they are:
+nothing is built per version, a query costs what its pushes read, and the GIL is released meanwhile.
 
 **Rounds and the stopping rule.** The pending queue (every node above threshold) is
 drained round by round: all of it is pushed at once, with arrivals summed before the next

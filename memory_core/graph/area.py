@@ -329,7 +329,7 @@ class _Field:
     ) -> list[Candidate]:
         """Candidate ``i``: centred on field index ``centres[i]``, holding the field
         indices ``members[offsets[i]:offsets[i + 1]]``, with its score terms (computed
-        for all at once: :func:`.region_terms.candidate_terms`)."""
+        for all at once: :func:`~memory_core.graph.compiled.region_terms.candidate_terms`)."""
         u, v = self.ends
         sums, justified, sources, pairs, row_offsets, rows = candidate_terms(
             offsets,
@@ -421,7 +421,7 @@ def _edge_keys(edges: EdgeList) -> Int64s:
 
 def _grow_all(measures: _Field, config: AreaConfig) -> tuple[Int64s, Int64s, Int64s]:
     """``(centres, offsets, members)`` of the kept candidates, in centre order (compiled:
-    :func:`.growth.grow_all`; see :meth:`_Field.candidates`).
+    :func:`~memory_core.graph.compiled.growth.grow_all`; see :meth:`_Field.candidates`).
 
     At most ``4 * max_candidates`` centres are tried, so a crowd of overlapping regions
     cannot make selection slow.

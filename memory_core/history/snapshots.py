@@ -14,11 +14,11 @@ and the same text. What was formed but not yet in a snapshot is first folded int
 is the inverse path), so a rollback can be undone by rolling back to the snapshot before
 it. The chain stays linear: every snapshot's parent is the one before it.
 
-The log is never rolled back. The rows whose fragments the rollback removed, and the rows
-still queued, are *held* (:mod:`.storage.history`): formation skips them until they are
-released (the next cycle, or at once on request), so the restored state can be inspected
-first and nothing said is lost; rows whose fragments the rollback brings back are
-neither held nor queued, so nothing is formed twice.
+The log is never rolled back. The rows whose fragments the rollback removed, and the rows still
+queued, are *held* (:mod:`memory_core.storage.tables.history`): formation skips them until they are
+released (the next cycle, or at once on request), so the restored state can be inspected first and
+nothing said is lost; rows whose fragments the rollback brings back are neither held nor queued, so
+nothing is formed twice.
 
 All of it runs in transactions that record their own changes (``journal=False``): a
 crash anywhere leaves the previous head intact and the store consistent.

@@ -1,7 +1,8 @@
 """The typed shapes of memory's history as people see it: state, snapshots, diffs, held rows.
 
-Like :mod:`.views`: frozen models that forbid unknown keys, validated by the consumer
-from what the producers build (:mod:`.history_diff`, :class:`.store.MemoryStore`).
+Like :mod:`.views`: frozen models that forbid unknown keys, validated by the consumer from what the
+producers build (:mod:`memory_core.history.diff`,
+:class:`~memory_core.store.memory_store.MemoryStore`).
 """
 
 from __future__ import annotations

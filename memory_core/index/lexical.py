@@ -11,7 +11,7 @@ Same scores as ``bm25(fragments_fts)``, by construction and checked against it
 
 - the same tokens: both columns of a fragment's FTS5 row (``speaker``, ``canonical``) are
   tokenized by ``fragments_fts``'s own tokenizer, run by SQLite
-  (:func:`.storage.fragments.fts_tokenizer`);
+  (:func:`~memory_core.storage.tables.fragments.fts_tokenizer`);
 - FTS5's formula (``fts5_aux.c``, ``fts5Bm25Function``, k1 = 1.2, b = 0.75, every column
   weight 1): for each phrase of the query in order, ``idf * tf * (k1 + 1) / (tf + k1 * (1
   - b + b * D / avgdl))``, with ``tf`` the phrase's occurrences in the row's columns

@@ -67,7 +67,7 @@ NodeKey = tuple[str, object]
 """What a node stands for: ``("fragment", id)``, ``("entity", id)``, ``("context", id)``,
 ``("session", (conversation, day))`` or ``("word", stem)``; ``day`` counts days since
 the epoch, None for fragments whose stored time is unknown (see
-:func:`.log.stored_timestamp`): they share one session per conversation."""
+:func:`~memory_core.log.messages.stored_timestamp`): they share one session per conversation."""
 
 _MAX_WORD_SHARE = 0.05
 _DAY = 86_400

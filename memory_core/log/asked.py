@@ -1,12 +1,12 @@
 """The latest questions' vectors, kept until the turn they were asked in is logged.
 
-A lookup encodes the latest user message as its question; when the exchange is logged
-moments later, :meth:`AskedQuestions.taken` hands the vectors of the logged texts that
-were asked over to :mod:`.storage.question_vectors`, so formation does not encode them
-again. Only vectors whose encoder gave a reuse key are kept (see
-:meth:`.formation.SentenceEncoder.reuse_key`); only a text logged exactly as it was asked
-matches. Bounded: a question whose turn is never logged (ingestion off, a failed
-upstream) is forgotten after :data:`LIMIT` newer ones.
+A lookup encodes the latest user message as its question; when the exchange is logged moments later,
+:meth:`AskedQuestions.taken` hands the vectors of the logged texts that were asked over to
+:mod:`memory_core.storage.tables.question_vectors`, so formation does not encode them again. Only
+vectors whose encoder gave a reuse key are kept (see
+:meth:`~memory_core.formation.backends.SentenceEncoder.reuse_key`); only a text logged exactly as it
+was asked matches. Bounded: a question whose turn is never logged (ingestion off, a failed upstream)
+is forgotten after :data:`LIMIT` newer ones.
 """
 
 from __future__ import annotations

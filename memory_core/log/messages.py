@@ -15,7 +15,7 @@ Invariants:
   re-exported here).
 - The cost of an append follows its history's length and never fails on it: lists of
   ids go to SQLite as one JSON parameter (``json_each``), never one variable each
-  (:mod:`.storage.log` holds the SQL).
+  (:mod:`memory_core.storage.tables.log` holds the SQL).
 - The path of the latest append is the live branch. Sibling subtrees hanging off that
   path (an edited or regenerated turn's predecessor) are recorded as superseded, and so
   is the memory derived from them (fragments, and the relations they support); a path

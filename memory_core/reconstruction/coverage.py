@@ -4,7 +4,7 @@ A model given memory that does not mention what was asked may guess from what it
 given; told "memory holds nothing about: cat", it can say it does not know. So each
 content focus of the question gets a verdict:
 
-* The foci are the question's content words (:attr:`.text.question.Question.foci`:
+* The foci are the question's content words (:attr:`~memory_core.text.question.Question.foci`:
   without the built-in question and function words of English, Portuguese and
   Spanish, numbers, words shorter than ``min_chars`` and ``coverage.ignore``; see
   :func:`ask`). A question without any (a greeting) gets no note.
@@ -17,7 +17,7 @@ content focus of the question gets a verdict:
   the questions got a note, mostly naming verbs and adjectives that the memory holds
   but the ten fragments happen not to use ("decide", "promote", "temporary"); judged by
   memory, a note names what was never said (a typo, a city never mentioned).
-  Comparison is by :func:`.text.stem` on case-folded, diacritics-free words, so
+  Comparison is by :func:`~memory_core.text.words.stem` on case-folded, diacritics-free words, so
   "puppies" meets "puppy" and "Málaga" meets "malaga"; a synonym does not (a false
   "nothing about" is the worse error, and a synonym a memory holds is rarely one it
   holds nowhere else). :class:`Coverage` reports each verdict for the receipt.

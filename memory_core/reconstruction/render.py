@@ -54,7 +54,7 @@ alone, unnumbered, exactly as below.
 Sentence selection, for a fragment of more than ``_LONG_WORDS`` words (about 16
 tokens); shorter ones are kept as they are. The fragment is split into sentences (an
 image caption in brackets is one sentence); words are compared as content words
-(:func:`.text.content_stems`: the stems the memory graph's word nodes use).
+(:func:`~memory_core.text.words.content_stems`: the stems the memory graph's word nodes use).
 
 * A sentence *shares* a word with the question when one of its content words is one of
   the question's, speakers' names excepted (the line's label already says who spoke,

@@ -1,6 +1,6 @@
 """Area retrieval: the question's foci activate the memory graph; fragments are scored.
 
-The graph is :class:`~.memory_graph.MemoryGraph` (fragments, contexts, entities,
+The graph is :class:`~memory_core.index.memory_graph.MemoryGraph` (fragments, contexts, entities,
 sessions, shared words; typed, sourced edges). A question becomes foci, each with its own
 seeds: one per content word of the question known to the graph (words used by more than
 5% of the fragments are closed: no focus, no activation through them), one per entity it
@@ -205,8 +205,9 @@ def retrieve_area(
 
 
 class _NodeTerms:
-    """The fetch step's per-node term arrays (only fragment nodes matter) and which
-    nodes are candidates; :meth:`candidates` turns them into :class:`.Candidates`."""
+    """The fetch step's per-node term arrays (only fragment nodes matter) and which nodes are
+    candidates; :meth:`candidates` turns them into
+    :class:`~memory_core.retrieval.scoring.Candidates`."""
 
     def __init__(self, n_nodes: int) -> None:
         self.activation = np.zeros(n_nodes)
@@ -248,9 +249,9 @@ class _NodeTerms:
         self, memory: MemoryGraph, hits: list[tuple[int, float]]
     ) -> tuple[Candidates, npt.NDArray[np.int64]]:
         """Every candidate fragment with its terms but the cosine (left to
-        :func:`.rank_computing`): the graph's candidates and the BM25 hits (their BM25
-        share over the best hit; a hit the pinned version does not hold yet is an imputed
-        row, see :mod:`.scoring`); and the node of each graph row (they come first)."""
+        :func:`~memory_core.retrieval.scoring.rank_computing`): the graph's candidates and the BM25
+        hits (their BM25 share over the best hit; a hit the pinned version does not hold yet is an
+        imputed row, see :mod:`.scoring`); and the node of each graph row (they come first)."""
         bm25 = np.zeros(self.candidate.shape[0])
         best = max((score for _, score in hits), default=0.0)
         newer_ids: list[int] = []
@@ -366,7 +367,7 @@ def _reported(scores: Sequence[FragmentScore], kept: Sequence[int] | None) -> li
 def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[str, Any]:
     """Everything a person needs to see why an area was chosen (JSON-ready). Fragments
     retrieval leaves out (superseded, forgotten) are not listed; as region nodes they keep
-    their place with no text (see :func:`.fragments.describe`)."""
+    their place with no text (see :func:`~memory_core.storage.tables.fragments.describe`)."""
     activation, area = result.activation, result.area
     described = _Describer(conn, memory)
     hidden = fragments.hidden_ids(conn, [score.fragment_id for score in result.scores])
@@ -482,7 +483,7 @@ def reached_foci(per_focus: Any, rows: Any, share: float) -> Any:
     at least ``share`` of their peak over those rows (a focus that reached none counts for
     none). One pass for the peaks, one for the counts, instead of numpy's strided
     reductions over a copy (a twentieth of a lookup at 100k fragments); the rows' totals
-    are :attr:`.Activation.total`."""
+    are :attr:`~memory_core.graph.activation.Activation.total`."""
     n, k = per_focus.shape
     peak = np.zeros(k)
     count = 0

@@ -5,10 +5,10 @@ ever read as FTS5 query syntax. Fragments whose log rows are already in the requ
 (``exclude_hashes``) are skipped: the model sees them in the history anyway; a request
 may carry any number of them.
 
-Stored rows are read defensively (rows written before the log validated its input, or
-by hand): a timestamp that is not a sane one reads as None (see
-:func:`.log.stored_timestamp`), a text column holding NULL or bytes reads as text. The
-FTS5 query and the reads of fragments live in :mod:`.storage.fragments`.
+Stored rows are read defensively (rows written before the log validated its input, or by hand): a
+timestamp that is not a sane one reads as None (see
+:func:`~memory_core.log.messages.stored_timestamp`), a text column holding NULL or bytes reads as
+text. The FTS5 query and the reads of fragments live in :mod:`memory_core.storage.tables.fragments`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def search_scores(conn: Connection, question: Question, *, limit: int) -> list[t
 def indexed_search_scores(
     conn: Connection, index: LexicalView, question: Question, *, limit: int
 ) -> list[tuple[int, float]]:
-    """:func:`search_scores` from a graph version's in-memory BM25 (:mod:`.lexical`) and
-    the fragments formed since that version (at most :data:`NEWER_ROWS` rows and
-    :data:`NEWER_CHARS` characters, tokenized here), counted together as FTS5 counts them:
-    the same scores and hits as :func:`search_scores`. Superseded and forgotten
-    fragments are dropped as FTS5 search drops them (fetching four times more while too
-    few are left). FTS5 itself when the graph lags by more, or when a query word is a
-    phrase of several tokens to FTS5."""
+    """:func:`search_scores` from a graph version's in-memory BM25
+    (:mod:`memory_core.index.lexical`) and the fragments formed since that version (at most
+    :data:`NEWER_ROWS` rows and :data:`NEWER_CHARS` characters, tokenized here), counted together as
+    FTS5 counts them: the same scores and hits as :func:`search_scores`. Superseded and forgotten
+    fragments are dropped as FTS5 search drops them (fetching four times more while too few are
+    left). FTS5 itself when the graph lags by more, or when a query word is a phrase of several
+    tokens to FTS5."""
     tokenize = _fragments.fts_tokenizer(conn)
     phrases = [tokenize(term, True) for term in question.terms]
     rows = _fragments.formed_after(conn, index.last_fragment_id, NEWER_ROWS + 1)

@@ -1,16 +1,16 @@
 """Compile the retrieval kernels before a question needs them.
 
-The pulse (:mod:`.graph.push`), region growth and scoring (:mod:`.graph.growth`,
-:mod:`.graph.region_terms`), the code shortlist (:mod:`.nearest`), BM25 (:mod:`.lexical`),
-the activation merge and the induced edges (:mod:`.graph`) are compiled by numba at their
-first call: about 15 s on two cores with an empty cache, under a second once the compiled
-code is cached on disk (numba's cache, beside the sources or in the user's cache folder).
-A lookup that compiled would run far past its budget and hold a reader thread meanwhile,
-and a store with few fragments never reaches the shortlist or an area at warm-up, so
-:func:`compile_kernels` runs each kernel once on tiny inputs of the same array types as a
-real lookup (numba compiles per argument type; ``tests/test_kernels.py`` checks that a
-real lookup after it compiles nothing more).
-Idempotent and thread-safe; the first call pays, later ones are free.
+The pulse (:mod:`memory_core.graph.compiled.push`), region growth and scoring
+(:mod:`memory_core.graph.compiled.growth`, :mod:`memory_core.graph.compiled.region_terms`), the code
+shortlist (:mod:`memory_core.index.nearest`), BM25 (:mod:`memory_core.index.lexical`), the
+activation merge and the induced edges (:mod:`.graph`) are compiled by numba at their first call:
+about 15 s on two cores with an empty cache, under a second once the compiled code is cached on disk
+(numba's cache, beside the sources or in the user's cache folder). A lookup that compiled would run
+far past its budget and hold a reader thread meanwhile, and a store with few fragments never reaches
+the shortlist or an area at warm-up, so :func:`compile_kernels` runs each kernel once on tiny inputs
+of the same array types as a real lookup (numba compiles per argument type;
+``tests/test_kernels.py`` checks that a real lookup after it compiles nothing more). Idempotent and
+thread-safe; the first call pays, later ones are free.
 """
 
 from __future__ import annotations

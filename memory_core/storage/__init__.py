@@ -6,25 +6,25 @@ The SQL lives here, one module per family of tables, as functions that take a
 connection and take or return typed rows:
 
 - :mod:`.log`: the append-only log, branches and superseded rows, the formation queue
-  (:data:`.log.MAX_ATTEMPTS`) and formation failures;
-- :mod:`.fragments`: fragments, their FTS5 index and vectors, fragment links, BM25
-  search (:class:`.fragments.Hit`);
-- :mod:`.contexts`: contexts, segments, memberships;
-- :mod:`.entities`: entities, aliases, mentions;
-- :mod:`.relations`: relations and their mutation records;
-- :mod:`.receipts`: receipts; :mod:`.stats`: counts;
-- :mod:`.question_vectors`: question vectors kept for formation;
+  (:data:`~memory_core.storage.tables.log.MAX_ATTEMPTS`) and formation failures; -
+  :mod:`memory_core.storage.tables.fragments`: fragments, their FTS5 index and vectors, fragment
+  links, BM25 search (:class:`~memory_core.storage.tables.fragments.Hit`);
+- :mod:`memory_core.storage.tables.contexts`: contexts, segments, memberships;
+- :mod:`memory_core.storage.tables.entities`: entities, aliases, mentions;
+- :mod:`memory_core.storage.tables.relations`: relations and their mutation records;
+- :mod:`memory_core.storage.tables.receipts`: receipts; :mod:`memory_core.storage.tables.stats`:
+  counts;
+- :mod:`memory_core.storage.tables.question_vectors`: question vectors kept for formation;
 - :mod:`.journal`: every transaction's changes to derived memory (session extension);
   :mod:`.changesets`: combining, inverting, reading and applying them;
   :mod:`.history`: snapshots, held rows and the bookkeeping row;
 - :mod:`.dream`: what the Dreamer reads and writes.
 
 Invariants:
-
-- Every write runs inside :func:`transaction` (``BEGIN IMMEDIATE`` outermost, a
-  savepoint when nested): write functions never open one themselves, except the
-  one-call operations that are a whole transaction (:func:`.receipts.save`). It is the
-  one entry for writes, so one hook there can see every change a transaction makes.
+ - Every write runs inside :func:`transaction` (``BEGIN IMMEDIATE`` outermost, a savepoint when
+nested): write functions never open one themselves, except the one-call operations that are a whole
+transaction (:func:`~memory_core.storage.tables.receipts.save`). It is the one entry for writes, so
+one hook there can see every change a transaction makes.
 - No apsw exception leaves this package: writes fail as :class:`StorageError`
   (:class:`StorageBusyError` for lock contention) from :func:`transaction`; so do the
   reads that formation makes inside its write transaction and those the memory graph

@@ -253,7 +253,8 @@ def _m004_formation(conn: Connection) -> None:
 
 
 def _m005_question_vectors(conn: Connection) -> None:
-    """Question vectors kept for formation (see :mod:`.question_vectors`)."""
+    """Question vectors kept for formation (see :mod:`memory_core.storage.tables.question_vectors`).
+    """
     conn.execute(
         "CREATE TABLE question_vectors ("
         " key TEXT PRIMARY KEY, vector BLOB NOT NULL, created_at REAL NOT NULL)"
@@ -269,10 +270,10 @@ def _m006_superseded_index(conn: Connection) -> None:
 
 
 def _m007_evidence_indexes(conn: Connection) -> None:
-    """What reconstruction looks up per question (:mod:`.evidence`): the relations of the
-    fragments it renders, co-occurrence aside (a partial index: a fragment's dozens of
-    co-occurrence rows are never read), and the change that replaced a relation; and the
-    receipts' times, which pruning by age walks (:mod:`.receipts`)."""
+    """What reconstruction looks up per question (:mod:`memory_core.reconstruction.evidence`): the
+    relations of the fragments it renders, co-occurrence aside (a partial index: a fragment's dozens
+    of co-occurrence rows are never read), and the change that replaced a relation; and the
+    receipts' times, which pruning by age walks (:mod:`memory_core.storage.tables.receipts`)."""
     conn.execute(  # co-occurrence rows (most of the table) are never rendered: not in it
         "CREATE INDEX relations_fragment ON relations (fragment_id)"
         " WHERE predicate <> 'co_occurs_with'"
@@ -390,8 +391,8 @@ def _m009_rollback_indexes(conn: Connection) -> None:
 
 def _m010_user_controls(conn: Connection) -> None:
     """What users ask of memory itself: forgets and the messages they name
-    (:mod:`.forgets`), conversations with memory switched off (:mod:`.switches`); neither
-    is derived memory."""
+    (:mod:`memory_core.storage.tables.forgets`), conversations with memory switched off
+    (:mod:`memory_core.storage.tables.switches`); neither is derived memory."""
     conn.execute(
         """
         CREATE TABLE forgets (

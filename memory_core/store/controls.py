@@ -1,12 +1,12 @@
-"""What a user asks of :class:`.store.MemoryStore` itself: "forget this", by fragment id
-or by words, undone on demand, each one recorded; and memory switched off for one
-conversation (:mod:`.storage.switches`).
+"""What a user asks of :class:`~memory_core.store.memory_store.MemoryStore` itself: "forget this",
+by fragment id or by words, undone on demand, each one recorded; and memory switched off for one
+conversation (:mod:`memory_core.storage.tables.switches`).
 
-What a forget does is in :mod:`.storage.forgets` (the messages it names are left out of
-every retrieval read; not derived memory, so rollbacks and consolidation cycles neither
-undo nor repeat it). Forgetting by words names the live fragments that have every
-content word of the request (:func:`.text.query_terms`), at most :data:`MAX_FORGET` of
-them: a request that matches more is refused, never applied to a part of what matched.
+What a forget does is in :mod:`memory_core.storage.tables.forgets` (the messages it names are left
+out of every retrieval read; not derived memory, so rollbacks and consolidation cycles neither undo
+nor repeat it). Forgetting by words names the live fragments that have every content word of the
+request (:func:`~memory_core.text.words.query_terms`), at most :data:`MAX_FORGET` of them: a request
+that matches more is refused, never applied to a part of what matched.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The history half of :class:`.store.MemoryStore`: snapshots, rollback, consolidation
-cycles, diffs, copies as of a snapshot, and keeping the graph and the readers right
+"""The history half of :class:`~memory_core.store.memory_store.MemoryStore`: snapshots, rollback,
+consolidation cycles, diffs, copies as of a snapshot, and keeping the graph and the readers right
 while memory changes wholesale.
 
 :class:`StoreHistory` is a base of ``MemoryStore`` (which builds the attributes it

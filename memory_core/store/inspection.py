@@ -1,10 +1,10 @@
 """Read-only views of what formation built, for people: entities, contexts, relations.
 
-Each function returns typed views (:mod:`memory_core.views`) with the sources that
-support what they show (fragment text, conversation and time), so a person can check any
-claim. Whatever is stored, the output is strict JSON: a time that is not a sane timestamp
-reads as None (:func:`.log.stored_timestamp`), and so does any other non-finite number.
-The queries are in :mod:`.storage` (:func:`.storage.entities.summaries` and its
+Each function returns typed views (:mod:`memory_core.views`) with the sources that support what they
+show (fragment text, conversation and time), so a person can check any claim. Whatever is stored,
+the output is strict JSON: a time that is not a sane timestamp reads as None
+(:func:`~memory_core.log.messages.stored_timestamp`), and so does any other non-finite number. The
+queries are in :mod:`.storage` (:func:`~memory_core.storage.tables.entities.summaries` and its
 neighbours); each view is built from its row's fields.
 """
 

@@ -15,7 +15,7 @@ Receipts are bounded: only the newest ``receipt_limit`` are kept, and none older
 (range deletes on the row id and on the time index, nearly free).
 
 Each lookup renders its block with the token counter of the model the request names
-(:func:`.tokens.counter_for`), unless the store was given one counter for all.
+(:func:`~memory_core.text.tokens.counter_for`), unless the store was given one counter for all.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class MemoryStore(StoreHistory, StoreControls):
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The counter for a request naming ``model``: the store's own when it was given
-        one, else the model's tokenizer (:func:`.tokens.counter_for`)."""
+        one, else the model's tokenizer (:func:`~memory_core.text.tokens.counter_for`)."""
         return self._fixed_counter or counter_for(model)
 
     def close(self) -> None:
@@ -163,8 +163,9 @@ class MemoryStore(StoreHistory, StoreControls):
         """Durably log the new turns of a history; formation happens in :meth:`form`.
 
         Raises :class:`InvalidInputError` for a bad message (a timestamp outside
-        :data:`.log.MIN_TIMESTAMP`..:data:`.log.MAX_TIMESTAMP` included, nothing stored),
-        :class:`StorageError` only when the database fails, not for lock contention.
+        :data:`~memory_core.log.messages.MIN_TIMESTAMP`..:data:`~memory_core.log.messages.MAX_TIMESTAMP`
+        included, nothing stored), :class:`StorageError` only when the database fails, not for lock
+        contention.
         """
 
         asked = self._asked.taken(messages)
@@ -227,7 +228,7 @@ class MemoryStore(StoreHistory, StoreControls):
 
     def _prepared(self, graph: MemoryGraph) -> MemoryGraph:
         """``graph``, with the retrieval kernels compiled now (on the formation thread,
-        not in a query: see :mod:`.kernels`)."""
+        not in a query: see :mod:`memory_core.retrieval.kernels`)."""
         compile_kernels()
         return graph
 
@@ -449,7 +450,7 @@ class MemoryStore(StoreHistory, StoreControls):
         )
 
     def entities(self, *, limit: int = 100, name: str | None = None) -> list[EntityView]:
-        """Entities with aliases and contexts (see :mod:`.inspect`)."""
+        """Entities with aliases and contexts (see :mod:`memory_core.store.inspection`)."""
         with self._read_lock:
             return list_entities(self._reader, limit=limit, name=name)
 

@@ -64,7 +64,7 @@ NICENESS = 19
 machine formation and retrieval compete for the same cores, and a question must not wait
 for the formation of the previous answer. In the proxy over five LoCoMo conversations,
 back to back: question encoding 8.5 -> 6.1 ms p50 from nice 10 to 19. Where it may, the
-worker goes further, under ``SCHED_IDLE`` while it keeps up (:mod:`.worker_priority`)."""
+worker goes further, under ``SCHED_IDLE`` while it keeps up (:mod:`memory_core.worker.priority`)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Stop:
 @dataclass(frozen=True)
 class Ready:
     """The worker loaded its backends and waits for work; ``priority``: how it yields the
-    CPU (:attr:`.worker_priority.Priority.mode`: ``idle`` or ``nice``)."""
+    CPU (:attr:`~memory_core.worker.priority.Priority.mode`: ``idle`` or ``nice``)."""
 
     pid: int
     priority: str = "nice"

@@ -38,10 +38,10 @@ from collections.abc import Callable
 __all__ = ["CHECK_S", "STARVED_S", "Priority"]
 
 STARVED_S = 0.3
-"""How long known work may wait unfinished under ``SCHED_IDLE`` before the worker is
-lifted to the normal policy (``nice 19``). The worker gathers for 0.1 s before a pass
-(:data:`.worker.GATHER_S`) and a pass takes tens of ms, so only a starved one waits this
-long; freshness stays well within a second."""
+"""How long known work may wait unfinished under ``SCHED_IDLE`` before the worker is lifted to the
+normal policy (``nice 19``). The worker gathers for 0.1 s before a pass
+(:data:`~memory_core.worker.loop.GATHER_S`) and a pass takes tens of ms, so only a starved one waits
+this long; freshness stays well within a second."""
 CHECK_S = 0.05
 """How often the guard looks."""
 

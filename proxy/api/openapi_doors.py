@@ -1,10 +1,10 @@
 """JSON Schemas of the two other front doors' bodies, for :mod:`.openapi`.
 
-``POST /v1/messages`` (Anthropic's Messages API) and ``POST /v1/responses`` (OpenAI's
-Responses API) forward what the proxy does not read as sent, so their schemas state what
-the proxy reads and checks (:mod:`.anthropic_wire`, :mod:`.responses_wire`) and admit
-every other field; the answers are described as far as the proxy makes them (bridged) or
-relays them (native: the upstream's own shape, of which the same fields are required).
+``POST /v1/messages`` (Anthropic's Messages API) and ``POST /v1/responses`` (OpenAI's Responses API)
+forward what the proxy does not read as sent, so their schemas state what the proxy reads and checks
+(:mod:`proxy.doors.messages_wire`, :mod:`proxy.doors.responses_wire`) and admit every other field;
+the answers are described as far as the proxy makes them (bridged) or relays them (native: the
+upstream's own shape, of which the same fields are required).
 """
 
 from __future__ import annotations

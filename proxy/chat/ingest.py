@@ -3,7 +3,7 @@ memory turn's last step (:mod:`.turn`), for the chat handler and the LiteLLM hoo
 
 On a single node the append is the durable step. On a cluster node that does not hold
 the tenant yet, the append waits for the claim (seconds), so the exchange is first
-written to the node's spool (:mod:`.spool`) and removed from it once appended; entries
+written to the node's spool (:mod:`proxy.cluster.spool`) and removed from it once appended; entries
 left by a node that died or stopped meanwhile are replayed when it starts again, and
 entries left by a failed claim are replayed after the tenant's next successful append.
 """

@@ -17,7 +17,7 @@ paused process, a partitioned node): its late uploads land where no later holder
 never interleaved with the new holder's. While a claim runs, the tenant is not
 :meth:`Placement.ready`: chat goes on without memory, and an exchange waits for the claim
 before it is logged (:meth:`Placement.wait`), on disk in the node's spool meanwhile
-(:mod:`.ingest`).
+(:mod:`proxy.chat.ingest`).
 
 Every lease change is a log line ``{"event": "lease", "tenant", "node", "epoch",
 "action"}`` (``acquired``, ``lost``, ``released`` with its ``cause``), which
@@ -89,7 +89,7 @@ class TenantPlace:
 class Placement:
     """The tenants this node holds; ``open_store(tenant)`` opens a tenant's store (on a
     worker thread) once its database is in place, ``drop_store(tenant)`` closes it when the
-    tenant goes (both from :class:`.tenants.Tenants`)."""
+    tenant goes (both from :class:`~proxy.tenants.pool.Tenants`)."""
 
     def __init__(
         self,

@@ -2,9 +2,9 @@
 
 Native when the routed upstream serves ``/v1/messages`` (``upstreams[].serves``; an
 ``anthropic`` upstream does by default): the request goes out raw with memory as a text
-block of the last user turn (:func:`.anthropic_wire.inject_native`), and the answer comes
+block of the last user turn (:func:`~proxy.doors.messages_wire.inject_native`), and the answer comes
 back untouched. Bridged otherwise: the request becomes a chat completion
-(:func:`.anthropic_wire.to_chat`), memory placed as in any chat request, and the answer
+(:func:`~proxy.doors.messages_wire.to_chat`), memory placed as in any chat request, and the answer
 (JSON or the chat stream) is presented as a message or Anthropic's event sequence
 (:class:`MessagesIO`). Either way the proxy's own errors reach the client as Anthropic
 error objects, and a stream failing midway ends with an ``error`` event.

@@ -348,7 +348,7 @@ def _response_id(value: Any) -> str:
 @dataclass
 class ChatToResponsesStream(ChatStreamReader):
     """Turns a chat-completion SSE stream into the Responses event sequence, chunk by
-    chunk (see :class:`.chat_stream.ChatStreamReader` for the reading rule);
+    chunk (see :class:`~proxy.doors.stream.ChatStreamReader` for the reading rule);
     ``response.completed`` comes with the chat stream's ``[DONE]`` or :meth:`close`."""
 
     request: Mapping[str, Any]

@@ -121,8 +121,9 @@ class Tenants:
         self._readers = ThreadPoolExecutor(max_workers=max_lookups, thread_name_prefix="mem-r")
         self._gate = RecallGate(max_lookups)
         self.placement: Placement | None = None
-        """In a cluster, which tenants this node may write (:mod:`.placement`); a tenant it
-        does not hold is claimed on first use and raises :class:`MemoryMoving` until then."""
+        """In a cluster, which tenants this node may write (:mod:`proxy.cluster.placement`); a
+        tenant it does not hold is claimed on first use and raises :class:`MemoryMoving` until then.
+        """
 
     def get(self, tenant: str, *, warm_graph: bool = True) -> TenantMemory:
         """The tenant's memory, opened on first use (its graph then read on the formation

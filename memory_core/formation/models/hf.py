@@ -216,9 +216,9 @@ class _Span:
 def _known_mentions(text: str, known: Sequence[str], taken: list[Mention]) -> list[Mention]:
     """Whole-word, case-insensitive matches of ``known`` names that overlap no other span.
 
-    Longer names are matched first, so "New York City" wins over "New York". Linear in
-    the text: one pass finds every name (:func:`.ner.occurrences`), and the characters
-    already taken are marked in a byte per character.
+    Longer names are matched first, so "New York City" wins over "New York". Linear in the text: one
+    pass finds every name (:func:`~memory_core.formation.stages.ner.occurrences`), and the
+    characters already taken are marked in a byte per character.
     """
     found: list[Mention] = []
     occupied = bytearray(len(text))
