@@ -39,7 +39,7 @@ from ..reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from ..reconstruction.coverage import ask
 from ..reconstruction.render import Reconstruction
 from ..retrieval.kernels import compile_kernels
-from ..retrieval.recall import Recall, explain_area, recall_area, recall_bm25, render_again
+from ..retrieval.recall import Recall, explain_area, render_again
 from ..retrieval.strategies import STRATEGIES
 from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
@@ -289,16 +289,12 @@ class MemoryStore(StoreHistory, StoreControls):
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
     ) -> Recall:
-        """BM25 retrieval and reconstruction for ``question``
+        """BM25 retrieval and reconstruction: :meth:`retrieve` by ``bm25``
         (:func:`.retrieval.recall.recall_bm25`)."""
-        return recall_bm25(
-            self,
-            self.question(question),
-            limit=limit,
-            budget_tokens=budget_tokens,
-            exclude_hashes=exclude_hashes,
-            model=model,
-        )
+        return self.retrieve(
+            "bm25", question, limit=limit, budget_tokens=budget_tokens,
+            exclude_hashes=exclude_hashes, model=model,
+        )  # fmt: skip
 
     def recall_area(
         self,
@@ -309,16 +305,12 @@ class MemoryStore(StoreHistory, StoreControls):
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
     ) -> Recall:
-        """Area retrieval (graph activation fused with BM25) and reconstruction
-        (:func:`.retrieval.recall.recall_area`)."""
-        return recall_area(
-            self,
-            self.question(question),
-            limit=limit,
-            budget_tokens=budget_tokens,
-            exclude_hashes=exclude_hashes,
-            model=model,
-        )
+        """Area retrieval (graph activation fused with BM25) and reconstruction:
+        :meth:`retrieve` by ``area`` (:func:`.retrieval.recall.recall_area`)."""
+        return self.retrieve(
+            "area", question, limit=limit, budget_tokens=budget_tokens,
+            exclude_hashes=exclude_hashes, model=model,
+        )  # fmt: skip
 
     def render(
         self, question: str, recall: Recall, *, limit: int, budget_tokens: int
