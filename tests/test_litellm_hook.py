@@ -416,6 +416,21 @@ def test_f_headers_and_policy_edits_reach_the_hook(litellm: LiteLLM) -> None:
         config.write_text(original)
 
 
+def test_g_a_snapshot_header_is_read_by_the_hook_as_by_the_proxy(litellm: LiteLLM) -> None:
+    """One memory turn for both: ``X-Memory-As-Of`` naming no snapshot is the proxy's 400;
+    inside LiteLLM the call goes on without memory and the log line says why."""
+    client = litellm.client("sk-team")
+    for value, conversation in (("abc", "thread-9"), ("7", "thread-10")):
+        sent = [{"role": "user", "content": "Do you remember my plans?"}]
+        headers = {"X-Memory-As-Of": value, "X-Conversation-Id": conversation, "X-Memory": "force"}
+        answer = client.chat.completions.create(model="echo", messages=sent, extra_headers=headers)
+        assert answer.choices[0].message.content == "echo: Do you remember my plans?"
+        assert litellm.upstream.requests[-1].body["messages"] == sent  # nothing injected
+        record = litellm.record(lambda r, c=conversation: r["conversation"] == c)
+        assert record["outcome"] == "ok" and record["memory_error"].startswith("as_of: header")
+        assert record["ingested"] == 2  # still stored
+
+
 # -- the tenant of a key, without LiteLLM ----------------------------------------------
 
 
