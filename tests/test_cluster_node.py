@@ -129,6 +129,8 @@ async def test_a_dead_nodes_tenant_is_taken_over_with_its_memory(
     assert answer == f"echo: {QUESTION}"
     await _until(lambda: _remembers(second), 30)
     assert time.monotonic() - killed >= TTL_S - RENEW_S
+    # the request log is written after the answer is sent, by the log's own writer
+    await _until(lambda: _logged_chat(second), 10)
     first_answer = next(r for r in second.log_records() if r.get("event") == "chat")
     assert "taking over the memory of tenant default" in first_answer["memory_error"]
     (taken,) = await _places(second)
@@ -168,6 +170,10 @@ async def test_a_dead_nodes_tenant_is_taken_over_with_its_memory(
     ]  # fmt: skip
     (given_up,) = [r for r in _leases(second) if r["action"] == "released"]
     assert given_up["cause"] == "asked"  # asked for it, not idle for idle_release_s (60)
+
+
+async def _logged_chat(proxy: Proxy) -> bool:
+    return any(r.get("event") == "chat" for r in proxy.log_records())
 
 
 async def _lost(proxy: Proxy) -> bool:
