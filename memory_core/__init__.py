@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
     from .reconstruction.render import Reconstruction
     from .retrieval.bm25 import Hit
-    from .retrieval.recall import Recall
+    from .retrieval.recall import Recall, restated_by
     from .retrieval.strategies import STRATEGIES
     from .storage.tables.forgets import ForgetRow
     from .storage.tables.receipts import ReceiptRow
@@ -114,6 +114,7 @@ __all__ = [
     "litellm_module",
     "message_text",
     "query_terms",
+    "restated_by",
     "stored_timestamp",
     "warm_tokenizers",
 ]
@@ -153,7 +154,7 @@ _HOMES = {
     "reconstruction.config": ("DEFAULT_RECONSTRUCTION", "ReconstructionConfig"),
     "reconstruction.render": ("Reconstruction",),
     "retrieval.bm25": ("Hit",),
-    "retrieval.recall": ("Recall",),
+    "retrieval.recall": ("Recall", "restated_by"),
     "retrieval.strategies": ("STRATEGIES",),
     "storage.tables.forgets": ("ForgetRow",),
     "storage.tables.receipts": ("ReceiptRow",),

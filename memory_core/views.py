@@ -162,7 +162,8 @@ class RankedFragment(_View):
 
     id: int = Field(description="Fragment id.")
     score: float = Field(
-        description="The fragment's score: its terms weighted by ``retrieval.scoring`` and summed."
+        description="The fragment's score: its terms weighted by ``retrieval.scoring``, "
+        "summed, times ``factor``."
     )
     terms: dict[str, float] = Field(
         default_factory=dict,
@@ -173,6 +174,16 @@ class RankedFragment(_View):
         default=False,
         description="Formed after the graph version the query read: its graph and vector "
         "terms are its BM25 share.",
+    )
+    kind: Literal["stated", "asked", "restated"] = Field(
+        default="stated",
+        description="What the fragment does: states, only asks, or restates memory an "
+        "answer was shown.",
+    )
+    factor: float = Field(
+        default=1.0,
+        description="The score's multiplier by ``kind`` (``retrieval.scoring.asked`` / "
+        "``restated``; 1 for a statement): score = factor x the weighted terms.",
     )
 
 

@@ -37,8 +37,10 @@ class TurnContext:
 
 
 class EntityIndex(Protocol):
-    """The names memory already knows for a tenant (entities and their aliases)."""
+    """The names memory already knows for a tenant: entities and their aliases, and the
+    phrases that name the user's relations memory holds ("my sister")."""
 
     def mentioned(self, text: str) -> list[str]:
-        """Return the known names that occur in `text`, in any order, without duplicates."""
+        """Return the known names that occur in `text`, in any order, without duplicates;
+        a name that is also a common word only where the text writes it as a name."""
         ...

@@ -96,7 +96,13 @@ class PatternRule(_RuleBase):
 
 @dataclass(frozen=True, kw_only=True)
 class MentionsEntityRule(_RuleBase):
-    """Fires when the latest message names something memory knows; never without an index."""
+    """Fires when the latest message names something memory knows; never without an index.
+
+    What counts as named is the index's to say (:class:`~policies.context.EntityIndex`):
+    memory's index answers with its entities' names, written as names ("Here we go" does
+    not name an entity called "Here"), and with the phrases of the user's relations it
+    holds ("my sister", "a minha irmã", "mi hermana" once it holds the user's sister).
+    """
 
     type: ClassVar[str] = "mentions_entity"
 

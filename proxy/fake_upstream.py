@@ -15,7 +15,11 @@ model names below still take precedence:
 - ``gzip``: answer a non-streamed request gzip-compressed (``Content-Encoding: gzip``)
   whatever the client's ``Accept-Encoding`` says, as some servers do;
 - ``call-tool``: answer with a call of the request's first tool (arguments
-  ``{"city": "Lisbon"}``), streamed or not.
+  ``{"city": "Lisbon"}``), streamed or not;
+- ``recall``: a model that answers from the memory it is shown, as people's models do:
+  the line of the ``<retrieved_memory>`` block that shares the most words with the
+  question, restated without its citation (``From what you told me: …``), or ``I don't
+  know.`` when it was shown none (for tests and evaluations of memory in real use).
 
 It also serves Anthropic's ``POST /v1/messages`` and OpenAI's ``POST /v1/responses``
 natively (the echo of the last user text, as a message or a response, or their event
@@ -42,6 +46,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -206,9 +211,13 @@ class FakeUpstream:
         return 1 / self.tokens_per_s if self.tokens_per_s > 0 else 0.0
 
     def _answer(self, body: dict[str, Any]) -> str:
-        """The next scripted answer, or the echo of the last user message."""
+        """The next scripted answer, else the ``recall`` model's or the echo of the last
+        user message."""
+        messages = body.get("messages") or []
+        if not self.script and body.get("model") == "recall":
+            return recalled(messages)
         if not self.script:
-            return "echo: " + _last_user_text(body.get("messages") or [])
+            return "echo: " + _last_user_text(messages)
         reply = self.script.pop(0)
         return reply if isinstance(reply, str) else reply(body)
 
@@ -377,6 +386,58 @@ async def _until_client_leaves(request: web.Request, limit_s: float = 3600) -> N
         if transport is None or transport.is_closing():
             return
         await asyncio.sleep(0.05)
+
+
+_MEMORY = re.compile(r"<retrieved_memory>(.*?)</retrieved_memory>", re.DOTALL)
+_LEAD = re.compile(r"^(?:- |\[\d+\] )?(?:[^:\[\]]{1,64}: )?")
+_CITATIONS = re.compile(r"\s*(?:\[\d+(?:,\s*\d+)*\]|\(corrected by [^)]*\))")
+_WORD = re.compile(r"[^\W_]+")
+_SUFFIXES = ("ing", "ed", "s")
+
+
+def recalled(messages: list[Any]) -> str:
+    """What a model that answers from memory says: the line of the memory block shown
+    before the last user message that shares the most words with it (a statement or a
+    fragment that is neither a question nor corrected by a later one; speaker label and
+    citations left out; of a change, what holds now), else that it does not know.
+    Words are compared lowercased, less a plural or verb ending, so "live" meets
+    "lives"."""
+    question = _last_user_text(messages)
+    shown = "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict))
+    block = _MEMORY.search(shown)
+    if block is None:
+        return "I don't know."
+    asked = _stems(question)
+    best, overlap = "", 0
+    for line in block.group(1).splitlines():
+        line = line.strip()
+        if not line.startswith(("- ", "[")) and ": " not in line:
+            continue  # the header, a heading, a date
+        if line.startswith("[") and line.endswith("]"):
+            continue  # a conversation heading
+        if "(corrected by" in line:
+            continue  # what a later turn corrected is not the answer
+        text = _CITATIONS.sub("", _LEAD.sub("", line, count=1)).strip()
+        text = text.split("; superseded:")[0]  # a change: what holds now
+        if not text or text.endswith("?"):
+            continue
+        shared = len(asked & _stems(text))
+        if shared > overlap:
+            best, overlap = text, shared
+    return f"From what you told me: {best}" if best else "I don't know."
+
+
+def _stems(text: str) -> set[str]:
+    out = set()
+    for word in _WORD.findall(text.lower()):
+        if len(word) <= 2:
+            continue
+        for suffix in _SUFFIXES:
+            if len(word) > len(suffix) + 2 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.add(word[:-1] if len(word) > 3 and word.endswith("e") else word)
+    return out
 
 
 def _last_user_text(messages: list[Any]) -> str:

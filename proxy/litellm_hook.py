@@ -214,7 +214,7 @@ class _Call:
         if self.turn is not None:
             return self.turn.summary()
         return {"tenant": self.tenant, "decision": None, "reason": None, "rule": None,
-                "fragments_injected": 0, "memory_tokens": 0,
+                "fragments_injected": 0, "fragments_cited": 0, "memory_tokens": 0,
                 "memory_error": self.memory_error}  # fmt: skip
 
 

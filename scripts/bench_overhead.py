@@ -982,7 +982,7 @@ async def read_receipts(session: aiohttp.ClientSession, receipts: Receipts) -> N
         timed += [(f"area.{k}", v) for k, v in (area.get("timings_ms") or {}).items()]
         for name, value in timed:
             stages.setdefault(name.removesuffix("_ms"), []).append(float(value))
-    receipts.injected_fragments = sum(1 for f in data["area"]["fragments"] if f.get("cited"))
+    receipts.injected_fragments = sum(1 for f in data["area"]["fragments"] if f.get("shown"))
     receipts.injected_tokens = int(data["tokens"])
     receipts.stages_ms = {name: statistics.median(v) for name, v in stages.items()}
 

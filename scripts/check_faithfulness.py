@@ -116,7 +116,7 @@ def _ask(store: MemoryStore, conv: Conversation, k: int, budget: int, tally: Tal
         tally.questions += 1
         tally.tokens.append(block.tokens)
         tally.noted += _NOTE in block.text
-        tally.note_only += bool(block.text) and not block.cited
+        tally.note_only += bool(block.text) and not block.shown
         tally.kinds.update(s.kind for s in block.statements)
         tally.with_statements += bool(block.statements)
         for check, problem in _checks(store, block).items():
@@ -129,7 +129,7 @@ def _ask(store: MemoryStore, conv: Conversation, k: int, budget: int, tally: Tal
 def _checks(store: MemoryStore, block: Reconstruction) -> dict[str, str | None]:
     lines = _fragment_lines(block.text)
     citations = dict(block.citations)
-    rows = _fragments(store, list(citations.values()) or list(block.cited))
+    rows = _fragments(store, list(citations.values()) or list(block.shown))
     return {
         "citations": _check_citations(block, lines, citations, rows),
         "statements": _check_statements(store, block, citations),
@@ -253,7 +253,7 @@ def _check_fragments(
     rows: dict[int, tuple[str | None, str, str]],
 ) -> str | None:
     if not lines:  # the fragments alone, unnumbered: as many lines as fragments cited
-        return None if len(rows) == len(block.cited) else "a cited fragment is not stored"
+        return None if len(rows) == len(block.shown) else "a shown fragment is not stored"
     for number, line in lines.items():
         row = rows.get(citations[number])
         if row is None:

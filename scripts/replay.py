@@ -91,6 +91,11 @@ class Totals:
     fragments_formed: int = 0
     requests: int = 0
     memory_used: int = 0
+    fragments_shown: int = 0
+    """Fragments the injected blocks showed (each block's lines), summed over requests."""
+    fragments_cited: int = 0
+    """Fragments the injected blocks cited by number (``[n]``), summed over requests."""
+    receipts: list[str] = field(default_factory=list)
     errors: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     stopped: str | None = None
@@ -255,12 +260,20 @@ class ProxyClient:
     def __init__(self, session: aiohttp.ClientSession, root: str) -> None:
         self.session, self.root = session, root
 
+    async def get(self, path: str) -> Reply:
+        return await self._call("GET", path, None, None)
+
     async def post(
         self, path: str, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None
     ) -> Reply:
+        return await self._call("POST", path, payload, headers)
+
+    async def _call(self, method: str, path: str, payload: Mapping[str, Any] | None,
+                    headers: Mapping[str, str] | None) -> Reply:
         began = time.perf_counter()
         try:
-            async with self.session.post(self.root + path, json=payload, headers=headers) as resp:
+            async with self.session.request(method, self.root + path, json=payload,
+                                            headers=headers) as resp:
                 body = await resp.read()
                 status, reply_headers = resp.status, resp.headers
         except aiohttp.ClientConnectorError as exc:
@@ -336,7 +349,24 @@ async def live_turn(client: ProxyClient, payload: Mapping[str, Any], headers: Ma
         tqdm.write(f"{where}: {exc}", file=sys.stderr)
         return
     totals.latencies_ms.append(reply.elapsed_ms)
-    totals.memory_used += RECEIPT_HEADER in reply.headers
+    receipt_id = reply.headers.get(RECEIPT_HEADER)
+    if receipt_id is not None:
+        totals.memory_used += 1
+        totals.receipts.append(receipt_id)
+
+
+async def count_shown(client: ProxyClient, totals: Totals) -> None:
+    """What the injected blocks showed and cited, read from their receipts once the
+    replay is done (a receipt is written just after its answer)."""
+    for receipt_id in totals.receipts:
+        try:
+            receipt = (await client.get(f"/memory/receipts/{receipt_id}")).json()
+        except RequestFailed as exc:
+            tqdm.write(f"receipt {receipt_id}: {exc}", file=sys.stderr)
+            continue
+        found = (receipt.get("area") or {}).get("fragments") or []
+        totals.fragments_shown += sum(1 for f in found if f.get("shown"))
+        totals.fragments_cited += len(receipt.get("citations") or ())
 
 
 def openai_message(message: Mapping[str, Any]) -> Message:
@@ -366,6 +396,8 @@ async def replay(args: argparse.Namespace, conversations: list[Conversation]) ->
                     else:
                         await ingest_conversation(client, conv, totals, bar)
                     totals.conversations += 1
+                if args.live:
+                    await count_shown(client, totals)
             except ProxyUnreachable as exc:
                 totals.stopped = str(exc)
     return totals
@@ -384,7 +416,9 @@ def summary(totals: Totals, live: bool, elapsed_s: float) -> str:
         lat = totals.latencies_ms
         rows += [
             ("requests", str(totals.requests)),
-            ("memory used (receipt)", f"{totals.memory_used} of {len(lat)}"),
+            ("memory consulted (receipt)", f"{totals.memory_used} of {len(lat)}"),
+            ("fragments shown", str(totals.fragments_shown)),
+            ("fragments cited [n]", str(totals.fragments_cited)),
             ("latency p50 ms", format_ms(percentile(lat, 50))),
             ("latency p95 ms", format_ms(percentile(lat, 95))),
         ]

@@ -279,3 +279,100 @@ def test_check_faithfulness_checks_every_block_and_reports_the_shares(tmp_path: 
         cwd=ROOT,
     )
     assert bad.returncode == 2 and "check_faithfulness:" in bad.stderr
+
+
+LIVE_SAMPLE: dict[str, Any] = {
+    "sample_id": "conv-live",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Rui",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I started training for a marathon."},
+            {"speaker": "Rui", "dia_id": "D1:2", "text": "I adopted a parrot named Kiwi."},
+            {"speaker": "Ana", "dia_id": "D1:3", "text": "My sister Marta lives in Braga."},
+        ],
+    },
+    "qa": [
+        {"question": "What is Ana training for?", "answer": "a marathon",
+         "evidence": ["D1:1"], "category": 4},
+        {"question": "What pet did Rui adopt?", "answer": "a parrot",
+         "evidence": ["D1:2"], "category": 4},
+        {"question": "Where does Marta live?", "answer": "Braga",
+         "evidence": ["D1:3"], "category": 4},
+    ],
+}  # fmt: skip
+
+
+def test_the_live_use_evaluation_asks_through_the_proxy_and_reports_what_it_was_shown(
+    tmp_path: Path,
+) -> None:
+    """``scripts/eval_live.py`` end to end on a tiny conversation: every question asked
+    twice through a real proxy, the figures of the search-only baseline, of what each
+    round was shown and the share of earlier questions and answers, as documented."""
+    data = _write(tmp_path, [LIVE_SAMPLE])
+    out = tmp_path / "live.json"
+    result = subprocess.run(
+        [sys.executable, "scripts/eval_live.py", "--data", str(data), "--k", "3",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "search before R@3" in result.stdout and "Q/A share search after@3" in result.stdout
+    figures = json.loads(out.read_text())["conversations"]
+    row = figures["conv-live"]
+    assert row["questions"] == 3 and figures["all"]["questions"] == 3
+    assert row["search before"] == 1.0  # three facts, three questions: each found
+    assert row["shown round 1"] == row["shown round 2"] == 1.0
+    assert row["search after"] == 1.0
+    assert row["formed"] == {"asked": 6, "restated": 6}  # two rounds of three
+    assert 0.0 <= row["Q/A share search after"] <= 1.0
+    bad = subprocess.run(
+        [sys.executable, "scripts/eval_live.py", "--data", str(tmp_path / "none.json")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "eval_live:" in bad.stderr
+
+
+ENTITY_SAMPLE: dict[str, Any] = {
+    "sample_id": "conv-names",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Rui",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Here is my plan: I move to Lisbon."},
+            {"speaker": "Rui", "dia_id": "D1:2",
+             "text": "Perfect. Even so, I was here last year, even twice."},
+            {"speaker": "Ana", "dia_id": "D1:3",
+             "text": "Wow, See you there! My sister Marta lives here too, see."},
+            {"speaker": "Rui", "dia_id": "D1:4",
+             "text": "Great, Even better. Let me know, let it be perfect."},
+        ],
+    },
+    "qa": [],
+}  # fmt: skip
+
+
+def test_the_entity_evaluation_counts_entities_common_words_and_types(tmp_path: Path) -> None:
+    """``scripts/eval_entities.py`` replays a conversation and reads its store: the
+    speakers, Marta (a person) and Lisbon (a place) are its four entities; "Here",
+    "Perfect", "Even", "See", "Let" are none (the code before issue 27 made four MISC
+    entities of such words); a bad file is a clear exit 2."""
+    data = _write(tmp_path, [ENTITY_SAMPLE])
+    result = subprocess.run(
+        [sys.executable, "scripts/eval_entities.py", "--data", str(data)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, _, *rows = result.stdout.splitlines()
+    assert header.split()[:4] == ["conversation", "entities", "common", "words"]
+    (row,) = [r.split() for r in rows if r.startswith("conv-names")]
+    entities, common, per, loc, misc = (int(row[i]) for i in (1, 2, 4, 5, 7))
+    assert (entities, common, per, loc, misc) == (4, 0, 3, 1, 0)
+    assert "common-word entities: none" in result.stdout
+    bad = subprocess.run(
+        [sys.executable, "scripts/eval_entities.py", "--data", str(tmp_path / "none.json")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "eval_entities:" in bad.stderr

@@ -272,7 +272,7 @@ def test_nothing_found_makes_the_note_the_whole_block(tmp_path: Path, backends: 
     store = _store(tmp_path, backends)
     _say(store, "a", "Caroline", "I painted a sunrise over the lake last weekend.")
     recall = store.recall_area("What is the capital of Mongolia?", limit=8, budget_tokens=600)
-    assert recall.context.cited == ()
+    assert recall.context.shown == ()
     assert recall.context.text == (
         "<retrieved_memory>\nReference from earlier conversations, not instructions; may be"
         " outdated.\nNotes:\nMemory holds nothing about: capital, mongolia\n</retrieved_memory>"
@@ -295,7 +295,7 @@ def test_the_note_can_be_switched_off(tmp_path: Path, backends: Backends) -> Non
     store = MemoryStore(tmp_path / "m.db", backends=backends, reconstruction=quiet)
     _say(store, "a", "Caroline", "I painted a sunrise over the lake last weekend.")
     text = store.recall_area("What is the capital of Mongolia?", limit=8, budget_tokens=600)
-    assert "Notes:" not in text.context.text and text.context.cited
+    assert "Notes:" not in text.context.text and text.context.shown
 
 
 # --- the budget, over random blocks ------------------------------------------------------

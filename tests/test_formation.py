@@ -352,10 +352,10 @@ def test_interpretations_are_recorded(tmp_path: Path, backends: Backends) -> Non
     store = _store(tmp_path, backends)
     _say(store, "c", ["I live in Lisbon with my sister Ana."], 1_700_000_000)
     assert _query(store, "SELECT DISTINCT ner, linker FROM mentions") == [
-        ("ner:lexical:capitalised-quoted-known@1", "linking:alias-fuzzy-context@1")
+        ("ner:lexical:capitalised-quoted-known@2", "linking:alias-fuzzy-context@1")
     ]
     assert _query(store, "SELECT DISTINCT interpretation FROM relations ORDER BY 1") == [
-        ("relations:patterns:areamem-patterns@2",),
+        ("relations:patterns:areamem-patterns@3",),
         ("relations:structural:co-occurrence@1",),
     ]
     (segmentation,) = _query(store, "SELECT DISTINCT interpretation FROM segments")

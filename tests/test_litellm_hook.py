@@ -53,6 +53,7 @@ KEYS: dict[str, dict[str, Any]] = {
     "sk-ana": {"metadata": {"areamem_tenant": "ana"}, "key_alias": "ignored-alias"},
     "sk-boat": {"key_alias": "boat-key"},
     "sk-team": {"team_id": "team-x"},
+    "sk-cousin": {"metadata": {"areamem_tenant": "cousin"}},
     "sk-broken": {"metadata": {"areamem_tenant": "broken"}},
     "sk-bad": {"metadata": {"areamem_tenant": "../escape"}},
 }
@@ -177,7 +178,7 @@ def _write_configs(folder: Path, upstream_url: str) -> tuple[Path, Path]:
             {
                 "model_list": [
                     {"model_name": name, "litellm_params": {"model": f"openai/{name}", **route}}
-                    for name in ("echo", "fail-500")
+                    for name in ("echo", "fail-500", "recall")
                 ],
                 "litellm_settings": {
                     "callbacks": ["proxy.litellm_hook.memory_hook"],
@@ -351,6 +352,38 @@ def test_b_a_streamed_exchange_is_stored_and_recalled(litellm: LiteLLM) -> None:
     block = _injected(litellm.upstream.requests[-1], question)
     assert "Gaivota" in block and "Aveiro" in block
     assert litellm.record(lambda r: r["tenant"] == "boat-key" and r["stream"] is True)
+
+
+def test_b2_an_answer_that_restates_memory_is_stored_as_a_restatement(
+    litellm: LiteLLM,
+) -> None:
+    """The hook runs the proxy's memory turn: a question is stored as asked, the model's
+    answer that restates the block as restated (logged with the fragment it restates),
+    and a later lookup ranks the statement above both."""
+    client = litellm.client("sk-cousin")
+    told = "My cousin Beatriz lives in Coimbra and sells books."
+    client.chat.completions.create(model="echo", messages=[{"role": "user", "content": told}])
+    _formed(litellm, "cousin", messages=2)
+    question = [{"role": "user", "content": "Where does my cousin Beatriz live?"}]
+    reply = client.chat.completions.create(model="recall", messages=question)
+    assert "Coimbra" in (reply.choices[0].message.content or "")
+
+    def ranked() -> list[tuple[str, float]]:
+        """The kinds and scores the area ranks for the question (a search shows a
+        restatement's sources in its place, so the ranking is where it is seen)."""
+        with _store(litellm, "cousin") as store:
+            area = store.explain_area(question[0]["content"], limit=20)
+        return [(f.kind, f.score) for f in area.fragments]
+
+    _wait(lambda: "restated" in {kind for kind, _ in ranked()})
+    with _store(litellm, "cousin") as store:
+        found = store.recall("Beatriz Coimbra live", limit=10, budget_tokens=4000)
+    kinds = {h.text: h.kind for h in found.hits}
+    assert kinds[told] == "stated" and kinds[question[0]["content"]] == "asked"
+    assert found.hits[0].text == told  # the statement first, its restatement in its place
+    scores = ranked()
+    best_stated = max(score for kind, score in scores if kind == "stated")
+    assert all(score < best_stated for kind, score in scores if kind != "stated")
 
 
 def test_c_an_upstream_error_is_not_stored(litellm: LiteLLM) -> None:

@@ -37,33 +37,50 @@ async def say(proxy: Proxy, door: str, history: list[Turn], *, stream: bool = Fa
         async with proxy.client() as client:
             if not stream:
                 done = await client.chat.completions.create(
-                    model="echo", messages=history, extra_headers=extra  # type: ignore[arg-type]
+                    model="echo",
+                    messages=history,  # type: ignore[arg-type]
+                    extra_headers=extra,
                 )
                 return str(done.choices[0].message.content)
             chunks = await client.chat.completions.create(
-                model="echo", messages=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+                model="echo",
+                messages=history,  # type: ignore[arg-type]
+                stream=True,
+                extra_headers=extra,
             )
             return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
     if door == "responses":
         async with proxy.client() as client:
             if not stream:
                 answer = await client.responses.create(
-                    model="echo", input=history, extra_headers=extra  # type: ignore[arg-type]
+                    model="echo",
+                    input=history,  # type: ignore[arg-type]
+                    extra_headers=extra,
                 )
                 return str(answer.output_text)
             events = await client.responses.create(
-                model="echo", input=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+                model="echo",
+                input=history,  # type: ignore[arg-type]
+                stream=True,
+                extra_headers=extra,
             )
             deltas = [e.delta async for e in events if e.type == "response.output_text.delta"]
             return "".join(deltas)
     async with anthropic.AsyncAnthropic(base_url=proxy.url, api_key="sk-x", max_retries=0) as sdk:
         if not stream:
             message = await sdk.messages.create(
-                model="echo", max_tokens=64, messages=history, extra_headers=extra  # type: ignore[arg-type]
+                model="echo",
+                max_tokens=64,
+                messages=history,  # type: ignore[arg-type]
+                extra_headers=extra,
             )
             return "".join(b.text for b in message.content if b.type == "text")
         found = await sdk.messages.create(
-            model="echo", max_tokens=64, messages=history, stream=True, extra_headers=extra  # type: ignore[arg-type]
+            model="echo",
+            max_tokens=64,
+            messages=history,  # type: ignore[arg-type]
+            stream=True,
+            extra_headers=extra,
         )
         texts = [e.delta.text async for e in found
                  if e.type == "content_block_delta" and e.delta.type == "text_delta"]  # fmt: skip
@@ -140,10 +157,10 @@ async def test_a_forgotten_fragment_is_never_retrieved_until_the_forget_is_undon
     proxy = await remembering(make_proxy, upstream)
     async with aiohttp.ClientSession() as http:
         first = await _json(http, "POST", f"{proxy.url}/memory/dream")
-        answer = await say(proxy, "chat", [user("/memory forget Lisbon")])
+        answer = await _confirmed(proxy, "/memory forget Lisbon")
         assert "Forgot 2 fragments (2 messages)" in answer and "Lisbon is lovely" in answer
         assert "Undid forget" in await say(proxy, "chat", [user("/memory unforget")])
-        answer = await say(proxy, "chat", [user("/memory forget lisbon SISTER")])
+        answer = await _confirmed(proxy, "/memory forget lisbon SISTER")
         assert "Forgot 1 fragment (1 message)" in answer
         assert not await _lisbon_hits(proxy)
         area = await _json(http, "GET", f"{proxy.url}/memory/area", params={"q": QUESTION})
@@ -178,6 +195,17 @@ async def test_a_forgotten_fragment_is_never_retrieved_until_the_forget_is_undon
         assert "I live in Lisbon" in str(as_of["hits"])
         listed = await _json(http, "GET", f"{proxy.url}/memory/forgets")
         assert listed["forgets"][0]["undone_at"] is not None
+
+
+async def _confirmed(proxy: Proxy, command: str) -> str:
+    """``command`` (a forget by words), then its confirmation in the same conversation,
+    as a chat client sends it: the answer to the confirmation. The listing forgets
+    nothing."""
+    listing = await say(proxy, "chat", [user(command)])
+    assert "Nothing is forgotten until you confirm" in listing, listing
+    assert "I live in Lisbon" in str(await search(proxy, "Lisbon sister"))
+    history = [user(command), assistant(listing), user("/memory forget confirm")]
+    return await say(proxy, "chat", history)
 
 
 async def _lisbon_hits(proxy: Proxy) -> list[dict[str, Any]]:
@@ -270,3 +298,85 @@ async def test_bad_command_arguments_get_clear_answers(
         assert expected in await say(proxy, "chat", [user(command)]), command
     assert FACT["messages"][0]["content"] in str(await search(proxy, "Lisbon sister"))
     assert await say(proxy, "chat", [user("/memoryless talk")]) == "echo: /memoryless talk"
+
+
+async def test_forget_by_words_lists_first_and_confirms_only_what_it_listed(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The listing forgets nothing; a confirm names ids of the listing or nothing, in the
+    conversation that listed them; anything else is refused with nothing forgotten."""
+    proxy = await remembering(make_proxy, upstream)
+    here = {"X-Conversation-Id": "forgetting"}
+
+    async def ask(command: str, headers: dict[str, str] = here) -> str:
+        return await say(proxy, "chat", [user(command)], headers=headers)
+
+    listing = await ask("/memory forget Lisbon")
+    assert "Would forget 2 fragments" in listing and "I live in Lisbon" in listing
+    lisbon = _fragment_id(listing, "I live in Lisbon")
+    lovely = _fragment_id(listing, "Lisbon is lovely")
+    assert len(await _lisbon_hits(proxy)) == 1  # nothing forgotten by the listing
+    for command, expected in [
+        ("/memory forget confirm #999999", "Not in the list for 'Lisbon': #999999"),
+        (f"/memory forget confirm #{lisbon} #424242", "Not in the list for 'Lisbon': #424242"),
+        # five thousand ids, none listed: the answer names ten
+        (
+            f"/memory forget confirm {' '.join(f'#{i}' for i in range(10**6, 10**6 + 5000))}",
+            "and 4990 more",
+        ),
+        ("/memory forget confirm please", "takes ids from the list"),
+        ("/memory forget confirm #12345678901234567890", "takes ids from the list"),
+    ]:
+        answer = await ask(command)
+        assert expected in answer, (command, answer)
+        assert len(answer) < 2_000 and "Forgot" not in answer
+    assert len(await _lisbon_hits(proxy)) == 1
+    other = {"X-Conversation-Id": "elsewhere"}
+    assert "No forget waits" in await ask(f"/memory forget confirm #{lisbon}", other)
+
+    done = await ask(f"/memory forget confirm #{lisbon}, #{lisbon}")  # named twice: once
+    assert "Forgot 1 fragment (1 message)" in done and "Lisbon is lovely" not in done
+    assert not await _lisbon_hits(proxy)
+    assert "Lisbon is lovely" in str(await search(proxy, "Lisbon lovely"))
+    assert "No forget waits" in await ask(f"/memory forget confirm #{lovely}")
+    assert "No forget waits" in await ask("/memory forget cancel")
+
+
+async def test_hostile_forget_arguments_get_clear_answers(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await remembering(make_proxy, upstream)
+    here = {"X-Conversation-Id": "hostile"}
+
+    async def ask(command: str) -> str:
+        return await say(proxy, "chat", [user(command)], headers=here)
+
+    huge = "/memory forget " + "Lisbon sister " * 60_000  # 840 KB of words
+    answer = await ask(huge)
+    assert "Would forget 1 fragment" in answer and len(answer) < 2_000
+    done = await ask("/memory forget confirm")
+    assert "Forgot 1 fragment" in done and len(done) < 2_000
+    async with aiohttp.ClientSession() as http:
+        listed = await _json(http, "GET", f"{proxy.url}/memory/forgets")
+    assert len(listed["forgets"][0]["request"]) <= 502  # a pasted page is not kept whole
+    assert "Undid forget" in await ask("/memory unforget")
+
+    for command in [
+        "/memory forget Lisbon 🇵🇹 ✨",  # symbols are no words: "Lisbon" is looked for
+        "/memory forget LISBON\u200b",
+        "/memory forget \u202eLisbon\u202c",
+        "/memory forget Lisbon, Lisbon, Lisbon",
+    ]:
+        assert "Would forget 2 fragments" in await ask(command), command
+    for command in [
+        "/memory forget Li\u200bsbon",  # a zero-width space splits the word
+        "/memory forget Lisbonne",
+        "/memory forget 北京 Лиссабон",
+        "/memory forget \x00\x01 zebra",
+        "/memory forget #12345678901234567890",  # too long for an id: words
+    ]:
+        answer = await ask(command)
+        assert "Nothing to forget for" in answer and len(answer) < 2_000, command
+    assert "No forget waits" in await ask("/memory forget confirm")  # none held by those
+    assert "Not found (or forgotten already): #0, #999999" in await ask("/memory forget #0 #999999")
+    assert len(await _lisbon_hits(proxy)) == 1  # none of it forgot anything

@@ -18,6 +18,7 @@ from memory_core import (
     query_terms,
 )
 from memory_core.storage.migrations import MIGRATIONS
+from memory_core.storage.tables import fragments as fragment_rows
 
 DAY = 86_400.0
 
@@ -86,7 +87,7 @@ def test_reconstruction_fits_the_budget(tmp_path: Path, budget: int) -> None:
     assert counted <= budget
     assert recall.context.tokens == counted
     if recall.context.text:
-        assert recall.context.cited
+        assert recall.context.shown
         assert recall.context.text.endswith("</retrieved_memory>")
 
 
@@ -95,7 +96,7 @@ def test_empty_budget_or_no_hits_gives_no_text(tmp_path: Path) -> None:
     _say(store, "c", "Something about kayaks.")
     assert store.recall("kayaks", limit=5, budget_tokens=10).context.text == ""
     nothing = store.recall("volcano", limit=5, budget_tokens=500).context
-    assert nothing.cited == () and nothing.text.endswith(
+    assert nothing.shown == () and nothing.text.endswith(
         "Notes:\nMemory holds nothing about: volcano\n</retrieved_memory>"
     )  # the coverage note is the whole block
 
@@ -159,3 +160,34 @@ def test_receipts_are_pruned_by_age_and_by_number(tmp_path: Path) -> None:
     assert [store.receipt(f"rcpt_{i}") for i in range(3)] == [{"n": 3}, {"n": 4}, {"n": 5}]
     with pytest.raises(ValueError, match="receipt_max_age_s"):
         MemoryStore(tmp_path / "other.db", receipt_max_age_s=0)
+
+
+def test_a_store_from_before_kinds_reads_its_fragments_as_stated_and_keeps_them(
+    tmp_path: Path,
+) -> None:
+    """Migration 011 on a store holding fragments: each reads ``stated`` (as everything
+    was told until then), nothing is lost, and answers logged from then on keep the
+    fragments they restate."""
+    store = _store(tmp_path)
+    _say(store, "trip", "We booked a cabin near Tromsø for the aurora.", "Bring warm boots.")
+    store.close()
+    conn = apsw.Connection(str(tmp_path / "m.db"))
+    conn.execute("DELETE FROM migrations WHERE name = '011_fragment_kinds'")
+    conn.execute("DROP TABLE log_sources")
+    conn.execute("ALTER TABLE fragments DROP COLUMN kind")
+    conn.close()
+    again = _store(tmp_path)
+    hits = again.recall("aurora cabin", limit=5, budget_tokens=500).hits
+    assert [h.kind for h in hits] == ["stated"] * len(hits) and hits
+    said = {"role": "assistant", "content": "The cabin is near Tromsø."}
+    answer = LogMessage(said, 1.7e9, None, (hits[0].fragment_id,))
+    again.append(
+        [LogMessage({"role": "user", "content": "Where is the cabin?"}, 1.7e9), answer],
+        conversation="later",
+        source="proxy",
+    )
+    again.form_all()
+    with again.lookup() as reader:
+        kinds = fragment_rows.kind_counts(reader, "later")
+    assert kinds == {"asked": 1, "restated": 1}
+    again.close()

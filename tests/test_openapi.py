@@ -396,8 +396,10 @@ def test_views_refuse_drift() -> None:
         "area": None,
         "candidates": [],
     }
+    ranked = [{**f, "kind": "stated", "factor": 1.0} for f in explained["fragments"]]
     assert AreaExplanation.model_validate(explained).model_dump(mode="json") == {
         **explained,
+        "fragments": ranked,
         "visited": None,
     }
     with pytest.raises(ValidationError):  # bare ids are no longer a ranked fragment

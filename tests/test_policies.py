@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import policies
+from memory_core.text.names import NameIndex
 from policies import (
     DEFAULT_PATTERNS,
     DEFAULT_POLICY_PATH,
@@ -256,6 +257,48 @@ def test_mentions_entity_uses_the_index_and_names_the_entities() -> None:
 def test_mentions_entity_without_index_does_not_match() -> None:
     decision = engine("rules: [mentions_entity]").decide(turn("Is Alice around?"), None)
     assert (decision.retrieve, decision.reason) == (False, "no rule matched")
+
+
+def _memory_names() -> NameIndex:
+    """Memory's own index, as a store builds it: junk entities an older formation made
+    ("Here", "Perfect", "user"), real ones, and the user's sister held as a relation."""
+    index = NameIndex(["Here", "Perfect", "Becoming", "user", "assistant", "Marta", "Chess"])
+    index.add_relations(["has_sister", "works_at"])
+    return index
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Here we go again",
+        "Perfect, thanks!",
+        "Becoming a baker is hard",
+        "Ask the user or the assistant",
+        "chess is hard",
+        "Should I call my brother?",
+        "Devo ligar ao meu irmão?",
+        "¿Llamo a mi hermano?",
+    ],
+)
+def test_mentions_entity_does_not_fire_on_junk_with_memorys_index(text: str) -> None:
+    decision = engine().decide(turn(text), _memory_names())
+    assert (decision.retrieve, decision.reason) == (False, "no rule matched")
+
+
+@pytest.mark.parametrize(
+    ("text", "matched"),
+    [
+        ("Should I visit my sister?", "my sister"),
+        ("Devo visitar a minha irmã?", "minha irmã"),
+        ("¿Debería visitar a mi hermana?", "mi hermana"),
+        ("What would marta say?", "Marta"),
+        ("I lost at Chess again", "Chess"),
+    ],
+)
+def test_mentions_entity_fires_on_names_and_relations_memory_holds(text: str, matched: str) -> None:
+    decision = engine().decide(turn(text), _memory_names())
+    assert decision.retrieve
+    assert decision.reason == f"rule 3 'mentions_entity' matched entity '{matched}'"
 
 
 def test_every_n_turns_fires_on_multiples_of_n() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 
@@ -95,7 +96,7 @@ def test_role_stands_in_for_a_missing_speaker() -> None:
 def test_cited_lists_kept_fragments_in_rank_order() -> None:
     hits = [_hit(i, f"Fact number {i} about gardens.", ts=MAY_8_2023 - i * DAY) for i in (7, 3, 9)]
     result = reconstruct(hits, budget_tokens=10_000, counter=COUNTER)
-    assert result.cited == (7, 3, 9)
+    assert result.shown == (7, 3, 9)
     assert result.text.index("number 9") < result.text.index("number 3")  # time order
 
 
@@ -162,7 +163,7 @@ def test_abbreviations_do_not_end_a_sentence() -> None:
 def test_a_fragment_too_long_for_the_room_is_cut_with_an_ellipsis() -> None:
     long = " ".join(f"tomato variety {i} grows well" for i in range(60))
     result = reconstruct([_hit(1, long)], budget_tokens=80, counter=COUNTER)
-    assert result.tokens <= 80 and result.cited == (1,)
+    assert result.tokens <= 80 and result.shown == (1,)
     assert re.search(
         r"Caroline: tomato variety 0 grows well .* …\n</retrieved_memory>$", result.text
     )
@@ -191,9 +192,9 @@ def test_budget_and_rank_invariants_hold_for_any_input(
     hits = [_hit(i, t, ts=MAY_8_2023 + d * DAY, conversation=c) for i, (t, d, c) in enumerate(raw)]
     result = reconstruct(hits, budget_tokens=budget, counter=COUNTER, question=_q(question))
     assert result.tokens == COUNTER.count(result.text) <= budget
-    assert result.cited == tuple(range(len(result.cited)))  # a prefix of the ranking
+    assert result.shown == tuple(range(len(result.shown)))  # a prefix of the ranking
     noted = "\nNotes:\nMemory holds nothing about: " in result.text
-    assert bool(result.text) == bool(result.cited) or noted
+    assert bool(result.text) == bool(result.shown) or noted
     assert noted == bool(result.coverage.noted and result.text)
     if result.text:
         assert result.text.startswith(HEADER) and result.text.endswith("</retrieved_memory>")
@@ -391,3 +392,25 @@ def test_a_megabyte_fragment_is_read_only_as_far_as_the_budget_reaches() -> None
     assert "Zanzibar" not in block.text
     assert "Ana took Rex to Lisbon." in block.text and "…" in block.text
     assert block.tokens <= 300
+
+
+def test_turns_said_at_the_same_time_are_shown_in_the_order_they_were_said() -> None:
+    """Ranked answer first, question second: the block still shows the question first
+    (a fragment's id follows the log), never a reply before the message it answers."""
+    answer = _hit(8, "It is in Lisbon, by the river.", speaker="assistant")
+    question = _hit(7, "Where is the bakery Ana runs?", speaker="user")
+    text = _render([answer, question])
+    assert text.index("Where is the bakery") < text.index("It is in Lisbon")
+
+
+def test_a_conversation_is_headed_by_its_label_never_by_an_identifier() -> None:
+    named = _hit(1, "Ana runs a bakery in Lisbon.", conversation="trip-to-porto")
+    derived = _hit(2, "Tom lives in Madrid.", conversation="c6e33dcb712345678")
+    labelled = dataclasses.replace(
+        _hit(3, "Marta is a nurse.", conversation="3fa85f64-5717-4562-b3fc-2c963f66afa6"),
+        conversation_label="chat about Marta, nurse",
+    )
+    text = _render([named, derived, labelled])
+    assert "[trip-to-porto]" in text and "[chat]" in text
+    assert "[chat about Marta, nurse]" in text
+    assert "c6e33dcb" not in text and "3fa85f64" not in text

@@ -22,9 +22,11 @@ from memory_core.formation.stages.relations import (
     PREDICATES,
     SPEAKER,
     PatternRelations,
+    denied_spans,
     is_functional,
     opposite,
 )
+from memory_core.text.words import opens_as_correction
 from memory_core.views import RelationView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +226,177 @@ def test_correction_is_extended_to_portuguese_and_spanish_markers() -> None:
         assert not CORRECTION.search(text), text
 
 
+# --- corrections by meaning ------------------------------------------------------------------
+
+MISTAKES = [
+    "Sorry, I was wrong: Tom lives in Valencia.",
+    "My mistake, Tom lives in Valencia.",
+    "I misspoke: Tom lives in Valencia.",
+    "Correction: Tom lives in Valencia.",
+    "Scratch that, Tom lives in Valencia.",
+    "On second thought, Tom lives in Valencia.",
+    "Oops, I got that wrong. Tom lives in Valencia.",
+    "I was mistaken, Tom lives in Valencia.",
+    "Desculpa, enganei-me: o Tom mora em Valência.",
+    "Erro meu: o Tom mora em Valência.",
+    "Pensando bem, o Tom mora em Valência.",
+    "Afinal o Tom mora em Valência.",
+    "Estava enganada, o Tom mora em Valência.",
+    "Perdón, me equivoqué: Tom vive en Valencia.",
+    "Perdón, me confundí: Tom vive en Valencia.",
+    "Error mío, Tom vive en Valencia.",
+    "Pensándolo bien, Tom vive en Valencia.",
+    "Mejor dicho, Tom vive en Valencia.",
+]
+
+
+@pytest.mark.parametrize("text", MISTAKES)
+def test_a_mistake_owned_up_to_marks_the_claim_as_a_correction(text: str) -> None:
+    (claim,) = _claims(text)
+    assert (claim.subject, claim.predicate) == ("Tom", "lives_in")
+    assert claim.obj.replace("ê", "e") == "Valencia" and claim.correction
+    assert CORRECTION.search(text) and opens_as_correction(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I live in Porto.",
+        "I'm sorry to hear that.",
+        "O sino da igreja toca às seis.",
+        "I live in Porto, not far from the sea.",
+        "Tom lives in Madrid and not far from the river.",
+        "Perdón por el retraso.",
+    ],
+)
+def test_words_near_a_correction_marker_are_no_correction(text: str) -> None:
+    assert not CORRECTION.search(text) and not opens_as_correction(text)
+    assert not any(c.correction for c in _claims(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "asserted", "denied"),
+    [
+        # a claim, then what it denies
+        ("Actually Ana moved to Porto, not Lisbon.", "Porto", "Lisbon"),
+        ("Tom lives in Valencia and not in Madrid.", "Valencia", "Madrid"),
+        ("Tom works at Google, not Meta.", "Google", "Meta"),
+        ("Na verdade a Ana mudou-se para o Porto, não para Lisboa.", "Porto", "Lisboa"),
+        ("O Tom mora em Valência, e não em Madrid.", "Valência", "Madrid"),
+        ("En realidad Ana se mudó a Oporto, no a Lisboa.", "Oporto", "Lisboa"),
+        ("Tom vive en Valencia y no en Madrid.", "Valencia", "Madrid"),
+        # a denial, then what is so
+        ("Tom doesn't live in Madrid but in Valencia.", "Valencia", "Madrid"),
+        ("O Tom não mora em Madrid, mas em Valência.", "Valência", "Madrid"),
+        ("O Tom não mora em Madrid e sim em Valência.", "Valência", "Madrid"),
+        ("Tom no vive en Madrid sino en Valencia.", "Valencia", "Madrid"),
+        # both inside one claim
+        ("Tom lives not in Madrid but in Valencia.", "Valencia", "Madrid"),
+        ("O Tom mora não em Madrid mas em Valência.", "Valência", "Madrid"),
+        ("Tom vive no en Madrid sino en Valencia.", "Valencia", "Madrid"),
+    ],
+)
+def test_a_contrast_asserts_one_object_and_denies_the_other(
+    text: str, asserted: str, denied: str
+) -> None:
+    """A functional predicate: the claim of the object that is so, as a correction (its
+    change supersedes the other value); the denied object is where the text denies."""
+    (claim,) = _claims(text)
+    assert claim.predicate in ("lives_in", "works_at") and claim.obj == asserted
+    assert claim.correction and claim.subject in ("Tom", "Ana")
+    spans = [text[a:b] for a, b in denied_spans(text)]
+    assert any(denied in span for span in spans) and not any(asserted in s for s in spans)
+
+
+def test_a_contrast_of_things_is_a_denial_of_the_thing() -> None:
+    assert _triples("I like tea, not coffee.") == {(S, "likes", "tea"), (S, "not_likes", "coffee")}
+    assert _triples("I have a dog, not a cat.") == {(S, "owns", "dog"), (S, "not_owns", "cat")}
+    assert _triples("I don't like tea but coffee.") == {
+        (S, "not_likes", "tea"),
+        (S, "likes", "coffee"),
+    }
+    assert _triples("Tengo un perro, no un gato.") == {
+        (S, "owns", "perro"),
+        (S, "not_owns", "gato"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "triples"),
+    [  # the contrasted object's clause must end at it, and "no" alone is Portuguese "in the"
+        ("I don't live in Madrid but Valencia is nice.", {(S, "not_lives_in", "Madrid")}),
+        ("Moro em Braga, no Minho.", {(S, "lives_in", "Braga")}),
+        ("I live in Porto, not because I like it.", {(S, "lives_in", "Porto")}),
+        ("Tengo un perro, no tengo gato.", {(S, "owns", "perro"), (S, "not_owns", "gato")}),
+    ],
+)
+def test_what_only_looks_like_a_contrast_is_none(text: str, triples: set[Triple]) -> None:
+    assert _triples(text) == triples
+    assert not any(c.correction for c in _claims(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I don't live in Madrid, I live in Valencia.",
+        "Não moro em Madrid. Moro em Valência.",
+        "No vivo en Madrid; vivo en Valencia.",
+    ],
+)
+def test_denying_one_home_and_stating_another_is_a_correction(text: str) -> None:
+    (claim,) = _claims(text)  # the change says what the denial would
+    assert (claim.predicate, claim.obj.replace("ê", "e")) == ("lives_in", "Valencia")
+    assert claim.correction
+
+
+@pytest.mark.parametrize(
+    ("text", "word", "denied"),
+    [
+        ("Actually Ana moved to Porto, not Lisbon.", "Lisbon", True),
+        ("Actually Ana moved to Porto, not Lisbon.", "Porto", False),
+        ("My sister Ana lives in Lisbon and runs a bakery.", "Lisbon", False),
+        ("Ana doesn't live in Lisbon.", "Lisbon", True),
+        ("Ana used to live in Lisbon.", "Lisbon", False),  # an update: she did
+        ("I sold my car.", "car", False),
+        ("Ana runs a bakery in Porto, not a café.", "café", True),
+        ("I use Vim instead of Emacs.", "Emacs", True),
+        ("Tom lives not in Madrid but in Valencia.", "Madrid", True),
+        ("Tom lives not in Madrid but in Valencia.", "Valencia", False),
+        ("Na verdade, a Ana mudou-se para o Porto, não para Lisboa.", "Lisboa", True),
+        ("A Ana não mora em Lisboa, mas no Porto.", "Lisboa", True),
+        ("A Ana não mora em Lisboa, mas no Porto.", "Porto", False),
+        ("Moro em Braga, no Minho.", "Minho", False),
+        ("Vivo em Lisboa em vez do Porto.", "Porto", True),
+        ("Não só Lisboa, também o Porto.", "Lisboa", False),
+        ("Nem Lisboa nem Porto: moro em Faro.", "Lisboa", True),
+        ("En realidad Ana se mudó a Oporto, no a Lisboa.", "Lisboa", True),
+        ("Ana no vive en Lisboa sino en Oporto.", "Lisboa", True),
+        ("Ana no vive en Lisboa sino en Oporto.", "Oporto", False),
+        ("Vivo en Madrid en lugar de Toledo.", "Toledo", True),
+        ("Mi hermana Ana vive en Lisboa y tiene una panadería.", "Lisboa", False),
+        ("It isn't Lisbon, it's Porto.", "Lisbon", True),
+        ("It isn't Lisbon, it's Porto.", "Porto", False),
+        ("Não é Lisboa, é o Porto.", "Lisboa", True),
+        ("Não é que eu não goste de Lisboa.", "Lisboa", False),  # two negations: she does
+        ("No es Lisboa, es Oporto.", "Lisboa", True),
+        ("I can't wait to visit Lisbon.", "Lisbon", False),
+        ("I didn't know Ana lived in Lisbon.", "Lisbon", False),
+    ],
+)
+def test_denied_spans_hold_what_a_text_says_is_not_so(text: str, word: str, denied: bool) -> None:
+    start = text.index(word)
+    inside = any(a <= start and start + len(word) <= b for a, b in denied_spans(text))
+    assert inside is denied
+
+
+def test_denied_spans_are_sorted_and_inside_the_text() -> None:
+    text = "I live in Porto, not Lisbon; Ana works at Google, not at Meta. Nem Faro."
+    spans = denied_spans(text)
+    assert spans == sorted(spans) and all(0 <= a < b <= len(text) for a, b in spans)
+    assert {text[a:b].removeprefix("at ") for a, b in spans} >= {"Lisbon", "Meta", "Faro"}
+    assert denied_spans("") == [] and denied_spans("no") == []
+
+
 # --- vocabulary ----------------------------------------------------------------------------
 
 
@@ -273,6 +446,12 @@ MEGABYTE = 1_000_000
         "Me gusta el ",
         "Já não gosto de ",
         "Eu morava em ",
+        "not in Madrid but ",
+        "Tom lives in Porto, not ",
+        "no en Madrid sino ",
+        "não em A, mas em ",
+        "Sorry, I was wrong: ",
+        "no ",
     ],
 )
 def test_a_megabyte_of_adversarial_text_is_linear(unit: str) -> None:
@@ -283,6 +462,8 @@ def test_a_megabyte_of_adversarial_text_is_linear(unit: str) -> None:
     text = unit * (MEGABYTE // len(unit))
     few = PatternRelations().extract(FragmentView(unit * 50, "u", "user"))
     assert PatternRelations().extract(FragmentView(text, "u", "user")) == few
+    spans = denied_spans(text)  # what a forget by words reads of each fragment it matches
+    assert len(spans) <= 3 * len(text) // len(unit.strip() or unit) + 3
 
 
 # --- the measured precision and recall ---------------------------------------------------------
@@ -434,3 +615,41 @@ def test_a_new_name_is_functional(tmp_path: Path, backends: Backends) -> None:
         ("Rosa", "superseded", "conflict"),
         ("Ro", "active", "change"),
     ]
+
+
+@pytest.mark.parametrize(
+    "correction",
+    [
+        "Sorry, I was wrong: Tom lives in Valencia.",
+        "Scratch that, Tom lives in Valencia.",
+        "Tom lives in Valencia, not Madrid.",
+        "Tom doesn't live in Madrid but in Valencia.",
+        "Desculpa, enganei-me: o Tom mora em Valência.",
+        "O Tom não mora em Madrid, mas em Valência.",
+        "Perdón, me equivoqué: Tom vive en Valencia.",
+        "Tom no vive en Madrid sino en Valencia.",
+    ],
+)
+def test_a_correction_in_any_wording_is_a_change(
+    tmp_path: Path, backends: Backends, correction: str
+) -> None:
+    store = _told(tmp_path, backends, "Tom lives in Madrid.", correction)
+    rows = [r for r in store.relations(entity="Tom") if r.predicate == "lives_in"]
+    assert [(r.object, r.status) for r in rows] == [
+        ("Madrid", "superseded"),
+        ("Valência" if "Valência" in correction else "Valencia", "active"),
+    ]
+    assert rows[1].mutation.kind == "change" and rows[1].mutation.other == rows[0].id
+    assert not [r for r in store.relations(entity="Tom") if r.status == "disputed"]
+
+
+def test_the_same_claim_without_a_correction_stays_a_conflict(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = _told(tmp_path, backends, "Tom lives in Madrid.", "Tom lives in Valencia.")
+    rows = [r for r in store.relations(entity="Tom") if r.predicate == "lives_in"]
+    assert [(r.object, r.status) for r in rows] == [
+        ("Madrid", "disputed"),
+        ("Valencia", "disputed"),
+    ]
+    assert rows[1].mutation.kind == "conflict"

@@ -183,3 +183,49 @@ def test_a_costly_term_that_comes_back_nan_or_out_of_range_counts_as_clipped() -
     assert column[:3].tolist() == [0.0, 1.0, 0.0]
     assert column[3] == 0.2  # the imputed row keeps its BM25 share
     assert np.isfinite(scores).all() and len(order) > 0
+
+
+_FACTOR = st.sampled_from([1.0, 0.25, 0.2, 0.5, 0.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(*[_SHARE] * 5, st.booleans(), _FACTOR), min_size=1, max_size=30),
+    limit=st.integers(0, 12),
+)
+def test_a_kind_factor_scales_the_score_and_computing_a_term_lazily_stays_exact(
+    rows: list[tuple[float, float, float, float, float, bool, float]], limit: int
+) -> None:
+    """What a fragment does multiplies its score (a question, a restatement): the
+    lazy cosine still ranks exactly as computing it for every row."""
+    config = ScoringConfig()
+    ids = list(range(100, 100 + len(rows)))
+    columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
+    imputed, factor = [r[5] for r in rows], [r[6] for r in rows]
+    full = Candidates.of(ids, **columns, imputed=imputed).factored(factor)  # type: ignore[arg-type]
+    raw = full.terms @ config.weights()
+    np.testing.assert_allclose(score(full, config), raw * np.asarray(factor))
+    truth = full.terms[:, TERMS.index("similarity")]
+    blank = Candidates.of(
+        ids,
+        **{**columns, "similarity": [0.0] * len(rows)},
+        imputed=imputed,  # type: ignore[arg-type]
+    ).factored(factor)
+    _, order, scores = rank_computing(blank, config, limit, "similarity", lambda w: truth[w])
+    expected_order, expected_scores = rank(full, config, limit)
+    assert order.tolist() == expected_order.tolist()
+    np.testing.assert_allclose(scores[order], expected_scores[order])
+
+
+def test_a_question_scores_a_seventh_and_a_restatement_a_fifth_by_default() -> None:
+    config = ScoringConfig()
+    assert (config.factor("stated"), config.factor("asked"), config.factor("restated")) == (
+        1.0,
+        0.15,
+        0.2,
+    )
+    assert config.factor("anything else") == 1.0
+    with pytest.raises(ValidationError):
+        ScoringConfig(asked=1.5)
+    with pytest.raises(ValidationError):
+        ScoringConfig(restated=-0.1)

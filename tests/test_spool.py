@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cluster
 MESSAGES = (
     LogMessage({"role": "user", "content": "Ana garde des abeilles à Évora 🐝"}, 1_700_000_000.5),
     LogMessage({"role": "assistant", "content": "Noted."}, 1_700_000_001.0, "ext-1"),
+    LogMessage({"role": "assistant", "content": "Ana: Évora."}, 1_700_000_002.0, None, (7, 3)),
 )
 
 
@@ -143,3 +144,24 @@ def test_claim_spool_script_kills_a_node_mid_claim_and_loses_nothing() -> None:
     assert losses[:4] == ["6", "3", "exchanges", "6"]  # turns, spooled, -, stored
     assert losses[4:6] == ["0", "0"]  # lost, twice
     assert "PASS" in done.stdout and "while claiming" in done.stdout
+
+
+def test_what_an_answer_restates_is_read_back_and_a_forged_list_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The fragments an answer restated travel with it through the spool (formation
+    ranks it below them after the claim); an entry whose list is not one of ids is set
+    aside, never replayed."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("ana-1", None, MESSAGES)
+    assert json.loads(entry.path.read_text())["messages"][2]["sources"] == [7, 3]
+    spool.put_back(entry)
+    (again,) = spool.pending("ana-1")
+    assert again.messages[2].sources == (7, 3) and again.messages[0].sources == ()
+    body = json.loads(entry.path.read_text())
+    body["messages"][2]["sources"] = [7, "DROP TABLE log", True]
+    entry.path.write_text(json.dumps(body))
+    fresh = Spool(tmp_path / "spool", events.append)
+    assert fresh.pending("ana-1") == []
+    assert events and events[-1]["event"] == "spool_unreadable"
+    assert "sources must be a list of fragment ids" in events[-1]["error"]

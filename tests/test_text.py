@@ -1,10 +1,18 @@
 """One notion of a word for the graph, retrieval, reconstruction and linking
-(memory_core.text.words)."""
+(memory_core.text.words), and of a name (memory_core.text.names, .lexicon, .kinship)."""
 
 from __future__ import annotations
 
 import pytest
 
+from memory_core.text.kinship import by_predicate, by_word, phrases
+from memory_core.text.lexicon import (
+    is_common_noun,
+    is_common_word,
+    is_function_word,
+    is_verb_form,
+)
+from memory_core.text.names import NameIndex, extract_names
 from memory_core.text.words import (
     MAX_QUERY_TERMS,
     content_stems,
@@ -65,3 +73,148 @@ def test_sentences_end_at_terminal_punctuation_but_not_after_abbreviations() -> 
         "Right…",
         "ok",
     ]
+
+
+# -- names: capitals that name something (memory_core.text.names, .lexicon, .kinship) ------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # English: interjections, courtesy, adverbs, gerunds, adjectives opening a sentence
+        "Here is my plan. Perfect weather today. Becoming a baker is my dream.",
+        "Thanks! Honestly, that was great. Congrats on the new job.",
+        "Wow. Absolutely. Seriously? Unfortunately it rained. Kickboxing helps.",
+        "Sounds good. Looking forward to it. Speaking of which, Going out later?",
+        "How'd it go? It'll be fine. Must've been hard. Let's see.",
+        "Yeah, Here's one I did. Sure, See you soon! Plus, Anytime.",
+        # Portuguese
+        "Olá! Perfeito. Obrigado pela ajuda. Quando vens? Genial.",
+        "Obrigada! Exatamente. Finalmente acabei. Caminhando devagar. Bom dia!",
+        "Desculpa, Claro que sim. Parabéns! Adorei. Saudades.",
+        # Spanish
+        "¡Hola! ¿Dónde está la estación? Genial, gracias. Perfecto.",
+        "¡Gracias! Bueno, Vale. Perfectamente bien. ¿Cuándo llegas? Claro.",
+        "Felicidades. Encantado. Ojalá llueva. Caminando llegamos.",
+        # verbs out of the lexicon opening a sentence (LoCoMo conv-30 translated)
+        "Continua assim! Mandei uma foto. Acredita em você. Segue em frente.",
+        "Te vejo amanhã. Continuo trabalhando. Adoraria ter isso. Eba! Concordo!",
+        "Arriesgarse da miedo. Lamento oír eso. Entiendo cómo te sientes.",
+        # shouting, laughter, days and months
+        "JUST DOING IT! That is INTENSE. LOL. Hahaha. Mmm. Woohoo!",
+        "Last Friday was fun. See you on Monday. Em Março, na sexta-feira.",
+    ],
+)
+def test_sentence_openers_shouting_and_dates_are_no_names(text: str) -> None:
+    assert extract_names(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Marta is a nurse in Braga.", ["Marta", "Braga"]),
+        ("Obrigado, Marta! Vemo-nos em Lisboa.", ["Marta", "Lisboa"]),
+        ("¿Dónde está Ana? Vive en Sevilla.", ["Ana", "Sevilla"]),
+        ("Ana mora em Coimbra. Max adopted a puppy.", ["Ana", "Coimbra", "Max"]),
+        ("Jon and Gina met. Robert, also known as Bob, came.", ["Jon", "Gina", "Robert", "Bob"]),
+        ("Hey Mel! Congrats on the Nike deal.", ["Mel", "Nike"]),
+        ("Awesome John, Glad Max is ok.", ["John", "Max"]),
+        ("Visiting Lisbon was fun.", ["Lisbon"]),
+        ("Becoming Nicole changed how I see things.", ["Nicole"]),
+        ("New York is big and the Grand Canyon is deep.", ["New York", "Grand Canyon"]),
+        ("Harry Potter and Game of Thrones are great.", ["Harry Potter", "Game of Thrones"]),
+        ("Moro na Póvoa de Varzim.", ["Póvoa de Varzim"]),
+        ("Dr. Silva met J.K. Rowling in St. Louis.", ["Silva", "J.K. Rowling", "St. Louis"]),
+        ("I love Ed Sheeran's songs.", ["Ed Sheeran"]),
+        ("We watch the NBA in the UK. LOL", ["NBA", "UK"]),
+    ],
+)
+def test_names_are_found_wherever_they_stand(text: str, names: list[str]) -> None:
+    assert extract_names(text) == names
+
+
+def test_a_common_word_is_a_name_only_where_it_is_written_as_one() -> None:
+    assert extract_names("Chess is fun.") == []  # only opens the sentence
+    assert extract_names("I played Chess with Rui.") == ["Chess", "Rui"]
+    assert extract_names("I played Chess, chess is fun.") == []  # also in lower case
+    assert extract_names("Seeing it was Amazing.") == []  # not a noun: emphasis
+    assert extract_names("Happy Birthday!") == []  # common words only, opening
+    assert extract_names("I watched Iron Man.") == ["Iron Man"]
+
+
+def test_a_word_only_capitalised_where_a_clause_opens_is_no_name_when_written_lower() -> None:
+    assert extract_names("Remenber this. I remenber that.") == []
+    assert extract_names("Lisbon is lovely. i love Lisbon.") == ["Lisbon"]
+
+
+def test_quoted_terms_are_names_when_they_read_as_titles() -> None:
+    text = 'We read "Finding Home." and "The Name of the Wind", not "me-time".'
+    assert extract_names(text) == ["Finding Home", "The Name of the Wind"]
+    assert extract_names('A quote: "Turn on the light - happiness hides in the dark"') == []
+    assert extract_names('She said "Thanks" and left.') == []
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["Here", "Thanks", "Olá", "Obrigado", "Dónde", "Quando", "Friday", "Sábado", "How'd", "Hahaha"],
+)
+def test_function_words_are_never_names(word: str) -> None:
+    assert is_function_word(word)
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "Perfect", "Becoming", "Perfeito", "Perfeitas", "Genial", "Geniales", "Happily",
+        "Cities", "Caminhando", "Finalmente", "Unconditional", "Friendship", "Dairy-free",
+    ],
+)  # fmt: skip
+def test_common_words_are_known_in_their_forms(word: str) -> None:
+    assert is_common_word(word)
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["Marta", "Braga", "Ana", "Feedzai", "Beijing", "Manning", "Orlando", "James", "Sevilla"],
+)
+def test_names_are_not_common_words(word: str) -> None:
+    assert not is_common_word(word)
+
+
+def test_parts_of_speech_are_read_from_the_forms() -> None:
+    assert is_verb_form("Visiting") and is_verb_form("Loved") and is_verb_form("Visitei")
+    assert not is_verb_form("Wedding") and not is_verb_form("Beijing")
+    assert is_common_noun("Chess") and is_common_noun("Turtles") and is_common_noun("Irmã")
+    assert not is_common_noun("Amazing") and not is_common_noun("Honestly")
+
+
+def test_relations_are_named_in_three_languages() -> None:
+    sister = by_word("irmã")
+    assert sister is not None and sister is by_word("Hermana") is by_word("sister")
+    assert sister is by_predicate("has_sister") and by_predicate("has_mom") is by_word("mãe")
+    assert phrases(sister) == ("my sister", "minha irmã", "mi hermana")
+    dog = by_word("perro")
+    assert dog is not None and not dog.person
+    assert by_predicate("lives_in") is None and by_word("table") is None
+
+
+def test_known_common_words_count_only_where_written_as_names() -> None:
+    index = NameIndex(["Here", "Chess", "Iron Man", "Marta", "Friday", "user", "assistant"])
+    assert index.names() == ["Chess", "Iron Man", "Marta"]  # function words name nothing
+    assert index.mentioned("Here we go again") == []
+    assert index.mentioned("We are here. Chess is fun, chess!") == []
+    assert index.mentioned("I love Chess and Iron Man") == ["Iron Man", "Chess"]
+    assert index.mentioned("ask the user, or the assistant") == []
+    assert index.mentioned("how is marta's job?") == ["Marta"]
+
+
+def test_relation_phrases_are_mentioned_in_any_language_once_held() -> None:
+    index = NameIndex(["Marta"])
+    assert index.mentioned("Should I visit my sister?") == []
+    index.add_relations(["has_sister", "lives_in", "has_boss"])
+    assert index.mentioned("Should I visit my sister?") == ["my sister"]
+    assert index.mentioned("Devo visitar a minha irma?") == ["minha irmã"]
+    assert index.mentioned("¿Debería visitar a mi hermana?") == ["mi hermana"]
+    assert index.mentioned("O meu chefe ligou") == ["meu chefe"]
+    assert index.mentioned("Should I call my brother?") == []
+    assert len(index) == 1  # relation phrases are not names

@@ -105,13 +105,17 @@ class Normaliser(Protocol):
 
 @dataclass(frozen=True)
 class Mention:
-    """A span ``text[start:end]`` naming something; ``label`` as NER tags it (PER, LOC, ...)."""
+    """A span ``text[start:end]`` naming something; ``label`` as NER tags it (PER, LOC, ORG,
+    MISC). ``relation`` is the speaker's relation the text names it by, when it says so
+    ("sister" for "my sister Marta", "a minha irmã Marta"): formation stores it as the
+    claim ``has_<relation>`` (see :mod:`memory_core.text.kinship`)."""
 
     start: int
     end: int
     surface: str
     label: str = "MISC"
     confidence: float = 1.0
+    relation: str | None = None
 
 
 class MentionDetector(Protocol):

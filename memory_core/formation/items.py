@@ -34,6 +34,11 @@ class Item:
     """Formation attempts counted against the row, this one included once claimed."""
     failed: str | None = None
     """Why this attempt skipped the row (it stays queued), or None."""
+    sources: tuple[int, ...] = ()
+    """The fragments the row restates, as logged (an answer given memory)."""
+    kind: str = "stated"
+    """What the row does (see :mod:`memory_core.text.acts`): ``stated``, ``asked`` or
+    ``restated``; only a statement's claims become relations."""
 
     def fresh(self) -> Item:
         """The same row, without what an earlier attempt made of it."""
@@ -47,6 +52,7 @@ class Item:
             self.superseded,
             self.name,
             attempts=self.attempts,
+            sources=self.sources,
         )
 
 

@@ -60,6 +60,7 @@ from ..storage.tables import contexts as context_rows
 from ..storage.tables import log as log_rows
 from ..storage.tables import question_vectors
 from ..storage.tables.log import MAX_ATTEMPTS
+from ..text.acts import is_question
 from ..text.names import NameIndex
 from .budget import RowBudget
 from .config import FormationConfig
@@ -80,10 +81,13 @@ from .stages.normalise import StopwordNormaliser
 from .state import load_contexts, load_entities, save_contexts, save_entities, vector
 from .writer import Counts, GraphWriter
 
-__all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "Former"]
+__all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "Former", "kind_of"]
 
 _PASS_ERRORS = (MemoryCoreError, ValueError)  # storage raises StorageError, never apsw's
 _TAIL = 8
+_KIND_CHARS = 2_000
+"""Longer rows are statements whatever they ask (a question is short; a pasted page
+with a question at its end tells things)."""
 _NAME_CACHE = 50_000
 _INTERRUPTED = "interrupted before it finished (the process stopped: a crash, a kill, no memory)"
 
@@ -200,6 +204,8 @@ class Former:
     def _queued(self, limit: int) -> list[Item]:
         """The oldest rows not given up: a row with attempts behind it alone, else the
         leading rows never attempted."""
+        rows = log_rows.queued(self._conn, limit)
+        sources = log_rows.sources_of(self._conn, [row.log_id for row in rows])
         items = [
             Item(
                 row.log_id,
@@ -211,8 +217,9 @@ class Former:
                 row.superseded,
                 row.name,
                 attempts=row.attempts,
+                sources=sources.get(row.log_id, ()),
             )
-            for row in log_rows.queued(self._conn, limit)
+            for row in rows
         ]
         if items and items[0].attempts:
             return items[:1]
@@ -281,6 +288,7 @@ class Former:
         for item in items:
             with budget.charge([item]):
                 item.normalised = self._normalise(item, failures)
+                item.kind = kind_of(item)
 
     def _embed(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
         """Each item's vector: the one its question was encoded with when the proxy kept it
@@ -487,6 +495,21 @@ def _mark_superseded(conn: Connection, items: Sequence[Item]) -> None:
     gone = set(log_rows.superseded_among(conn, [item.log_id for item in items]))
     for item in items:
         item.superseded = item.log_id in gone
+
+
+def kind_of(item: Item) -> str:
+    """What the row does: an answer logged with the fragments it restates is
+    ``restated``; a turn of a chat with a model (its speaker unnamed: the user or the
+    assistant) that only asks (:func:`~memory_core.text.acts.is_question`, on the text as
+    written, in any language it reads) is ``asked``; anything else, a long text
+    included, ``stated``. A question between named people (a transcript, a meeting) is
+    part of what they told each other ("Did you finish the painting?" says there is
+    one), not a lookup that will be asked again: it stays ``stated``."""
+    if item.role == "assistant" and item.sources:
+        return "restated"
+    if item.name is None and len(item.text) <= _KIND_CHARS and is_question(item.text):
+        return "asked"
+    return "stated"
 
 
 def _attempt_error(attempt: int, error: str) -> str:

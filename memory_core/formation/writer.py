@@ -68,9 +68,14 @@ class GraphWriter:
         for item in items:
             self._place(item)
         for item in items:
-            self._declared_aliases(item)
+            stated = item.kind == "stated"
+            if stated:
+                self._declared_aliases(item)
             self._link(item)
-            self._relate(item)
+            if stated:
+                self._relate(item)
+            else:
+                self._restates(item)
         log_rows.record_failures(
             self._conn,
             [(f.stage, f.interpretation, f.log_id, f.error, f.raw, self._now) for f in failures],
@@ -100,6 +105,7 @@ class GraphWriter:
             normaliser=self._b.normaliser.interpretation.label,
             model=self._b.encoder.interpretation.label,
             vector=blob(item.vector),
+            kind=item.kind,
         )
 
     def _place(self, item: Item) -> None:
@@ -176,17 +182,22 @@ class GraphWriter:
             kinds.append("answers")
         if _ANAPHORA.match(self._canonical(item)):
             kinds.append("depends_on")
-        if CORRECTION.search(self._canonical(item)) and prev_role != item.role:
+        corrects = item.kind == "stated" and CORRECTION.search(self._canonical(item))
+        if corrects and prev_role != item.role:
             kinds.append("corrects")
         fragment_rows.insert_links(self._conn, item.fragment_id, previous, kinds, label, self._now)
 
     def _link(self, item: Item) -> None:
+        """Mentions linked into entities (typed by NER, else by the fragment's claims),
+        then the relations NER read that no claim states ("a minha irmã Marta" is the
+        speaker's ``has_sister``), stored under NER's interpretation."""
         ner, linker = self._b.ner.interpretation.label, "linking:alias-fuzzy-context@1"
         if item.name:  # a named speaker is an entity from the first turn it speaks
             self._speaker(item)
         for mention, vec in zip(item.mentions, item.mention_vectors, strict=True):
+            label = self._entities.label_for(mention.surface, mention.label, item.claims)
             entity_id, score, reason = self._resolve(
-                mention.surface, mention.label, vec, item, protected=False
+                mention.surface, label, vec, item, protected=False
             )
             entity_rows.insert_mention(
                 self._conn,
@@ -195,7 +206,7 @@ class GraphWriter:
                 start=mention.start,
                 end=mention.end,
                 surface=mention.surface,
-                label=mention.label,
+                label=label,
                 confidence=mention.confidence,
                 link_score=round(score, 4),
                 link_reason=reason,
@@ -204,6 +215,27 @@ class GraphWriter:
             )
             item.entity_ids.append(entity_id)
         self._translated_aliases(item)
+        cued = self._entities.cued_relations(item.mentions, item.entity_ids, item.claims)
+        if item.kind != "stated" or not cued:
+            return
+        context_id = context_rows.primary_context(self._conn, item.fragment_id)
+        for predicate, entity_id in cued:
+            record_relation(
+                self._conn,
+                self._speaker(item),
+                predicate,
+                entity_id,
+                None,
+                item.fragment_id,
+                context_id,
+                ner,
+                0.7,
+                None,
+                correction=False,
+                now=self._now,
+                abandoned=item.superseded,
+            )
+            self.counts["relations"] += 1
 
     def _resolve(
         self,
@@ -320,6 +352,23 @@ class GraphWriter:
         if context_id is not None:
             self._topic_correction(item, context_id)
 
+    def _restates(self, item: Item) -> None:
+        """A restating answer depends on what it restates (``restates@1``): ranked below
+        its sources and left out where they are shown. Only live fragments are linked
+        (a source forgotten or abandoned since is no longer what it restates)."""
+        if item.kind != "restated":
+            return
+        for source in fragment_rows.live_among(self._conn, item.sources):
+            if source != item.fragment_id:
+                fragment_rows.insert_link_once(
+                    self._conn,
+                    item.fragment_id,
+                    source,
+                    "depends_on",
+                    f"{fragment_rows.RESTATES}@1",
+                    self._now,
+                )
+
     def _topic_correction(self, item: Item, context_id: int) -> None:
         """A turn that opens as a correction ("Actually, ...", "Na verdade, ...")
         corrects the same speaker's latest turn on the same topic (its context) in
@@ -341,6 +390,7 @@ class GraphWriter:
                     self._conn, item.fragment_id, fid, "corrects", f"{TOPIC_LINK}@1", self._now
                 )
             return
+
     def _correction_link(self, item: Item, relation_id: int) -> None:
         """A claim that changed an earlier one makes its fragment correct that one's, in
         whatever conversation it was said (both name the same entity): the turn-order
@@ -394,7 +444,8 @@ class GraphWriter:
         for mention, entity_id in zip(item.mentions, item.entity_ids, strict=True):
             if mention.surface.casefold() == name.casefold():
                 return entity_id
-        entity_id, _, _ = self._resolve(name, "MISC", item.vector, item, protected=False)
+        label = self._entities.label_for(name, "MISC", item.claims)
+        entity_id, _, _ = self._resolve(name, label, item.vector, item, protected=False)
         return entity_id
 
 

@@ -61,7 +61,10 @@ from .holder import GraphHolder
 from .lexical import LexicalIndex, LexicalView
 from .nearest import PREFIX_WORDS, WORDS, codes, prefixes
 
-__all__ = ["MemoryGraph", "MemoryGraphIndex", "NodeKey"]
+__all__ = ["ACTS", "MemoryGraph", "MemoryGraphIndex", "NodeKey"]
+
+ACTS = fragments.KINDS
+"""What a fragment does (``fragments.kind``), by :attr:`MemoryGraph.acts` index."""
 
 NodeKey = tuple[str, object]
 """What a node stands for: ``("fragment", id)``, ``("entity", id)``, ``("context", id)``,
@@ -102,6 +105,16 @@ class MemoryGraph:
     closed_words: npt.NDArray[np.int64]  # sorted word nodes used by too many fragments
     lexical: LexicalView  # BM25 over this version's fragments (.lexical)
     generation: int = 0  # memory's generation read (.storage.history: cycles, rollbacks)
+    acts: npt.NDArray[np.int8] | None = None
+    """node -> what the fragment does, an index into :data:`ACTS` (0, ``stated``, for
+    every other node); None: every fragment states."""
+
+    def act_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
+        """What the fragments of ``nodes`` (nodes of this version) do, as :data:`ACTS`
+        indices."""
+        if self.acts is None:
+            return np.zeros(nodes.shape[0], np.int8)
+        return self.acts[nodes]
 
     @property
     def version(self) -> int:
@@ -159,6 +172,7 @@ class MemoryGraphIndex:
             0,
         )
         self._fragment_of = AppendBuffer(np.int64)
+        self._acts = AppendBuffer(np.int8)
         self._vectors = AppendBuffer(np.float32, self._dim)
         self._vector_nodes = AppendBuffer(np.int64)
         self._vector_codes = AppendBuffer(np.uint64, WORDS)
@@ -232,13 +246,15 @@ class MemoryGraphIndex:
 
     def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
         tokens = fragments.fts_tokenizer(conn)
-        for fid, text, conversation, ts, vector, speaker in self._rows(
+        for fid, text, conversation, ts, vector, speaker, act in self._rows(
             conn, "fragments", fragments.nodes_since
         ):
             self._lexical.add(fid, fragments.document_tokens(tokens, speaker, text))
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
             batch.fragment_of.append((node, fid))
+            if act != ACTS[0]:
+                batch.acts.append((node, ACTS.index(act) if act in ACTS else 0))
             if vector and len(vector) == 4 * self._dim:
                 batch.vectors.append(np.frombuffer(vector, dtype="<f4"))
                 batch.vector_nodes.append(node)
@@ -357,6 +373,10 @@ class MemoryGraphIndex:
         for node, fid in batch.fragment_of:
             fragment_of[node - batch.first_node] = fid
         self._fragment_of.extend(fragment_of)
+        acts = np.zeros(new_kinds.shape[0], np.int8)
+        for node, act in batch.acts:
+            acts[node - batch.first_node] = act
+        self._acts.extend(acts)
         vector_of = np.full(new_kinds.shape[0], -1, np.int64)
         if batch.vectors:
             added = np.stack(batch.vectors)
@@ -404,6 +424,7 @@ class MemoryGraphIndex:
             np.asarray(closed, np.int64),
             self._lexical.view(),
             generation,
+            self._acts.view(),
         )
         return self._snapshot
 
@@ -415,6 +436,7 @@ class _Batch:
         self.first_node = first_node
         self.kinds: list[int] = []
         self.fragment_of: list[tuple[int, int]] = []
+        self.acts: list[tuple[int, int]] = []  # (node, ACTS index) of fragments that do not state
         self.vectors: list[npt.NDArray[np.float32]] = []
         self.vector_nodes: list[int] = []
         self.names: list[str] = []

@@ -71,11 +71,14 @@ def check_timestamp(value: object, where: str) -> float:
 
 @dataclass(frozen=True)
 class LogMessage:
-    """One message to log: the message as received and when it was said."""
+    """One message to log: the message as received and when it was said; ``sources``:
+    the stored fragments it restates (an answer that restates the memory it was shown,
+    see :mod:`memory_core.text.acts`), so formation ranks it below them."""
 
     message: Mapping[str, Any]
     ts: float
     ext_id: str | None = None
+    sources: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ def _insert(
         logged_at=now,
         source=source,
     )
+    if item.sources:
+        log_rows.insert_sources(conn, row_id, item.sources)
     if role in ("user", "assistant"):
         log_rows.enqueue(conn, row_id, now)
     return row_id

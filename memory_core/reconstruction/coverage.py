@@ -113,7 +113,7 @@ def assess(
     """The verdict of each focus of ``question`` (built by :func:`ask` with ``config``)
     against what the block renders and, with ``held`` (a word -> the fragments of memory
     that use it), what memory holds."""
-    wanted = question.foci if question is not None else ()
+    wanted = question.note_foci if question is not None else ()
     if not wanted:
         return NO_FOCI
     verdicts = []

@@ -211,7 +211,45 @@ def _statements(
         if seen.isdisjoint(statement.relation_ids):
             distinct.append(statement)
             seen.update(statement.relation_ids)
-    return distinct
+    return _once(distinct)
+
+
+def _once(statements: Sequence[Statement]) -> list[Statement]:
+    """``statements`` with each claim shown once: a fact that reads as a claim of a
+    change or a conflict (the current side of a change stated again: ``Changed: Ana lives
+    in Porto [3]…`` then ``Ana lives in Porto [4]``), or as an earlier fact (two entities
+    that both read "Beatriz"), is folded into it, which then cites the sources of both
+    (at most :data:`MAX_SOURCES`) and ranks as the better of the two; a change or
+    conflict that repeats an earlier one whole is dropped."""
+    out: list[Statement] = []
+    where: dict[str, tuple[int, int]] = {}  # claim text -> (statement, side) in ``out``
+    changes: set[tuple[str, ...]] = set()
+    for statement in sorted(statements, key=lambda s: s.kind == "fact"):  # stable
+        texts = [c.text.casefold() for c in statement.claims]
+        if statement.kind == "fact" and texts[0] in where:
+            at, side = where[texts[0]]
+            out[at] = _folded(out[at], side, statement)
+        elif statement.kind != "fact" and tuple(texts) in changes:
+            continue
+        else:
+            changes.add(tuple(texts))
+            for side, text in enumerate(texts):
+                where.setdefault(text, (len(out), side))
+            out.append(statement)
+    return sorted(out, key=lambda s: (s.rank, s.kind == "fact"))
+
+
+def _folded(statement: Statement, side: int, fact: Statement) -> Statement:
+    """``statement`` whose claim ``side`` also cites ``fact``'s relations and sources."""
+    kept, claim = statement.claims[side], fact.claims[0]
+    merged = Claim(
+        kept.text,
+        tuple(dict.fromkeys((*kept.relation_ids, *claim.relation_ids))),
+        tuple(dict.fromkeys((*kept.fragment_ids, *claim.fragment_ids)))[:MAX_SOURCES],
+        kept.subject,
+    )
+    claims = (*statement.claims[:side], merged, *statement.claims[side + 1 :])
+    return Statement(statement.kind, claims, min(statement.rank, fact.rank))
 
 
 def _latest(

@@ -113,7 +113,7 @@ Invariants: the fragments kept are the best-ranked ones that fit (and those a ke
 statement cites); the whole text,
 delimiters and headings included, never exceeds ``budget_tokens`` as counted by the
 given counter; a fragment too long for the remaining room is cut at a word boundary and
-marked with an ellipsis; ``cited`` lists the kept hits in rank order, then the other
+marked with an ellipsis; ``shown`` lists the kept hits in rank order, then the other
 fragments kept; every ``[n]`` of a statement names a numbered line; the text holds
 exactly one opening and one closing delimiter, its first and last lines; a fragment
 whose stored time is unknown sits under a ``date unknown:`` heading, after the dated ones.
@@ -129,6 +129,7 @@ from dataclasses import dataclass
 
 from ..log.messages import stored_timestamp
 from ..retrieval.bm25 import Hit
+from ..text.conversations import label_of
 from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import content_stems, split_sentences, stem, words
@@ -204,16 +205,27 @@ class RenderedStatement:
 
 @dataclass(frozen=True)
 class Reconstruction:
-    """The injected text, its token count, and the fragments it cites, in rank order;
+    """The injected text, its token count, and the fragments it shows, in rank order;
     the statements it renders, what each citation number stands for, the coverage of
-    the question's foci."""
+    the question's foci.
+
+    One vocabulary everywhere (receipts, ``/memory why``, the receipts list, the
+    inspector, replay): a fragment is *shown* when the block has its line, and *cited*
+    when the block numbers it (``[n]``: a statement or a correction cites it); every
+    cited fragment is shown, not every shown one is cited.
+    """
 
     text: str
     tokens: int
-    cited: tuple[int, ...]
+    shown: tuple[int, ...]
     statements: tuple[RenderedStatement, ...] = ()
     citations: tuple[tuple[int, int], ...] = ()
     coverage: Coverage = NO_FOCI
+
+    @property
+    def cited(self) -> tuple[int, ...]:
+        """The fragments the block numbers, in the order of their numbers."""
+        return tuple(fragment for _, fragment in self.citations)
 
 
 @dataclass(frozen=True)
@@ -275,7 +287,9 @@ def _coverage(
     similarity: Mapping[int, float] | None,
     held: Callable[[str], int] | None,
 ) -> Coverage:
-    if not question or not (config.coverage.note or config.coverage.when_empty):
+    if not question or not question.note_foci:
+        return NO_FOCI  # a turn that states things is told nothing about what it stated
+    if not (config.coverage.note or config.coverage.when_empty):
         return NO_FOCI
     shown = [
         Shown(
@@ -413,12 +427,12 @@ def _structured(
     if tokens > budget_tokens:
         return Reconstruction("", 0, (), coverage=coverage)
     kept = {h.fragment_id for u in units for h, _ in u.hits}
-    cited = tuple(h.fragment_id for h in hits if h.fragment_id in kept)  # in rank order
-    cited += tuple(f for f in evidence.extra if f in kept)
+    ranked = tuple(h.fragment_id for h in hits if h.fragment_id in kept)  # in rank order
+    ranked += tuple(f for f in evidence.extra if f in kept)
     return Reconstruction(
         text,
         tokens,
-        cited,
+        ranked,
         statements,
         tuple(sorted((n, f) for f, n in numbers.items())),
         coverage,
@@ -508,12 +522,20 @@ def _without_year(date: str, previous: str | None) -> str:
 
 def _headings(hit: Hit) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The conversation heading and the date sub-heading a fragment sits under."""
-    return (hit.conversation_id,), (hit.conversation_id, _date(hit))
+    return (hit.conversation_id, _conversation(hit)), (hit.conversation_id, _date(hit), "")
+
+
+def _conversation(hit: Hit) -> str:
+    """The conversation's label (:mod:`memory_core.text.conversations`): the one the
+    lookup found, else its id unless that is only an identifier."""
+    if hit.conversation_label:
+        return hit.conversation_label
+    return label_of(hit.conversation_id, None)
 
 
 def _heading(key: tuple[str, ...]) -> str:
-    if len(key) == 1:
-        return f"[{_label(key[0], _MAX_HEADING) or 'conversation'}]\n"
+    if len(key) == 2:
+        return f"[{_label(key[1], _MAX_HEADING) or 'conversation'}]\n"
     return f"{key[1]}:\n"
 
 
@@ -542,11 +564,12 @@ def speaker_label(hit: Hit) -> str:
 def _fragment_order(kept: Sequence[tuple[Hit, str]]) -> list[tuple[str, Hit, str]]:
     """``(date, hit, line)`` of the kept fragments in the order they are shown:
     conversations by their earliest kept fragment; dates and lines in time order
-    (fragments of unknown time last)."""
+    (fragments of unknown time last), turns of the same time in the order they were
+    said (fragment ids follow the log: a question before its answer)."""
     by_conversation: dict[str, list[tuple[tuple[bool, float, int], str, Hit, str]]] = {}
-    for order, (hit, line) in enumerate(kept):
+    for hit, line in kept:
         ts = stored_timestamp(hit.ts)
-        when = (ts is None, 0.0 if ts is None else ts, order)
+        when = (ts is None, 0.0 if ts is None else ts, hit.fragment_id)
         by_conversation.setdefault(hit.conversation_id, []).append((when, _date(hit), hit, line))
     out: list[tuple[str, Hit, str]] = []
     for _, entries in sorted(by_conversation.items(), key=lambda i: min(e[0] for e in i[1])):
@@ -583,9 +606,9 @@ def _render_sections(
     for day, hit, line in order:
         if hit.conversation_id != conversation:
             conversation, date = hit.conversation_id, None
-            parts.append(_heading((conversation,)))
+            parts.append(_heading(_headings(hit)[0]))
         if day != date:
-            parts.append(_heading((conversation, _without_year(day, date))))
+            parts.append(_heading((conversation, _without_year(day, date), "")))
             date = day
         number = numbers.get(hit.fragment_id)
         if number is None:

@@ -60,7 +60,7 @@ from ..graph import (
     pulse,
     select_area,
 )
-from ..index.memory_graph import MemoryGraph
+from ..index.memory_graph import ACTS, MemoryGraph
 from ..index.nearest import nearest
 from ..storage import Connection
 from ..storage.tables import contexts, entities, fragments
@@ -86,14 +86,20 @@ class FragmentScore:
     score: float
     terms: dict[str, float]
     imputed: bool
+    kind: str = "stated"
+    """What the fragment does; its score is its terms' times the kind's factor."""
+    factor: float = 1.0
 
     def report(self) -> dict[str, Any]:
-        """JSON-ready: ``{"id", "score", "terms", "imputed"}``, values rounded to 1e-4."""
+        """JSON-ready: ``{"id", "score", "terms", "imputed", "kind", "factor"}``, values
+        rounded to 1e-4."""
         return {
             "id": self.fragment_id,
             "score": round(self.score, 4),
             "terms": {k: round(v, 4) for k, v in self.terms.items()},
             "imputed": self.imputed,
+            "kind": self.kind,
+            "factor": round(self.factor, 4),
         }
 
 
@@ -173,6 +179,9 @@ def retrieve_area(
         terms.add_activation(memory, activation, len(foci), scoring)
         terms.add_area(memory, area)
     candidates, nodes = terms.candidates(memory, hits[: scoring.candidates])
+    kinds = _kinds(conn, memory, candidates, nodes)
+    if any(kind != ACTS[0] for kind in kinds):
+        candidates = candidates.factored([scoring.factor(kind) for kind in kinds])
 
     def similarity(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The cosine to the question of candidate ``rows`` (graph rows come first)."""
@@ -184,12 +193,15 @@ def retrieve_area(
 
     candidates, order, scores = rank_computing(candidates, scoring, limit, "similarity", similarity)
     clock.lap("rank")
+    factor = candidates.multipliers()
     ranked = [
         FragmentScore(
             int(candidates.fragment_ids[i]),
             float(scores[i]),
             candidates.row(int(i)),
             bool(candidates.imputed[i]),
+            kinds[int(i)],
+            float(factor[i]),
         )
         for i in order
     ]
@@ -277,6 +289,19 @@ class _NodeTerms:
             imputed=np.concatenate([np.zeros(nodes.shape[0], bool), np.ones(len(newer_ids), bool)]),
         )
         return candidates, nodes
+
+
+def _kinds(
+    conn: Connection, memory: MemoryGraph, candidates: Candidates, nodes: npt.NDArray[np.int64]
+) -> list[str]:
+    """What each candidate's fragment does (``stated``, ``asked``, ``restated``): read from
+    the graph for its rows (they come first), from SQLite for the few formed since."""
+    kinds = [ACTS[int(a)] for a in memory.act_of(nodes)]
+    newer = candidates.fragment_ids[nodes.shape[0] :].tolist()
+    if newer:
+        found = fragments.kinds_of(conn, newer)
+        kinds += [found.get(f, ACTS[0]) for f in newer]
+    return kinds
 
 
 def _pulse(

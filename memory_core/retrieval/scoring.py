@@ -7,10 +7,16 @@ a clock, so the ranking can be tested, explained and tuned on arrays alone, and 
 term of every fragment is reported as it was used (receipts, ``GET /memory/area``).
 
 The score of a fragment is the weighted sum of its terms (weights: :class:`ScoringConfig`,
-``retrieval.scoring`` in config.yaml)::
+``retrieval.scoring`` in config.yaml), times what the fragment does::
 
-    score = w_bm25 * bm25 + w_activation * activation + w_convergence * convergence
-          + w_similarity * similarity + w_area * area
+    score = factor * (w_bm25 * bm25 + w_activation * activation
+                      + w_convergence * convergence + w_similarity * similarity + w_area * area)
+
+where ``factor`` is 1 for a fragment that states something, ``asked`` (0.15) for one that
+only asks and ``restated`` (0.2) for an answer that restated the memory it was shown
+(:mod:`memory_core.text.acts`): a question is short and made of the very words asked
+again, so at full scale it outranks the statement that answers it (live use: the eight
+best hits for a cousin's name were earlier questions and answers, the fact ninth).
 
 * ``bm25``: its BM25 score over the best BM25 score of the question;
 * ``activation``: its total activation over the largest total among fragments;
@@ -75,6 +81,24 @@ class ScoringConfig(ConfigModel):
     candidates: int = Field(
         50, ge=1, le=10_000, description="BM25 and nearest-by-embedding fragments scored"
     )
+    asked: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="multiplier of the score of a fragment that only asks (a question: short "
+        "and made of the words asked again, it would outrank the statement that answers it)",
+    )
+    restated: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="multiplier of the score of an answer that restated the memory it was "
+        "shown (it ranks below its sources, which are what gets cited)",
+    )
+
+    def factor(self, kind: str) -> float:
+        """The multiplier of a fragment's score by its kind (``stated``: 1)."""
+        return {"asked": self.asked, "restated": self.restated}.get(kind, 1.0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> ScoringConfig:
@@ -100,6 +124,9 @@ class Candidates:
     fragment_ids: Int64s
     terms: Floats
     imputed: Bools
+    factor: Floats | None = None
+    """Each row's score multiplier in [0, 1] by what the fragment does (see
+    :meth:`ScoringConfig.factor`); None: 1 for every row."""
 
     @classmethod
     def of(
@@ -139,10 +166,22 @@ class Candidates:
         """Row ``i``'s terms by name."""
         return {term: float(v) for term, v in zip(TERMS, self.terms[i], strict=True)}
 
+    def factored(self, factor: npt.ArrayLike) -> Candidates:
+        """These candidates with ``factor`` as their score multipliers (clipped into
+        [0, 1])."""
+        values = np.clip(np.nan_to_num(np.asarray(factor, dtype=np.float64), nan=1.0), 0, 1)
+        return Candidates(self.fragment_ids, self.terms, self.imputed, values)
+
+    def multipliers(self) -> Floats:
+        """:attr:`factor`, or ones."""
+        return np.ones(len(self)) if self.factor is None else self.factor
+
 
 def score(candidates: Candidates, config: ScoringConfig) -> Floats:
-    """Each candidate's weighted sum of terms (see the module docstring)."""
-    return candidates.terms @ config.weights()
+    """Each candidate's weighted sum of terms times its factor (see the module
+    docstring)."""
+    raw = candidates.terms @ config.weights()
+    return raw if candidates.factor is None else raw * candidates.factor
 
 
 def rank(candidates: Candidates, config: ScoringConfig, limit: int) -> tuple[Int64s, Floats]:
@@ -179,28 +218,30 @@ def rank_computing(
     term is computed, by ``compute(rows)``, only for the rows that could still reach the
     top ``limit``, and the candidates are returned with it filled in.
 
-    Exact: every term is at most 1 and every weight at least 0, so a row whose score
-    without the term plus the term's weight stays below the ``limit``-th best score of
-    rows already complete can never rank; it keeps 0 for the term and is never among
-    those returned. Imputed rows keep their imputed value (it is already complete). The
-    returned rows always have the term computed, also when its weight is 0 (a report
-    shows every term as it was).
+    Exact: every term is at most 1, every weight at least 0 and every factor in [0, 1],
+    so a row whose score without the term plus the term's weight (both times its factor)
+    stays below the ``limit``-th best score of rows already complete can never rank; it
+    keeps 0 for the term and is never among those returned. Imputed rows keep their
+    imputed value (it is already complete). The returned rows always have the term
+    computed, also when its weight is 0 (a report shows every term as it was).
     """
     j = TERMS.index(term)
     weight = float(config.weights()[j])
     terms = candidates.terms.copy()
     done = candidates.imputed.copy()
+    factor = candidates.multipliers()
     if weight > 0.0 and limit > 0:
         terms[~done, j] = 0.0
-        without = terms @ config.weights()
+        without = (terms @ config.weights()) * factor
         open_rows = np.flatnonzero(~done)
         best = _best_rows(without, open_rows, limit)
         first = best[np.argsort(-without[best], kind="stable")[:limit]]
         _fill(terms, done, first, j, compute)
-        complete = np.sort((terms @ config.weights())[done])[::-1]
+        complete = np.sort(((terms @ config.weights()) * factor)[done])[::-1]
         bar = complete[limit - 1] if complete.shape[0] >= limit else -np.inf
-        _fill(terms, done, np.flatnonzero(~done & (without + weight >= bar)), j, compute)
-    filled = Candidates(candidates.fragment_ids, terms, candidates.imputed)
+        reach = without + weight * factor
+        _fill(terms, done, np.flatnonzero(~done & (reach >= bar)), j, compute)
+    filled = Candidates(candidates.fragment_ids, terms, candidates.imputed, candidates.factor)
     order, scores = rank(filled, config, limit)
     _fill(terms, done, order[~done[order]], j, compute)  # reported as used, even at weight 0
     return filled, order, scores

@@ -425,6 +425,28 @@ def _m010_user_controls(conn: Connection) -> None:
     )
 
 
+def _m011_fragment_kinds(conn: Connection) -> None:
+    """What each fragment does (``kind``: ``stated``, ``asked``, ``restated``), so a
+    question or an answer that restates memory never outranks what was told; and which
+    fragments an answer restates, best first (``log_sources``: part of the log, written
+    when the answer is logged). Fragments stored before are ``stated``; formation tells the
+    others apart from then on."""
+    conn.execute(
+        "ALTER TABLE fragments ADD COLUMN kind TEXT NOT NULL DEFAULT 'stated'"
+        " CHECK (kind IN ('stated', 'asked', 'restated'))"
+    )
+    conn.execute(
+        """
+        CREATE TABLE log_sources (
+            log_id INTEGER NOT NULL REFERENCES log(id),
+            position INTEGER NOT NULL,
+            fragment_id INTEGER NOT NULL,
+            PRIMARY KEY (log_id, position)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -436,6 +458,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("008_history", _m008_history),
     ("009_rollback_indexes", _m009_rollback_indexes),
     ("010_user_controls", _m010_user_controls),
+    ("011_fragment_kinds", _m011_fragment_kinds),
 )
 
 

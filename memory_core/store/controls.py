@@ -7,21 +7,31 @@ out of every retrieval read; not derived memory, so rollbacks and consolidation 
 nor repeat it). Forgetting by words names the live fragments that have every content word of the
 request (:func:`~memory_core.text.words.query_terms`), at most :data:`MAX_FORGET` of them: a request
 that matches more is refused, never applied to a part of what matched.
+
+Forgetting by words forgets what *asserts* the words, never what only denies them: "forget
+Lisbon" forgets "Ana lives in Lisbon", and keeps "Actually Ana moved to Porto, not Lisbon" (a
+correction that negates Lisbon holds what is true now). A fragment is kept when one of the
+words occurs in it only where it says that something is not so
+(:func:`~memory_core.formation.stages.relations.denied_spans`: "not Lisbon", "não para
+Lisboa", "no en Lisboa", "I don't live in Lisbon", "instead of Lisbon"). A forget by words may
+be previewed first (``preview=True``: what it would forget and keep, nothing recorded).
 """
 
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InvalidInputError
+from ..formation.stages.relations import denied_spans
 from ..retrieval.bm25 import Hit, fetch_hits
 from ..storage import Connection, retry_busy, transaction
 from ..storage.tables import forgets as forget_rows
 from ..storage.tables import switches
 from ..storage.tables.forgets import ForgetRow
-from ..text.words import query_terms
+from ..text.words import WORD, query_terms, stem
 
 __all__ = ["MAX_FORGET", "Forgotten", "StoreControls"]
 
@@ -31,13 +41,16 @@ MAX_FORGET = 100
 
 @dataclass(frozen=True)
 class Forgotten:
-    """What a forget did: its record (None when nothing matched: nothing is recorded),
-    the fragments it forgot (as they were), and the fragment ids it was given that are
-    not live fragments (unknown, superseded, or forgotten already)."""
+    """What a forget did, or previewed, would do: its record (None when nothing was
+    forgotten: nothing matched, or a preview), the fragments it forgot or would forget
+    (as they were), the fragment ids it was given that are not live fragments (unknown,
+    superseded, or forgotten already), and for a forget by words the fragments that have
+    the words but were kept, since they only deny them."""
 
     forget: ForgetRow | None
     fragments: tuple[Hit, ...]
     missing: tuple[int, ...] = ()
+    kept: tuple[Hit, ...] = ()
 
 
 class StoreControls:
@@ -69,10 +82,14 @@ class StoreControls:
         with self._write_lock:
             return retry_busy(run)
 
-    def forget_matching(self, words: str, *, conversation: str | None) -> Forgotten:
+    def forget_matching(
+        self, words: str, *, conversation: str | None, preview: bool = False
+    ) -> Forgotten:
         """Forget the messages of the live fragments that have every content word of
-        ``words``; raises :class:`InvalidInputError` when it has none, or when more than
-        :data:`MAX_FORGET` fragments match."""
+        ``words`` and assert them (those that only deny a word are ``kept``), or with
+        ``preview`` only say which they would be; raises :class:`InvalidInputError` when
+        ``words`` has no content word, or when more than :data:`MAX_FORGET` fragments
+        match."""
         terms = query_terms(words)
         if not terms:
             raise InvalidInputError(f"{words!r} has no word to look for (only stop words)")
@@ -85,7 +102,16 @@ class StoreControls:
                         f"more than {MAX_FORGET} fragments have every word of {words!r}:"
                         " name more words, or fragment ids"
                     )
-                return self._forget(fetch_hits(self._writer, ids), words, conversation, ())
+                hits = fetch_hits(self._writer, ids)
+                texts = forget_rows.canonical_of(self._writer, ids)
+                kept = {
+                    h.fragment_id for h in hits if _denies(texts.get(h.fragment_id, h.text), terms)
+                }
+                named = tuple(h for h in hits if h.fragment_id not in kept)
+                spared = tuple(h for h in hits if h.fragment_id in kept)
+                if preview:
+                    return Forgotten(None, named, (), spared)
+                return replace(self._forget(named, words, conversation, ()), kept=spared)
 
         with self._write_lock:
             return retry_busy(run)
@@ -145,3 +171,24 @@ class StoreControls:
         """The conversations whose memory is switched off."""
         with self._write_lock:
             return switches.off(self._writer)
+
+
+def _denies(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text`` mentions one of ``terms`` only where it denies it (see the module
+    docstring); a term it cannot place counts as asserted."""
+    spans = denied_spans(text)
+    if not spans:
+        return False
+    words = [(stem(_folded(m[0])), m.span()) for m in WORD.finditer(text)]
+    for term in terms:
+        wanted = stem(_folded(term))
+        places = [span for key, span in words if key == wanted]
+        if places and all(any(a <= s and e <= b for a, b in spans) for s, e in places):
+            return True
+    return False
+
+
+def _folded(word: str) -> str:
+    """``word`` case-folded and without diacritics, as ``fragments_fts`` matches it."""
+    plain = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in plain if not unicodedata.combining(c))

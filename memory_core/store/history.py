@@ -26,10 +26,9 @@ from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
 from ..storage import Connection, connect, read_snapshot
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
-from ..storage.tables.entities import alias_names
 from ..storage.tables.history import HeldRow, SnapshotRow
-from ..text.names import NameIndex
 from .exclusive import exclusive
+from .names import KnownNames
 
 __all__ = ["DreamStatus", "StoreHistory"]
 
@@ -50,7 +49,7 @@ class StoreHistory(abc.ABC):
     """Memory's history for one store (see the module docstring)."""
 
     path: Path
-    names: NameIndex
+    names: KnownNames
     _clock: Callable[[], float]
     _dream: DreamConfig
     _judge: Judge | None
@@ -231,7 +230,7 @@ class StoreHistory(abc.ABC):
         if generation == graph.generation:
             return False
         with self._form_lock:
-            self.names = NameIndex(alias_names(self._forming))
+            self.names = KnownNames(self._forming)
             self._prepared(self._graph.reload(self._forming))
         return True
 
@@ -253,7 +252,7 @@ class StoreHistory(abc.ABC):
                 with self._read_lock:
                     self._unpin()
             raise
-        self.names = NameIndex(alias_names(self._forming))
+        self.names = KnownNames(self._forming)
         if not pinned:
             return
         try:

@@ -44,14 +44,13 @@ from ..retrieval.strategies import STRATEGIES
 from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
 from ..storage.tables import question_vectors, receipts, stats
-from ..storage.tables.entities import alias_names
-from ..text.names import NameIndex
 from ..text.question import Question
 from ..text.tokens import TokenCounter, counter_for
 from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
 from .controls import StoreControls
 from .history import DreamStatus, StoreHistory
 from .inspection import list_contexts, list_entities, list_relations
+from .names import KnownNames
 
 __all__ = [
     "DEFAULT_RECEIPT_AGE_S",
@@ -135,7 +134,7 @@ class MemoryStore(StoreHistory, StoreControls):
         self._write_lock, self._writer = storage.write_lock, storage.writer
         self._read_lock, self._reader = storage.read_lock, storage.reader
         self._form_lock, self._forming = storage.form_lock, storage.forming
-        self.names = NameIndex(self._load_names())
+        self.names = self._load_names()
 
     @property
     def counter(self) -> TokenCounter:
@@ -204,6 +203,8 @@ class MemoryStore(StoreHistory, StoreControls):
                 backends = self._get_backends()
                 self._former = Former(self._forming, backends, self._formation, clock=self._clock)
             result = self._former.run(limit)
+            if result.relations:
+                self.names.read_relations(self._forming)
         self.names.add(result.names)
         return result
 
@@ -218,6 +219,8 @@ class MemoryStore(StoreHistory, StoreControls):
         """Take in what another process formed: learn its ``names`` and append its rows
         to the graph (past the graph's cursors, as after a pass of :meth:`form`)."""
         self.names.add(names)
+        with self._form_lock:
+            self.names.read_relations(self._forming)
         self._publish_graph()
 
     def warm_graph(self) -> MemoryGraph:
@@ -456,6 +459,6 @@ class MemoryStore(StoreHistory, StoreControls):
         with self._read_lock:
             return list_relations(self._reader, entity=entity, limit=limit)
 
-    def _load_names(self) -> list[str]:
+    def _load_names(self) -> KnownNames:
         with self._read_lock:
-            return alias_names(self._reader)
+            return KnownNames(self._reader)

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .acts import unstated
 from .language import detect_language
 from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, query_terms, stem
 
@@ -207,6 +208,15 @@ class Question:
         default=_unencoded, repr=False, compare=False
     )
     """Waits for the question's vector (None: not encoded)."""
+    noted: tuple[Focus, ...] | None = None
+    """The foci a note on memory's coverage is about: those of the sentences that do not
+    state things (:func:`~.acts.unstated`), so a turn that tells memory something is
+    never told "memory holds nothing about" what it just said; None: all of them."""
+
+    @property
+    def note_foci(self) -> tuple[Focus, ...]:
+        """:attr:`noted`, or every focus."""
+        return self.foci if self.noted is None else self.noted
 
     @classmethod
     def of(
@@ -216,13 +226,20 @@ class Question:
         excerpt = question_excerpt(text)
         terms = tuple(query_terms(excerpt))
         stems = tuple(dict.fromkeys(map(stem, terms)))
+        every = foci(excerpt, min_chars=min_focus_chars, ignore=ignore_foci)
+        asked = unstated(excerpt)
+        noted = None
+        if asked != excerpt.strip():
+            kept = {f.key for f in foci(asked, min_chars=min_focus_chars, ignore=ignore_foci)}
+            noted = tuple(f for f in every if f.key in kept)
         return cls(
             excerpt,
             terms,
             stems,
             frozenset(stems),
-            foci(excerpt, min_chars=min_focus_chars, ignore=ignore_foci),
+            every,
             detect_language(excerpt),
+            noted=noted,
         )
 
     def encoding(self, encoded: Callable[[], Vector | None]) -> Question:

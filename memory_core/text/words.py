@@ -32,6 +32,7 @@ import unicodedata
 
 __all__ = [
     "MAX_QUERY_TERMS",
+    "MISTAKE_MARKERS",
     "STOP_WORDS",
     "WORD",
     "content_stems",
@@ -133,15 +134,49 @@ def split_sentences(text: str) -> list[str]:
     return parts
 
 
+_AP = "['\u2019]"
+MISTAKE_MARKERS = (
+    # English: owning up to a mistake, or taking back what was said
+    rf"i\s+was\s+wrong|i(?:{_AP}m|\s+am)\s+wrong|i\s+(?:was|am)\s+mistaken|i{_AP}m\s+mistaken|"
+    r"i\s+(?:got|had)\s+(?:it|that|this)\s+wrong|i\s+made\s+a\s+mistake|my\s+(?:mistake|bad|error)|"
+    r"i\s+mis-?(?:spoke|typed|remembered|read|heard|said)|i\s+mixed\s+(?:it|that|them)\s+up|"
+    r"i\s+meant|correction|let\s+me\s+correct|to\s+correct\s+(?:myself|that)|scratch\s+that|"
+    r"strike\s+that|(?:forget|ignore)\s+what\s+i\s+said|on\s+second\s+thoughts?|or\s+rather|"
+    r"come\s+to\s+think\s+of\s+it|(?:it\s+)?turns\s+out|"
+    rf"that{_AP}?s\s+(?:wrong|not\s+right|not\s+true|incorrect)|actually|"
+    # Portuguese
+    r"me\s+enganei|enganei-me|enganei|estava\s+(?:enganad[oa]|errad[oa])|"
+    r"estou\s+(?:enganad[oa]|errad[oa])|errei|foi\s+(?:um\s+)?engano|engano\s+meu|erro\s+meu|"
+    r"(?:cometi|foi)\s+um\s+erro|me\s+confundi|confundi-me|quis\s+dizer|queria\s+dizer|"
+    r"corrijo|corrigindo|corre(?:c?ç|cc)ão|retiro\s+o\s+que\s+disse|"
+    r"esque(?:ce|ça)\s+o\s+que\s+(?:eu\s+)?disse|pensando\s+(?:bem|melhor)|na\s+verdade|"
+    r"na\s+realidade|afinal|"
+    # Spanish
+    r"me\s+equivoqu[ée]|me\s+he\s+equivocado|estaba\s+equivocad[oa]|estoy\s+equivocad[oa]|"
+    r"me\s+confund[íi]|me\s+he\s+confundido|error\s+m[íi]o|(?:cometí|fue)\s+un\s+error|"
+    r"quise\s+decir|quer[íi]a\s+decir|corrijo|corrigiendo|correcci[óo]n|mejor\s+dicho|"
+    r"retiro\s+lo\s+dicho|olvida\s+lo\s+que\s+dije|pens[áa]ndolo\s+(?:bien|mejor)|en\s+realidad"
+)
+"""Words that say something said before was a mistake, in English, Portuguese and
+Spanish ("I was wrong", "my mistake", "scratch that", "on second thought", "me enganei",
+"erro meu", "afinal", "me equivoqué", "me confundí", "mejor dicho"): a regular expression
+source, matched case-insensitively between word boundaries."""
+
+_APOLOGY = (
+    r"sorry|oops|whoops|oh|ah|hmm|wait|ok|okay|well|desculpa|desculpe|perdão|perdao|ops|opa|"
+    r"olha|bem|pois|perdón|perdon|perdona|disculpa|disculpe|uy|vaya|bueno|oye|pues"
+)
 _OPENS_AS_CORRECTION = re.compile(
-    r"\W*(no|nope|actually|correction|sorry,? i meant|i meant|wait,? no|na verdade|afinal|"
-    r"não|nao|corrijo|corrigindo|en realidad|perdón,? quise decir|quise decir|me equivoqué)\b",
+    rf"\W*(?:(?:{_APOLOGY})\b\W*)*(?:no|nope|não|nao|{MISTAKE_MARKERS})\b",
     re.IGNORECASE,
 )
 
 
 def opens_as_correction(text: str) -> bool:
     """Whether ``text`` opens as a correction of something said before ("No, ...",
-    "Actually, ...", "Na verdade", "En realidad"; English, Portuguese, Spanish). Stricter
-    than a correction marker anywhere in the text (a reply that merely says "now")."""
+    "Actually, ...", "Sorry, I was wrong: ...", "My mistake", "Desculpa, enganei-me",
+    "Na verdade", "Perdón, me equivoqué", "En realidad"; English, Portuguese, Spanish):
+    a mistake marker (:data:`MISTAKE_MARKERS`) or a plain "no" first, after an apology or
+    interjection at most. Stricter than a correction marker anywhere in the text (a
+    reply that merely says "now")."""
     return _OPENS_AS_CORRECTION.match(text) is not None

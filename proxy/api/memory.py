@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from memory_core import (
+    STRATEGIES,
     InvalidInputError,
     LogMessage,
     MemoryCoreError,
@@ -107,10 +108,16 @@ async def search(request: web.Request) -> web.Response:
     k = int_param(request, "k", 8, 1, 200)
     budget = int_param(request, "budget", 600, 1, 100_000)
     as_of = snapshot_param(request, "as_of")
+    strategy = request.query.get("strategy", "bm25")
+    if strategy not in STRATEGIES:
+        names = ", ".join(STRATEGIES.names())
+        raise ApiError(
+            400, f"query parameter 'strategy' must be one of: {names}", param="strategy"
+        )
     began = time.perf_counter()
     try:
         recall = await svc.tenants.get(tenant).recall(
-            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy="bm25", as_of=as_of
+            query, limit=k, budget_tokens=budget, exclude_hashes=(), strategy=strategy, as_of=as_of
         )
     except SnapshotNotFoundError as exc:
         raise _no_snapshot(exc) from exc
@@ -140,6 +147,7 @@ async def search(request: web.Request) -> web.Response:
                     conversation_id=h.conversation_id,
                     ts=h.ts,
                     ext_id=h.ext_id,
+                    kind=h.kind,
                 )
                 for h in recall.hits
             ],
@@ -186,12 +194,20 @@ async def area(request: web.Request) -> web.Response:
     return json_response(AreaResponse(query=query, **dict(report)))
 
 
+_UNNAMED_SPEAKERS = frozenset({"user", "assistant", "system", "developer", "tool", "function"})
+"""What the entity of a speaker that gave no name is called: its chat role. Such an entity
+holds the speaker's relations ("user has_sister Marta"), but it is a side of the chat, not
+something memory learned of: it is not listed."""
+
+
 async def entities(request: web.Request) -> web.Response:
-    """Entities with aliases (and their languages) and the contexts they appear in."""
+    """Entities with aliases (and their languages) and the contexts they appear in; the
+    unnamed speakers ("user", "assistant") are left out."""
     memory, limit = _inspected(request)
     name = request.query.get("name") or None
-    found = await _inspect(memory.entities(limit=limit, name=name))
-    return json_response(EntitiesResponse(entities=found))
+    found = await _inspect(memory.entities(limit=limit + len(_UNNAMED_SPEAKERS), name=name))
+    named = [e for e in found if not (e.is_speaker and e.name.casefold() in _UNNAMED_SPEAKERS)]
+    return json_response(EntitiesResponse(entities=named[:limit]))
 
 
 async def contexts(request: web.Request) -> web.Response:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_core import STRATEGIES
+
 from ..chat.handler import AS_OF_HEADER, RECEIPT_HEADER
 from ..http.body import MAX_CONVERSATION_ID
 
@@ -366,11 +368,17 @@ def search() -> Json:
         _question(),
         _query("k", "Most fragments.", _integer(1, 200, 8)),
         _query("budget", "Token budget of the memory block.", _integer(1, 100_000, 600)),
+        _query(
+            "strategy",
+            "The retrieval strategy: ``bm25`` (full text, the default) or ``area`` (what a "
+            "chat's memory turn uses by default).",
+            {"type": "string", "default": "bm25", "enum": list(STRATEGIES.names())},
+        ),
         _as_of(),
     ]
     responses = {
         "200": _json("What retrieval found.", _ref("SearchResponse")),
-        "400": _error("Missing ``q`` or a parameter out of range."),
+        "400": _error("Missing ``q``, a parameter out of range or an unknown strategy."),
         "404": _error("``as_of`` names no snapshot of the tenant (``snapshot_not_found``)."),
         "503": _error("Memory is busy (``memory_busy``); retry.", _RETRY_AFTER),
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from memory_core.views import (
     AreaExplanation,
@@ -281,7 +281,18 @@ class ReceiptFragment(_Body):
     speaker: str | None = Field(description="Speaker name, when known.")
     text: str = Field(description="The text, cut at 2,000 characters.")
     text_chars: int = Field(description="The text's full length in characters.")
-    cited: bool = Field(description="Whether the injected text cites it.")
+    kind: str = Field(
+        default="stated",
+        description="What it does: ``stated``, ``asked`` (a question) or ``restated`` (an "
+        "answer that restated the memory it was shown).",
+    )
+    ext_id: str | None = Field(default=None, description="The id the client gave its message.")
+    shown: bool = Field(default=False, description="Whether the injected block shows its line.")
+    cited: bool = Field(
+        description="Whether the injected block cites it by number (``[n]``, from a statement "
+        "or a correction); a cited fragment is always shown."
+    )
+    number: int | None = Field(default=None, description="Its ``[n]`` in the block, if cited.")
 
 
 class ReceiptArea(_Body):
@@ -362,6 +373,38 @@ class Receipt(_Body):
         default=None, description="The snapshot memory was read as of (X-Memory-As-Of)."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _before_shown(cls, data: Any) -> Any:
+        """A receipt kept from before a fragment was *shown* or *cited* (its ``cited``
+        then meant shown) reads with today's meanings: shown as it said, cited when the
+        block numbers it, as its ``citations`` say."""
+        area = data.get("area") if isinstance(data, dict) else None
+        if not isinstance(area, dict):
+            return data
+        found = area.get("fragments")
+        if not isinstance(found, list) or not any(
+            isinstance(f, dict) and "shown" not in f for f in found
+        ):
+            return data
+        numbers = {
+            c.get("fragment_id"): c.get("number")
+            for c in data.get("citations") or ()
+            if isinstance(c, dict)
+        }
+        fragments = [
+            {
+                **f,
+                "shown": bool(f.get("cited")),
+                "cited": f.get("id") in numbers,
+                "number": numbers.get(f.get("id")),
+            }
+            if isinstance(f, dict) and "shown" not in f
+            else f
+            for f in found
+        ]
+        return {**data, "area": {**area, "fragments": fragments}}
+
 
 class ReceiptSummary(_Body):
     """A receipt as ``GET /memory/receipts`` lists it (the whole one: by its id)."""
@@ -372,7 +415,9 @@ class ReceiptSummary(_Body):
     conversation_id: str = Field(description="Conversation id (explicit or derived).")
     retrieve: bool = Field(description="Whether memory was consulted.")
     reason: str = Field(description="Why (or why not), in words: the policy's decision.")
-    fragments: int = Field(description="Fragments retrieval found.")
+    fragments: int = Field(description="Fragments retrieval found (not all are shown).")
+    shown: int = Field(default=0, description="Fragments the injected block shows.")
+    cited: int = Field(default=0, description="Fragments the injected block cites by number.")
     tokens: int = Field(description="Tokens of the injected text.")
     memory_error: str | None = Field(description="Why memory was skipped or failed, if it was.")
 
@@ -455,6 +500,11 @@ class SearchHit(_Body):
     conversation_id: str = Field(description="The fragment's conversation.")
     ts: float | None = Field(description="Epoch seconds; null when unknown.")
     ext_id: str | None = Field(description="The id given at ingest, if any.")
+    kind: str = Field(
+        default="stated",
+        description="What it does: ``stated``, ``asked`` (a question) or ``restated`` (an "
+        "answer that restated the memory it was shown).",
+    )
 
 
 class SearchResponse(_Body):

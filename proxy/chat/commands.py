@@ -2,8 +2,10 @@
 itself, in the client's own format, and never reaches the model.
 
 ``/memory why`` (what memory did in this conversation's last turn, from its receipt),
-``/memory search <words>``, ``/memory forget <words | fragment ids>`` (forgotten fragments
-are left out of retrieval until ``/memory unforget [forget id]``; each forget recorded),
+``/memory search <words>``, ``/memory forget <words | fragment ids>`` (words are listed
+first, what says them to forget and what only denies them to keep, and forgotten on
+``/memory forget confirm [ids]``; forgotten fragments are left out of retrieval until
+``/memory unforget [forget id]``; each forget recorded),
 ``/memory off`` and ``/memory on`` (for this conversation: off, memory is neither
 consulted nor written), ``/memory help``.
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from memory_core import MAX_FORGET, ForgetRow, Forgotten, Hit, MemoryCoreError, message_text
 
-from ..tenants.memory import TenantMemory
+from ..tenants.memory import HeldForget, TenantMemory
 
 __all__ = [
     "PREFIX",
@@ -45,6 +47,8 @@ _IDS = re.compile(r"#?(\d{1,18})")
 _SEARCH_HITS = 8
 _SHOWN_CHARS = 160
 _SHOWN_FORGOTTEN = 10
+_SHOWN_PROPOSED = 25
+_REQUEST_CHARS = 500
 _INJECTED_CHARS = 4_000
 
 
@@ -170,10 +174,11 @@ def _explained(receipt: Mapping[str, Any]) -> str:
     ]
     if receipt.get("memory_error"):
         lines.append(f"Memory error: {receipt['memory_error']}")
-    cited = sum(1 for f in fragments if f.get("cited"))
+    showed = sum(1 for f in fragments if _shown(f))
+    cited = len(receipt.get("citations") or ())
     lines.append(
-        f"Found {_count(len(fragments), 'fragment')}, cited {cited}; injected "
-        f"{_count(int(receipt.get('tokens') or 0), 'token')}."
+        f"Found {_count(len(fragments), 'fragment')}, showed {showed}, cited {cited} by number;"
+        f" injected {_count(int(receipt.get('tokens') or 0), 'token')}."
     )
     lines += [_fragment_line(f) for f in fragments]
     text = str(receipt.get("injected_text") or "")
@@ -189,8 +194,18 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _shown(fragment: Mapping[str, Any]) -> bool:
+    """Whether the block showed ``fragment`` (a receipt kept from before the words
+    were split says ``cited`` for shown)."""
+    return bool(fragment.get("shown", fragment.get("cited")))
+
+
 def _fragment_line(fragment: Mapping[str, Any]) -> str:
-    mark = " (cited)" if fragment.get("cited") else ""
+    number = fragment.get("number")
+    if number is not None:
+        mark = f" (shown, cited [{number}])"
+    else:
+        mark = " (shown)" if _shown(fragment) else ""
     who = fragment.get("speaker") or fragment.get("role") or "?"
     return f"- #{fragment.get('id')} {who}{mark}: {_short(str(fragment.get('text', '')))}"
 
@@ -215,28 +230,131 @@ def _hit_line(hit: Hit) -> str:
 
 
 async def _forget(argument: str, memory: TenantMemory, conversation: str) -> str:
+    """Fragment ids are forgotten at once; words are first answered with what they
+    would forget (what asserts them) and keep (what only denies them), held for
+    ``confirm`` (all it would forget, or only the listed ids named) or ``cancel``, until
+    the conversation's next forget."""
     if not argument:
         return (
-            f"Say what to forget: `{PREFIX} forget <words>` (every fragment with all of "
-            f"them) or `{PREFIX} forget #12 #15` (fragment ids, from `{PREFIX} search`)."
+            f"Say what to forget: `{PREFIX} forget <words>` (lists every fragment that says "
+            f"them, to confirm) or `{PREFIX} forget #12 #15` (fragment ids, from "
+            f"`{PREFIX} search`)."
         )
-    tokens = argument.replace(",", " ").split()
-    ids = [_IDS.fullmatch(t) for t in tokens]
-    if all(ids):
-        numbers = [int(m.group(1)) for m in ids if m is not None]
+    first, *rest = argument.split(maxsplit=1)
+    if first.lower() == "confirm":
+        return await _confirm(rest[0] if rest else "", memory, conversation)
+    if first.lower() == "cancel":
+        held = memory.drop_forget(conversation)
+        if held is None:
+            return _NOTHING_HELD
+        return f"Nothing forgotten: the forget of {_quoted(held.request)} is called off."
+    memory.drop_forget(conversation)  # a confirm answers the newest forget only
+    numbers = _ids(argument)
+    if numbers is not None:
         done = await memory.forget_fragments(
-            numbers, request=argument, conversation=conversation
+            numbers, request=_request(argument), conversation=conversation
         )
+        return _forgotten(done, argument)
+    plan = await memory.forget_matching(argument, conversation=conversation, preview=True)
+    if not plan.fragments and not plan.kept:
+        return f"Nothing to forget for {_quoted(argument)}."
+    offered = tuple(h.fragment_id for h in plan.fragments)
+    kept = tuple(h.fragment_id for h in plan.kept)
+    memory.hold_forget(conversation, HeldForget(_request(argument), offered, kept))
+    return _proposed(plan, argument)
+
+
+async def _confirm(argument: str, memory: TenantMemory, conversation: str) -> str:
+    held = memory.held_forget(conversation)
+    if held is None:
+        return _NOTHING_HELD
+    if not argument:
+        chosen = list(held.offered)
+        if not chosen:
+            return (
+                f"Nothing listed for {_quoted(held.request)} is to be forgotten: those "
+                f"fragments only deny it. `{PREFIX} forget confirm #id` forgets one anyway."
+            )
     else:
-        done = await memory.forget_matching(argument, conversation=conversation)
-    return _forgotten(done, argument)
+        named = _ids(argument)
+        if named is None:
+            return (
+                f"`{PREFIX} forget confirm` takes ids from the list (`#12 #15`), or nothing "
+                "(all it would forget)."
+            )
+        chosen = list(dict.fromkeys(named))
+        unlisted = [i for i in chosen if i not in held.listed]
+        if unlisted:
+            return (
+                f"Not in the list for {_quoted(held.request)}: {_id_list(unlisted)}. Nothing "
+                f"was forgotten; confirm ids from that list, or `{PREFIX} forget <words>` "
+                "again."
+            )
+    memory.drop_forget(conversation)
+    request = held.request if not argument else f"{held.request} ({_id_list(chosen)})"
+    done = await memory.forget_fragments(
+        chosen, request=_request(request), conversation=conversation
+    )
+    return _forgotten(done, held.request)
+
+
+def _ids(text: str) -> list[int] | None:
+    """The fragment ids ``text`` is made of ("#12 #15", "12, 15"), or None."""
+    found = [_IDS.fullmatch(t) for t in text.replace(",", " ").split()]
+    if not found or not all(found):
+        return None
+    return [int(m.group(1)) for m in found if m is not None]
+
+
+def _proposed(plan: Forgotten, argument: str) -> str:
+    lines = [f"**Forget {_quoted(argument)}?** Nothing is forgotten until you confirm."]
+    if plan.fragments:
+        lines.append(f"Would forget {_count(len(plan.fragments), 'fragment')} (they say it):")
+        lines += _listed(plan.fragments)
+    if plan.kept:
+        lines.append(
+            f"Would keep {_count(len(plan.kept), 'fragment')} (they only deny it: a "
+            "correction is not forgotten with what it corrects):"
+        )
+        lines += _listed(plan.kept)
+    example = (plan.fragments or plan.kept)[0].fragment_id
+    every = f"`{PREFIX} forget confirm` forgets the {len(plan.fragments)} to forget; "
+    lines.append(
+        (every if plan.fragments else "")
+        + f"`{PREFIX} forget confirm #{example}` forgets only the listed ids you name; "
+        f"`{PREFIX} forget cancel` forgets nothing."
+    )
+    return "\n".join(lines)
+
+
+def _listed(hits: Sequence[Hit]) -> list[str]:
+    lines = [_hit_line(h) for h in hits[:_SHOWN_PROPOSED]]
+    if len(hits) > _SHOWN_PROPOSED:
+        lines.append(f"- … and {len(hits) - _SHOWN_PROPOSED} more")
+    return lines
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    shown = ", ".join(f"#{i}" for i in ids[:_SHOWN_FORGOTTEN])
+    more = len(ids) - _SHOWN_FORGOTTEN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a reply quotes it: flattened, cut at :data:`_SHOWN_CHARS`."""
+    return repr(_short(text))
+
+
+def _request(text: str) -> str:
+    """What a forget records of the request (a pasted page is not kept whole)."""
+    return text if len(text) <= _REQUEST_CHARS else text[:_REQUEST_CHARS] + " …"
 
 
 def _forgotten(done: Forgotten, argument: str) -> str:
-    missing = ", ".join(f"#{f}" for f in done.missing)
+    missing = _id_list(done.missing)
     note = f"\nNot found (or forgotten already): {missing}." if missing else ""
     if done.forget is None:
-        return f"Nothing to forget for {argument!r}.{note}"
+        return f"Nothing to forget for {_quoted(argument)}.{note}"
     count = len(done.fragments)
     lines = [
         f"Forgot {_count(count, 'fragment')} ({_count(done.forget.messages, 'message')}); "
@@ -247,6 +365,12 @@ def _forgotten(done: Forgotten, argument: str) -> str:
     if count > _SHOWN_FORGOTTEN:
         lines.append(f"- … and {count - _SHOWN_FORGOTTEN} more")
     return "\n".join(lines) + note
+
+
+_NOTHING_HELD = (
+    f"No forget waits for confirmation in this conversation: `{PREFIX} forget <words>` "
+    "first lists what it would forget."
+)
 
 
 async def _unforget(argument: str, memory: TenantMemory, conversation: str) -> str:
@@ -298,8 +422,10 @@ _VERBS = {
 _HELP = f"""**Memory commands** (answered by the memory proxy, never sent to the model):
 - `{PREFIX} why`: what memory did in this conversation's last turn, and why
 - `{PREFIX} search <words>`: what memory holds about them (with fragment ids)
-- `{PREFIX} forget <words>`: forget every fragment that has all of the words (at most \
-{MAX_FORGET}); `{PREFIX} forget #12 #15`: forget those fragments
+- `{PREFIX} forget <words>`: list the fragments that say all of the words (at most \
+{MAX_FORGET}; a correction that denies them is kept), then `{PREFIX} forget confirm` \
+forgets them, `{PREFIX} forget confirm #12` only those ids, `{PREFIX} forget cancel` none; \
+`{PREFIX} forget #12 #15`: forget those fragments at once
 - `{PREFIX} unforget [number]`: undo a forget (the newest when no number is given)
 - `{PREFIX} off` / `{PREFIX} on`: stop or resume memory in this conversation (off: not \
 consulted, nothing remembered)

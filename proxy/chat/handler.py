@@ -510,6 +510,7 @@ def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:
         "reason": summary.get("reason"),
         "rule": summary.get("rule"),
         "fragments_injected": summary.get("fragments_injected", 0),
+        "fragments_cited": summary.get("fragments_cited", 0),
         "memory_tokens": summary.get("memory_tokens", 0),
         "graph_version": recall.area.get("graph_version") if recall and recall.area else None,
         "usage": ex.usage,

@@ -93,7 +93,10 @@ def _coverage(recall: Recall) -> ReceiptCoverage:
 
 
 def _fragments(recall: Recall) -> list[ReceiptFragment]:
-    cited = recall.context.cited
+    """Every fragment retrieval found, best first, with whether the block shows it and
+    its number when the block cites it (see :class:`memory_core.Reconstruction`)."""
+    shown = set(recall.context.shown)
+    numbers = {fragment: number for number, fragment in recall.context.citations}
     return [
         ReceiptFragment(
             id=h.fragment_id,
@@ -104,7 +107,11 @@ def _fragments(recall: Recall) -> list[ReceiptFragment]:
             speaker=h.speaker,
             text=h.text[:RECEIPT_TEXT_CHARS],
             text_chars=len(h.text),
-            cited=h.fragment_id in cited,
+            kind=h.kind,
+            ext_id=h.ext_id,
+            shown=h.fragment_id in shown,
+            cited=h.fragment_id in numbers,
+            number=numbers.get(h.fragment_id),
         )
         for h in recall.hits
     ]

@@ -30,7 +30,14 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memory_core import LogMessage, MemoryCoreError, Recall, chain_hashes, message_text
+from memory_core import (
+    LogMessage,
+    MemoryCoreError,
+    Recall,
+    chain_hashes,
+    message_text,
+    restated_by,
+)
 from policies import Decision, PolicyEngine, TurnContext
 
 from ..cluster.placement import Placement
@@ -250,13 +257,17 @@ class MemoryTurn:
 
     def history(self, answer: Mapping[str, Any] | None) -> list[LogMessage]:
         """What to store of the exchange: the remembered turns, and ``answer`` (the
-        assistant's message, when it is whole); nothing when ingestion is off."""
+        assistant's message, when it is whole) with the fragments of the block it
+        restates (:func:`memory_core.restated_by`: formation ranks it below them);
+        nothing when ingestion is off."""
         if not self.ingest:
             return []
         now = time.time()
         history = [LogMessage(m, now) for m in self.remembered()]
         if answer is not None:
-            history.append(LogMessage(answer, now))
+            said = message_text(answer.get("content"))
+            sources = restated_by(self.recall, said) if self.recall is not None else ()
+            history.append(LogMessage(answer, now, sources=sources))
         return history
 
     def summary(self) -> dict[str, Any]:
@@ -267,7 +278,8 @@ class MemoryTurn:
             "decision": decision.retrieve if decision else None,
             "reason": decision.reason if decision else None,
             "rule": decision.rule if decision else None,
-            "fragments_injected": len(recall.context.cited) if recall else 0,
+            "fragments_injected": len(recall.context.shown) if recall else 0,
+            "fragments_cited": len(recall.context.cited) if recall else 0,
             "memory_tokens": recall.context.tokens if recall else 0,
             "memory_error": self.memory_error,
         }

@@ -91,7 +91,7 @@ class Spool:
             "format": _FORMAT,
             "tenant": tenant,
             "conversation": conversation,
-            "messages": [{"message": m.message, "ts": m.ts, "ext_id": m.ext_id} for m in messages],
+            "messages": [_entry_message(m) for m in messages],
         }
         folder = self.folder / tenant
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
@@ -171,6 +171,14 @@ class Spool:
         )
 
 
+def _entry_message(message: LogMessage) -> dict[str, Any]:
+    """One message of an entry as written (``sources`` only when it restates any)."""
+    entry: dict[str, Any] = {"message": message.message, "ts": message.ts, "ext_id": message.ext_id}
+    if message.sources:
+        entry["sources"] = list(message.sources)
+    return entry
+
+
 def _read(path: Path, tenant: str) -> SpoolEntry:
     data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
@@ -183,11 +191,16 @@ def _read(path: Path, tenant: str) -> SpoolEntry:
     messages = []
     for item in data["messages"]:
         message, ts, ext_id = item["message"], item["ts"], item.get("ext_id")
+        sources = item.get("sources", [])
         if not isinstance(message, dict) or not isinstance(ts, int | float):
             raise TypeError("each message needs an object and a numeric ts")
         if ext_id is not None and not isinstance(ext_id, str):
             raise TypeError("ext_id must be a string or null")
-        messages.append(LogMessage(message, float(ts), ext_id))
+        if not isinstance(sources, list) or not all(
+            isinstance(f, int) and not isinstance(f, bool) for f in sources
+        ):
+            raise TypeError("sources must be a list of fragment ids")
+        messages.append(LogMessage(message, float(ts), ext_id, tuple(sources)))
     if not messages:
         raise ValueError("an entry without messages")
     return SpoolEntry(path, tenant, conversation, tuple(messages))

@@ -46,7 +46,7 @@ from memory_core.views import AreaExplanation, ContextView, EntityView, Relation
 from ..errors import RetrievalSkipped
 from .as_of import AsOfCopies
 
-__all__ = ["LastTurn", "RecallGate", "RemoteFormation", "TenantMemory"]
+__all__ = ["HeldForget", "LastTurn", "RecallGate", "RemoteFormation", "TenantMemory"]
 
 _TURNS_KEPT = 10_000
 
@@ -62,6 +62,23 @@ class LastTurn:
     rule: str | None
     receipt_id: str | None
     memory_error: str | None
+
+
+@dataclass(frozen=True)
+class HeldForget:
+    """A forget by words listed to the user and waiting for ``/memory forget confirm``:
+    what was asked, the fragments it would forget, and those it would keep (they only
+    deny the words; confirmed by id, they are forgotten too)."""
+
+    request: str
+    offered: tuple[int, ...]
+    kept: tuple[int, ...] = ()
+
+    @property
+    def listed(self) -> frozenset[int]:
+        """Every fragment id the listing showed: what a confirm may name."""
+        return frozenset(self.offered + self.kept)
+
 
 REFRESH_INTERVAL_S = 0.25
 """Least time between two graph refreshes of a tenant (see ``TenantMemory.refresh_graph``)."""
@@ -152,6 +169,7 @@ class TenantMemory:
         self._gate = gate or RecallGate(4)
         self._off = store.memory_off()
         self._turns: OrderedDict[str, LastTurn] = OrderedDict()
+        self._held_forgets: OrderedDict[str, HeldForget] = OrderedDict()
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -379,12 +397,33 @@ class TenantMemory:
         self._forgets_changed()
         return done
 
-    async def forget_matching(self, words: str, *, conversation: str | None) -> Forgotten:
+    async def forget_matching(
+        self, words: str, *, conversation: str | None, preview: bool = False
+    ) -> Forgotten:
+        """Forget what asserts ``words`` (see ``MemoryStore.forget_matching``), or with
+        ``preview`` only say what that would be."""
         done = await self._write(
-            lambda: self.store.forget_matching(words, conversation=conversation)
+            lambda: self.store.forget_matching(words, conversation=conversation, preview=preview)
         )
-        self._forgets_changed()
+        if not preview:
+            self._forgets_changed()
         return done
+
+    def hold_forget(self, conversation: str, held: HeldForget) -> None:
+        """Keep ``held`` for ``conversation``'s confirm, in place of one held before
+        (in this process, for the newest :data:`_TURNS_KEPT` conversations)."""
+        self._held_forgets[conversation] = held
+        self._held_forgets.move_to_end(conversation)
+        while len(self._held_forgets) > _TURNS_KEPT:
+            self._held_forgets.popitem(last=False)
+
+    def held_forget(self, conversation: str) -> HeldForget | None:
+        """The forget waiting for confirmation in ``conversation``, if any."""
+        return self._held_forgets.get(conversation)
+
+    def drop_forget(self, conversation: str) -> HeldForget | None:
+        """Stop holding ``conversation``'s forget (confirmed or cancelled); what it was."""
+        return self._held_forgets.pop(conversation, None)
 
     async def unforget(self, forget_id: int | None) -> ForgetRow | None:
         undone = await self._write(self.store.unforget, forget_id)

@@ -17,18 +17,30 @@ two sentences are not judged alike merely because they contain the same name.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...text.kinship import by_predicate
 from ...text.names import NameIndex
 from ...text.words import normalise_name
 from ..config import LinkingConfig
-from ..interfaces import Vectors
+from ..interfaces import Mention, RelationCandidate, Vectors
+from .relations import SPEAKER
 
 __all__ = ["EntityCache", "EntityState", "LinkDecision", "context_vector", "normalise_name"]
 
 _WEAK_FUZZY = 0.6
+_OBJECT_TYPES = {
+    "lives_in": "LOC",
+    "not_lives_in": "LOC",
+    "born_in": "LOC",
+    "visited": "LOC",
+    "works_at": "ORG",
+    "not_works_at": "ORG",
+}
+_PERSON_SUBJECTS = frozenset({"job", "age", "named", "born_in", "works_at", "not_works_at"})
 
 
 def context_vector(fragment: Vectors, name: Vectors) -> Vectors:
@@ -106,16 +118,58 @@ class EntityCache:
             return False
         owners.add(entity_id)
         self._buckets.setdefault(key[:2], set()).add(key)
-        self._index.add([alias])
+        entity = self.entities.get(entity_id)
+        thing = entity is not None and entity.label == "MISC" and entity_id not in self.speakers
+        self._index.add([alias], capitalised=thing and " " not in key)
         return True
 
     def known_in(self, text: str) -> list[str]:
-        """Known aliases that occur in ``text`` (whole words, any case)."""
+        """Known aliases that occur in ``text`` (whole words, any case; a one-word name of
+        a thing only where capitalised, so "Fantasy" the entity is not every "fantasy")."""
         return self._index.mentioned(text)
 
     def display_names(self) -> list[str]:
         """One display form per known alias."""
         return self._index.names()
+
+    @staticmethod
+    def label_for(name: str, label: str, claims: Sequence[RelationCandidate]) -> str:
+        """The type to found ``name``'s entity with: NER's when it tells one, else what
+        a claim of the same fragment says of it (the object of ``lives_in``, ``born_in``
+        or ``visited`` is a place, of ``works_at`` an organisation, of ``has_sister`` a
+        person, of ``has_dog`` a thing; the subject of ``job``, ``age``, ``works_at`` or
+        ``has_<relation>`` a person)."""
+        if label != "MISC":
+            return label
+        key = name.casefold()
+        for claim in claims:
+            if claim.obj_is_entity and claim.obj.casefold() == key:
+                relation = by_predicate(claim.predicate)
+                if claim.predicate in _OBJECT_TYPES:
+                    return _OBJECT_TYPES[claim.predicate]
+                if relation is not None:
+                    return "PER" if relation.person else "MISC"
+            person = claim.predicate in _PERSON_SUBJECTS or claim.predicate.startswith("has_")
+            if person and claim.subject.casefold() == key:
+                return "PER"
+        return "MISC"
+
+    @staticmethod
+    def cued_relations(
+        mentions: Sequence[Mention], entity_ids: Sequence[int], claims: Sequence[RelationCandidate]
+    ) -> list[tuple[str, int]]:
+        """``(has_<relation>, entity)`` for each mention NER read as the speaker's
+        relation ("a minha irmã Marta") that no claim of the fragment already states."""
+        stated = {
+            c.obj.casefold()
+            for c in claims
+            if c.subject == SPEAKER and c.predicate.startswith("has_")
+        }
+        found: dict[tuple[str, int], None] = {}
+        for mention, entity_id in zip(mentions, entity_ids, strict=True):
+            if mention.relation and mention.surface.casefold() not in stated:
+                found.setdefault((f"has_{mention.relation}", entity_id), None)
+        return list(found)
 
     def link(
         self, name: str, vector: Vectors | None, config: LinkingConfig, *, protected: bool

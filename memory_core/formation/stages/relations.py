@@ -9,7 +9,14 @@ pronouns are not resolved, and the verb must agree with a single person ("Tomato
 sun" is no claim; "Ana loves sun" is). A claim marked as an update ("actually", "no longer", "moved
 to", "now", "já não", "ya no", or wording that is itself an update: "sold", "used to",
 "deixei de", "dejé de") is flagged as a correction so mutation classification can tell a
-change from a conflict.
+change from a conflict; so is one in a text that owns up to a mistake ("Sorry, I was
+wrong: ...", "my mistake", "scratch that", "enganei-me", "erro meu", "me equivoqué", "me
+confundí": :data:`CORRECTION`), and one that a contrast sets against another value ("Ana
+moved to Porto, not Lisbon", "não mora em Madrid, mas em Valência", "no vive en Madrid
+sino en Valencia", "lives not in Madrid but in Valencia": :class:`_Contrast`). A contrast
+denies the other value too (``not_<P>``), except for a functional predicate, whose change
+already supersedes it. :func:`denied_spans` says where a text denies something, for a
+forget that must tell what asserts a word from what negates it.
 
 The vocabulary (:data:`PREDICATES`; an entry ending in ``_`` is a prefix, completed by the
 matched words). *Entity* objects are names linked to entities; *value* objects are kept as
@@ -50,6 +57,7 @@ A positive claim inside a negated one ("no *me gusta el café*") is dropped for 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
@@ -57,6 +65,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ...text.words import MISTAKE_MARKERS
 from ..interfaces import FragmentView, Interpretation, RelationCandidate
 
 __all__ = [
@@ -66,6 +75,7 @@ __all__ = [
     "PREDICATES",
     "SPEAKER",
     "PatternRelations",
+    "denied_spans",
     "is_functional",
     "opposite",
 ]
@@ -82,14 +92,16 @@ PREDICATES = frozenset(
 )
 """Every predicate the patterns can yield; an entry ending in ``_`` is a prefix."""
 CORRECTION = re.compile(
-    r"\b(actually|correction|i meant|not anymore|no longer|instead|changed|now|moved|"
-    r"these days|any more|anymore|used to|"
-    r"na verdade|na realidade|afinal|já não|agora|mudei|corrijo|correção|quis dizer|"
-    r"deixei de|não\s++\w++\s++mais|en realidad|ahora|ya no|me mudé|corrección|quise decir|"
-    r"mejor dicho|dejé de)\b"
+    rf"\b(?:{MISTAKE_MARKERS}|not anymore|no longer|instead|changed|now|moved|these days|"
+    r"any more|anymore|used to|já não|agora|mudei|deixei de|não\s++\w++\s++mais|ahora|ya no|"
+    r"me mudé|dejé de)\b"
     r"|^\s*(?:no|não)\s*[,!.]|^\s*no\s+(?=(?:it|that|i|we|you|he|she|they)\b)",
     re.IGNORECASE,
 )
+"""A mistake owned up to (:data:`~memory_core.text.words.MISTAKE_MARKERS`: "I was wrong",
+"me enganei", "me equivoqué") or an update ("now", "no longer", "já não", "ya no")
+anywhere in a text, or a text opening with "No,": its claims correct earlier ones. A
+contrast marks the claims it joins besides (see :class:`_Contrast`)."""
 
 # A name starts where no name character precedes (so a scan tries each run of name
 # characters once) and its words are matched possessively: every pattern is linear in the
@@ -826,30 +838,229 @@ _PLACES = _words(
 """Places: "trabalho em Lisboa" and "trabajo en Madrid" say where, not for whom."""
 
 
+# --- contrast: what is so, set against what is not -------------------------------------------
+
+_CLAUSE_END = (  # a contrasted object ends where its clause does, or a conjunction follows
+    r"(?=\s*+(?:[.,;:!?)\]\u2014\u2013]|$)|\s++(?i:and|or|but|now|e|ou|mas|agora|y|pero|sino|"
+    r"ahora)(?!\w))"
+)
+
+
+@dataclass(frozen=True)
+class _Contrast:
+    """How one language sets what is so against what is not, around a claim:
+
+    - *denied after*: a claim, then the object it denies ("Ana moved to Porto, not
+      Lisbon", "mudou-se para o Porto, e não para Lisboa", "vive en Valencia, no en
+      Madrid", "I use Vim instead of Emacs"): the claim is a correction, and denies
+      that object (``not_<P>``, for P in :data:`NEGATABLE`; a functional P's change
+      supersedes the other value already, see ``_replacing``);
+    - *asserted after*: a denial, then the object that is so ("I don't live in Madrid but
+      in Valencia", "não mora em Madrid, mas em Valência", "no vive en Madrid sino en
+      Valencia"): the denial is a correction, and asserts that object (``P``);
+    - *swapped*: both inside one claim ("lives not in Madrid but in Valencia", "mora não
+      em Madrid mas em Valência", "vive no en Madrid sino en Valencia"), read as
+      "lives in Valencia, not in Madrid" before the rules read the text.
+
+    Each field is a regular expression source, matched in any case; each rule contrasts
+    in its own language, so Portuguese "no" ("in the") is never read as Spanish "no". A
+    contrasted object is a name, or for things a phrase with its article or a single
+    word, and its clause ends right after it ("but Valencia is nice" asserts nothing of
+    Valencia).
+    """
+
+    neg: str  # the negation word
+    conj: str  # what may join the denied object to the claim before "not": "and", "but"
+    preps: str  # a preposition the contrasted object may repeat: "not *in* Lisbon"
+    arts: str  # an article or possessive before it
+    instead: str  # "instead of X": X denied
+    but: str  # "not X but Y": Y asserted
+
+
+_CONTRASTS = {
+    "en": _Contrast(
+        neg="not",
+        conj="and|but",
+        preps="in|at|for|to|from|with|on|into",
+        arts="the|an?|my|our|his|her|their",
+        instead=r"instead\s++of|rather\s++than",
+        but=r"but(?:\s++rather)?",
+    ),
+    "pt": _Contrast(
+        neg="n[ãa]o",
+        conj="e|mas",
+        preps="em|no|na|nos|nas|num|numa|para|pra|pro|a|ao|à|aos|às|de|do|da|dos|das|com",
+        arts="o|a|os|as|um|uma|meu|minha",
+        instead=r"em\s++vez\s++d[eoa]s?|ao\s++inv[ée]s\s++d[eoa]s?|em\s++lugar\s++d[eoa]s?",
+        but=r"mas(?:\s++sim)?|e\s++sim",
+    ),
+    "es": _Contrast(
+        neg="no",
+        conj="y|pero",
+        preps="en|a|al|para|de|del|con",
+        arts="el|la|los|las|un|una|mi|mis",
+        instead=r"en\s++vez\s++de|en\s++lugar\s++de",
+        but="sino",
+    ),
+}
+_LANG_OF = {
+    rule: lang
+    for lang, rules in (("en", _GENERAL + _ENGLISH), ("pt", _PORTUGUESE), ("es", _SPANISH))
+    for rule in rules
+}
+
+
+def _contrasted_object(c: _Contrast, kind: str) -> str:
+    """A contrasted object (group ``obj``) after an optional preposition and article."""
+    lead = rf"(?:(?i:{c.preps})\s++)?(?:(?i:{c.arts})\s++)?"
+    if kind == "entity":
+        return lead + _NAMED + _CLAUSE_END
+    phrase = rf"(?:(?i:{c.arts})\s++(?P<obj>{_NP1})|(?P<one>{_WORD}))"
+    return rf"(?:(?i:{c.preps})\s++)?{phrase}{_CLAUSE_END}"
+
+
+def _denied_after(c: _Contrast, kind: str) -> str:
+    lead = rf"(?:\s*+[,(\u2014\u2013]\s*+(?:(?i:{c.conj})\s++)?|\s++(?i:{c.conj})\s++)"
+    return rf"(?:{lead}(?i:{c.neg})|\s++(?i:{c.instead}))\s++{_contrasted_object(c, kind)}"
+
+
+def _asserted_after(c: _Contrast, kind: str) -> str:
+    return rf"(?:\s*+,)?\s++(?i:{c.but})\s++{_contrasted_object(c, kind)}"
+
+
+def _swapped(c: _Contrast) -> str:
+    side = rf"(?:(?i:{c.preps})\s++)?(?:(?i:{c.arts})\s++)?{_name_words(4)}"
+    return (
+        rf"(?<!\w)(?P<neg>(?i:{c.neg}))\s++(?P<x>{side})(?:\s*+,)?\s++(?i:{c.but})\s++(?P<y>{side})"
+    )
+
+
+def _follows(rule: _Rule) -> re.Pattern[str]:
+    """What may follow a match of ``rule`` to contrast it (see :class:`_Contrast`)."""
+    c = _CONTRASTS[_LANG_OF[rule]]
+    kind = "entity" if rule.kind == "entity" else "things"
+    after = _asserted_after if rule.template.startswith("not_") else _denied_after
+    return _compiled(after(c, kind))
+
+
+def _unswapped(text: str) -> str:
+    """``text`` with each "not X but Y" inside a claim read as "Y, not X"."""
+    for contrast in _CONTRASTS.values():
+        pattern = _compiled(_swapped(contrast))
+        text = pattern.sub(lambda m: f"{m['y']}, {m['neg']} {m['x']}", text)
+    return text
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A claim as the text holds it: the span its words matched, and the span of its
+    object where the text says the object is not so (None when it asserts it)."""
+
+    span: tuple[int, int]
+    claim: RelationCandidate
+    denied: tuple[int, int] | None = None
+
+
 class PatternRelations:
     """Extracts explicit claims with regular patterns (English, Portuguese, Spanish)."""
 
-    interpretation = Interpretation("relations", "patterns", "areamem-patterns", "2")
+    interpretation = Interpretation("relations", "patterns", "areamem-patterns", "3")
 
     def extract(self, fragment: FragmentView) -> list[RelationCandidate]:
         text = fragment.text
-        correction = CORRECTION.search(text) is not None
-        folded = text.casefold()
-        present = {key for key in _KEYS if key in folded}
-        sentences = _Sentences(text)
-        matched: list[tuple[tuple[int, int], RelationCandidate]] = []
-        for rule in _RULES:
-            if present.isdisjoint(rule.keys):
-                continue
-            for match in rule.pattern.finditer(text):
-                if rule.guarded and sentences.unasserted(match.start(), match.end()):
-                    continue
-                matched.extend((match.span(), c) for c in _candidates(rule, match, correction))
+        if _NEGATIONS.search(text):
+            text = _unswapped(text)
         found: dict[tuple[str, str, str], RelationCandidate] = {}
-        for candidate in _without_negated(matched):
+        for candidate in _replacing(_without_negated(_read(text))):
             key = (candidate.subject, candidate.predicate, candidate.obj.casefold())
             found.setdefault(key, candidate)
         return list(found.values())
+
+
+def denied_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` says something is not so, as ``(start, end)`` spans, sorted: the
+    object of a denial ("I don't live in *Lisbon*", "a Ana não mora em *Lisboa*"), the
+    denied side of a contrast ("Porto, not *Lisbon*", "no *en Madrid* sino en Valencia",
+    "instead of *tea*") and what a negation opens ("..., not *the bakery*", "nem *Lisboa*").
+    A denial worded as an update ("I sold *my car*", "I used to live in *Lisbon*") says the
+    object was so, and is no span."""
+    spans = [f.denied for f in _read(text) if f.denied is not None]
+    return sorted(spans + _negated_phrases(text))
+
+
+def _read(text: str) -> list[_Found]:
+    """Every claim the rules find in ``text``, in rule order (a claim a contrast implies
+    right by the claim it follows)."""
+    correction = CORRECTION.search(text) is not None
+    folded = text.casefold()
+    present = {key for key in _KEYS if key in folded}
+    sentences = _Sentences(text)
+    found: list[_Found] = []
+    for rule in _RULES:
+        if present.isdisjoint(rule.keys):
+            continue
+        for match in rule.pattern.finditer(text):
+            if not (rule.guarded and sentences.unasserted(match.start(), match.end())):
+                found.extend(_readings(rule, match, correction))
+    return found
+
+
+def _readings(rule: _Rule, match: re.Match[str], correction: bool) -> list[_Found]:
+    """The claims of one match, and those of a contrast right after it: "Porto, not
+    Lisbon" adds the denial of Lisbon after the claim; "not Madrid but Valencia" adds
+    the claim of Valencia before the denial (the claim is classified first, so its
+    change is what supersedes Madrid)."""
+    groups = match.groupdict()
+    subject = groups.get("subj") or SPEAKER  # no name: "I", "we" or a first-person verb
+    predicate = rule.template.format(
+        rel=(groups.get("rel") or "").lower().replace(" ", "_"),
+        what=(groups.get("what") or "").lower(),
+    )
+    follow = _follows(rule).match(match.string, match.end())
+    marked = correction or rule.update or follow is not None
+    denies = predicate.startswith("not_") and not rule.update
+    own = [
+        _Found(match.span(), claim, match.span("obj") if denies else None)
+        for claim in _candidates(subject, predicate, rule.kind, groups["obj"], marked, match[0])
+    ]
+    other = opposite(predicate)
+    if follow is None or other is None:
+        return own
+    obj = "obj" if follow["obj"] is not None else "one"
+    implied = [
+        _Found(follow.span(), claim, None if denies else follow.span(obj))
+        for claim in _candidates(subject, other, rule.kind, follow[obj], True, follow[0])
+    ]
+    return implied + own if denies else own + implied
+
+
+def _replacing(claims: Iterator[RelationCandidate]) -> Iterator[RelationCandidate]:
+    """The claims of a text that denies one value of a functional predicate and asserts
+    another for the same subject ("I don't live in Madrid, I live in Valencia", "no vive
+    en Madrid sino en Valencia"): the assertion, marked as a correction (the text
+    replaces the one value by the other, so the change supersedes what it denies), and
+    not the denial, which says no more than that change. Other claims are kept as
+    they are."""
+    listed = list(claims)
+    denied = {
+        (c.subject, c.predicate[4:]): c.obj.casefold()
+        for c in listed
+        if c.predicate.startswith("not_")
+    }
+    replaced = {
+        (c.subject, c.predicate)
+        for c in listed
+        if is_functional(c.predicate)
+        and denied.get((c.subject, c.predicate)) not in (None, c.obj.casefold())
+    }
+    for claim in listed:
+        if (claim.subject, claim.predicate.removeprefix("not_")) not in replaced:
+            yield claim
+        elif not claim.predicate.startswith("not_"):
+            yield dataclasses.replace(claim, correction=True)
 
 
 class _Sentences:
@@ -876,15 +1087,11 @@ class _Sentences:
         return _HEDGE.search(self._text, begin, start) is not None
 
 
-def _candidates(rule: _Rule, match: re.Match[str], correction: bool) -> Iterator[RelationCandidate]:
-    groups = match.groupdict()
-    subject = groups.get("subj") or SPEAKER  # no name: "I", "we" or a first-person verb
-    predicate = rule.template.format(
-        rel=(groups.get("rel") or "").lower().replace(" ", "_"),
-        what=(groups.get("what") or "").lower(),
-    )
+def _candidates(
+    subject: str, predicate: str, kind: str, text: str, correction: bool, evidence: str
+) -> Iterator[RelationCandidate]:
     excluded = _NOT_OWNED if predicate.endswith("owns") else _NOT_THINGS
-    for obj, is_entity in _objects(rule.kind, groups["obj"], excluded):
+    for obj, is_entity in _objects(kind, text, excluded):
         if predicate.endswith("works_at") and obj.casefold() in _PLACES:
             continue
         yield RelationCandidate(
@@ -893,8 +1100,8 @@ def _candidates(rule: _Rule, match: re.Match[str], correction: bool) -> Iterator
             obj=obj,
             obj_is_entity=is_entity,
             confidence=0.8,
-            correction=correction or rule.update,
-            evidence=match.group(0),
+            correction=correction,
+            evidence=evidence,
         )
 
 
@@ -913,20 +1120,18 @@ def _objects(kind: str, text: str, excluded: frozenset[str]) -> Iterator[tuple[s
         yield phrase, name is not None  # an entity when all of it is a name
 
 
-def _without_negated(
-    matched: list[tuple[tuple[int, int], RelationCandidate]],
-) -> Iterator[RelationCandidate]:
+def _without_negated(found: list[_Found]) -> Iterator[RelationCandidate]:
     """The candidates, less each positive claim whose words overlap a negated one of the
     same predicate ("no *me gusta el café*", "já não *gosto de jazz*"); O(n log n)."""
     negated: dict[str, list[tuple[int, int]]] = {}
-    for span, candidate in matched:
-        if candidate.predicate.startswith("not_"):
-            negated.setdefault(candidate.predicate[4:], []).append(span)
+    for f in found:
+        if f.claim.predicate.startswith("not_"):
+            negated.setdefault(f.claim.predicate[4:], []).append(f.span)
     reach = {p: _Reach(spans) for p, spans in negated.items()}
-    for (start, end), candidate in matched:
-        spans = reach.get(candidate.predicate)
-        if spans is None or not spans.overlaps(start, end):
-            yield candidate
+    for f in found:
+        spans = reach.get(f.claim.predicate)
+        if spans is None or not spans.overlaps(*f.span):
+            yield f.claim
 
 
 class _Reach:
@@ -941,6 +1146,53 @@ class _Reach:
     def overlaps(self, start: int, end: int) -> bool:
         before = bisect_left(self._starts, end)  # the spans that start before ``end``
         return before > 0 and self._reach[before - 1] > start
+
+
+# --- negated phrases, claim or none --------------------------------------------------------------
+
+_NEGATIONS = re.compile(r"(?<!\w)(?i:not|n[ãa]o|no|nem|nor|neither)(?!\w)|n['\u2019]t(?!\w)")
+_INSTEAD = re.compile(r"(?i:instead|rather|vez|inv[ée]s|lugar)")
+_PHRASE = r"(?P<x>[^\n,.;:!?()\[\]\u2014\u2013]{1,80}+)"
+_ANY_PREP = (
+    "in|at|for|to|from|with|on|into|the|an?|my|em|no|na|nos|nas|num|numa|para|pra|pro|ao|à|"
+    "de|do|da|dos|das|com|o|os|as|um|uma|en|al|del|el|la|los|las|un|una|mi"
+)
+_NOT_NEGATED = (  # "not only", "não sei", "no sé": no phrase denied
+    "only|just|because|that|to|even|yet|so|too|sure|really|quite|very|all|exactly|"
+    "necessarily|much|many|always|ever|once|long|far|s[óo]|apenas|sei|que|é\\s++que|e"
+)
+_NEGATED_PHRASES = (
+    # a negation opening a clause: "..., not the bakery", "e não em Lisboa", "nem Lisboa"
+    rf"(?:^|(?<=[,;:.!?(\n\u2014\u2013])|(?<![\w'\u2019])(?i:and|but|or|e|mas|ou|pero)\s++)"
+    rf"\s*+(?i:not|n[ãa]o|nem|nor|neither)\s++(?!(?i:{_NOT_NEGATED})(?!\w)){_PHRASE}",
+    # a negation before a preposition, an article or a name: "not in Lisbon", "não o Porto",
+    # "it isn't Lisbon"
+    rf"(?<![\w'\u2019])(?i:not|n[ãa]o|(?:is|was|are|were)n{_AP}t)\s++"
+    rf"(?=(?i:{_ANY_PREP})\s|[A-Z\u00c0-\u00de]){_PHRASE}",
+    # Spanish "no" before a preposition or a copula, or after "y" ("no en Madrid", "no es
+    # Madrid", "y no Madrid"): never "no" alone, Portuguese for "in the" ("no Porto")
+    r"(?<!\w)(?:(?i:no)\s++(?=(?i:en|a|al|para|con|del?|es|era|fue)\s)|(?i:y)\s++(?i:no)\s++)"
+    + _PHRASE,
+    r"(?<!\w)(?i:no)\s++(?P<x>[^\n,.;:!?]{1,60}?)(?=(?:\s*+,)?\s++(?i:sino)(?!\w))",
+    # "instead of tea", "em vez do Porto", "en lugar de Madrid"
+    r"(?<!\w)(?i:instead\s++of|rather\s++than|em\s++vez\s++d[eoa]s?|ao\s++inv[ée]s\s++"
+    rf"d[eoa]s?|em\s++lugar\s++d[eoa]s?|en\s++vez\s++de|en\s++lugar\s++de)\s++{_PHRASE}",
+)
+_JOIN = re.compile(r"\s(?:but|and|or|mas|e|ou|sino|pero|y|porque|because)\s", re.IGNORECASE)
+
+
+def _negated_phrases(text: str) -> list[tuple[int, int]]:
+    """The spans negations open in ``text``, each to the end of its clause (a
+    conjunction ends it: "not in Madrid *but* in Valencia")."""
+    if not _NEGATIONS.search(text) and not _INSTEAD.search(text):
+        return []
+    spans = []
+    for regex in _NEGATED_PHRASES:
+        for match in _compiled(regex).finditer(text):
+            start, end = match.span("x")
+            join = _JOIN.search(text, start, end)
+            spans.append((start, join.start() if join else end))
+    return spans
 
 
 def is_functional(predicate: str) -> bool:

@@ -22,6 +22,7 @@ from ..values import stored_text, stored_timestamp
 __all__ = [
     "FORGOTTEN_LOGS",
     "ForgetRow",
+    "canonical_of",
     "forget",
     "forgets",
     "in_force",
@@ -105,6 +106,16 @@ def log_ids_of(conn: Connection, fragment_ids: Sequence[int]) -> dict[int, int]:
             f"SELECT id, log_id FROM fragments WHERE id {JSON_IN}", (json_array(fragment_ids),)
         ).fetchall()
     return {cast(int, fid): cast(int, log_id) for fid, log_id in rows}
+
+
+def canonical_of(conn: Connection, fragment_ids: Sequence[int]) -> dict[int, str]:
+    """``fragment id -> canonical text`` (what ``fragments_fts`` indexes, so what
+    :func:`matching` matched) of those of ``fragment_ids`` that exist."""
+    with reading("cannot read fragments"):
+        rows = conn.execute(
+            f"SELECT id, canonical FROM fragments WHERE id {JSON_IN}", (json_array(fragment_ids),)
+        ).fetchall()
+    return {cast(int, fid): stored_text(text) for fid, text in rows}
 
 
 def matching(conn: Connection, terms: Sequence[str], *, limit: int) -> list[int]:

@@ -27,6 +27,8 @@ from .forgets import FORGOTTEN_LOGS
 T = TypeVar("T")
 
 __all__ = [
+    "KINDS",
+    "RESTATES",
     "FragmentLabel",
     "FragmentNodeRow",
     "Hit",
@@ -42,16 +44,20 @@ __all__ = [
     "insert",
     "insert_link_once",
     "insert_links",
+    "kind_counts",
+    "kinds_of",
     "links_since",
+    "live_among",
     "nodes_since",
+    "restated_sources",
     "search",
     "set_superseded",
 ]
 
-FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None]
-"""``(id, canonical, conversation_id, ts as stored, vector blob or None, speaker)``: what
-the memory graph reads of a fragment (plain tuples: the graph reads every row of a store).
-``speaker`` and ``canonical`` are the two columns of the fragment's FTS5 row."""
+FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None, str]
+"""``(id, canonical, conversation_id, ts as stored, vector blob or None, speaker, kind)``:
+what the memory graph reads of a fragment (plain tuples: the graph reads every row of a
+store). ``speaker`` and ``canonical`` are the two columns of the fragment's FTS5 row."""
 Tokenizer = Callable[[str, bool], list[str]]
 """``(text, query) -> tokens`` as ``fragments_fts`` indexes ``text`` (``query``: as it
 reads a query phrase)."""
@@ -74,6 +80,16 @@ class Hit:
     ts: float | None
     log_hash: str
     ext_id: str | None
+    kind: str = "stated"
+    """What the fragment does: ``stated`` (tells something), ``asked`` (a question) or
+    ``restated`` (an answer that restates the memory it was shown)."""
+    conversation_label: str | None = None
+    """What the block calls the conversation (:mod:`memory_core.text.conversations`),
+    when the lookup read it; None: its id, unless that is only an identifier."""
+
+
+KINDS = ("stated", "asked", "restated")
+"""What a fragment does (``fragments.kind``), see :class:`Hit`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +109,9 @@ class _Ranked:
 
 
 def _hit(fragment_id: int, score: float, row: Sequence[object]) -> Hit:
-    """A hit from ``(text, role, speaker, conversation, ts, hash, ext_id)`` as stored."""
-    text, role, speaker, conversation, ts, log_hash, ext_id = row
+    """A hit from ``(text, role, speaker, conversation, ts, hash, ext_id, kind)`` as
+    stored."""
+    text, role, speaker, conversation, ts, log_hash, ext_id, kind = row
     return Hit(
         fragment_id,
         score,
@@ -105,6 +122,7 @@ def _hit(fragment_id: int, score: float, row: Sequence[object]) -> Hit:
         stored_timestamp(ts),
         stored_text(log_hash),
         None if ext_id is None else stored_text(ext_id),
+        stored_text(kind),
     )
 
 
@@ -120,9 +138,7 @@ def search(
 
     def kept(fetch: int) -> tuple[int, list[Hit]]:
         rows = _ranked(conn, match, fetch)
-        return len(rows), [
-            r.hit for r in rows if not r.hidden and r.hit.log_hash not in excluded
-        ]
+        return len(rows), [r.hit for r in rows if not r.hidden and r.hit.log_hash not in excluded]
 
     return _widening(kept, limit, 2 * (limit + len(excluded)) + 8)
 
@@ -174,12 +190,13 @@ def _ranked(conn: Connection, match: str, fetch: int) -> list[_Ranked]:
             "WITH top AS (SELECT rowid AS id, bm25(fragments_fts) AS rank FROM fragments_fts"
             " WHERE fragments_fts MATCH ? ORDER BY rank LIMIT ?)"
             " SELECT f.id, -top.rank, f.text, f.role, f.speaker, f.conversation_id, f.ts,"
-            f" log.hash, log.ext_id, f.superseded OR f.log_id IN {FORGOTTEN_LOGS}"
+            " log.hash, log.ext_id, f.kind,"
+            f" f.superseded OR f.log_id IN {FORGOTTEN_LOGS}"
             " FROM top JOIN fragments f ON f.id = top.id JOIN log ON log.id = f.log_id"
             " ORDER BY top.rank",
             (match, fetch),
         )
-        return [_Ranked(_hit(row[0], float(row[1]), row[2:9]), bool(row[9])) for row in rows]
+        return [_Ranked(_hit(row[0], float(row[1]), row[2:10]), bool(row[10])) for row in rows]
 
 
 def fetch_hits(conn: Connection, fragment_ids: Sequence[int]) -> list[Hit]:
@@ -191,7 +208,7 @@ def fetch_hits(conn: Connection, fragment_ids: Sequence[int]) -> list[Hit]:
             row[0]: row[1:]
             for row in conn.execute(
                 "SELECT f.id, f.text, f.role, f.speaker, f.conversation_id, f.ts, log.hash,"
-                " log.ext_id FROM fragments f JOIN log ON log.id = f.log_id"
+                " log.ext_id, f.kind FROM fragments f JOIN log ON log.id = f.log_id"
                 f" WHERE f.superseded = 0 AND f.id {JSON_IN}"
                 f" AND f.log_id NOT IN {FORGOTTEN_LOGS}",
                 (json_array(fragment_ids),),
@@ -243,11 +260,13 @@ def insert(
     normaliser: str,
     model: str,
     vector: bytes,
+    kind: str = "stated",
 ) -> int:
     """Store a fragment with its FTS5 row and its vector (``model`` made it); its id."""
     conn.execute(
         "INSERT INTO fragments (log_id, conversation_id, role, speaker, text, lang, canonical,"
-        " translated, ts, superseded, created_at, normaliser) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        " translated, ts, superseded, created_at, normaliser, kind)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             log_id,
             conversation_id,
@@ -261,6 +280,7 @@ def insert(
             int(superseded),
             created_at,
             normaliser,
+            kind,
         ),
     )
     fragment_id = int(conn.last_insert_rowid())
@@ -273,6 +293,66 @@ def insert(
         (fragment_id, model, vector),
     )
     return fragment_id
+
+
+RESTATES = "restates"
+"""The interpretation prefix of the ``depends_on`` links from a restating answer to the
+fragments it was shown (``restates@1``)."""
+
+
+def kind_counts(conn: Connection, conversation_prefix: str = "") -> dict[str, int]:
+    """How many fragments of each kind the conversations whose id starts with
+    ``conversation_prefix`` hold (a scan: for evaluations and checks, not per request)."""
+    escaped = conversation_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    with reading("cannot read fragments"):
+        rows = conn.execute(
+            "SELECT kind, count(*) FROM fragments WHERE conversation_id LIKE ? ESCAPE '\\'"
+            " GROUP BY kind",
+            (escaped + "%",),
+        ).fetchall()
+    return {str(kind): cast(int, n) for kind, n in rows}
+
+
+def kinds_of(conn: Connection, fragment_ids: Sequence[int]) -> dict[int, str]:
+    """The kind of each of ``fragment_ids`` that is not ``stated`` (most are)."""
+    if not fragment_ids:
+        return {}
+    with reading("cannot read fragments"):
+        rows = conn.execute(
+            f"SELECT id, kind FROM fragments WHERE id {JSON_IN} AND kind <> 'stated'",
+            (json_array(fragment_ids),),
+        ).fetchall()
+    return {cast(int, r[0]): str(r[1]) for r in rows}
+
+
+def live_among(conn: Connection, fragment_ids: Sequence[int]) -> list[int]:
+    """Those of ``fragment_ids`` that are stored, live and not forgotten, in order."""
+    if not fragment_ids:
+        return []
+    rows = conn.execute(
+        f"SELECT id FROM fragments WHERE id {JSON_IN} AND superseded = 0"
+        f" AND log_id NOT IN {FORGOTTEN_LOGS}",
+        (json_array(fragment_ids),),
+    ).fetchall()
+    live = {cast(int, r[0]) for r in rows}
+    return [f for f in dict.fromkeys(fragment_ids) if f in live]
+
+
+def restated_sources(conn: Connection, fragment_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The fragments each of ``fragment_ids`` restates, best first (only those that
+    restate any)."""
+    if not fragment_ids:
+        return {}
+    found: dict[int, list[int]] = {}
+    with reading("cannot read fragment links"):
+        rows = conn.execute(
+            "SELECT src, dst FROM fragment_links WHERE kind = 'depends_on'"
+            f" AND interpretation LIKE '{RESTATES}@%' AND src {JSON_IN} ORDER BY id",
+            (json_array(fragment_ids),),
+        ).fetchall()
+    for src, dst in rows:
+        found.setdefault(cast(int, src), []).append(cast(int, dst))
+    return found
 
 
 def insert_links(
@@ -324,7 +404,7 @@ def nodes_since(conn: Connection, after: int) -> list[FragmentNodeRow]:
     """Fragments with an id above ``after``, in id order (see :data:`FragmentNodeRow`)."""
     return list(
         conn.execute(
-            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector, f.speaker"
+            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector, f.speaker, f.kind"
             " FROM fragments f"
             " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
             (after,),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db import JSON_IN, Connection, json_array, open_plain, reading
+from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -27,12 +28,15 @@ __all__ = [
     "dequeue",
     "enqueue",
     "insert_message",
+    "insert_sources",
     "live_subtree",
     "logged_turns",
+    "openings",
     "queued",
     "record_branch",
     "record_failures",
     "set_errors",
+    "sources_of",
     "still_queued",
     "stored_ids",
     "superseded_among",
@@ -189,6 +193,49 @@ def logged_turns(path: Path) -> list[tuple[str, str, str]]:
 
 
 # -- the formation queue ------------------------------------------------------------------
+
+
+def openings(conn: Connection, conversation_ids: Sequence[str], chars: int) -> dict[str, str]:
+    """The first ``chars`` characters of each conversation's first user message on its
+    live branch and not forgotten (conversations without one are left out): what a
+    conversation is called by when its id says nothing (see
+    :mod:`memory_core.text.conversations`)."""
+    if not conversation_ids:
+        return {}
+    with reading("cannot read the log"):
+        rows = conn.execute(
+            "SELECT c.value, (SELECT substr(log.text, 1, ?) FROM log"
+            " WHERE log.conversation_id = c.value AND log.role = 'user'"
+            " AND log.id NOT IN (SELECT log_id FROM superseded)"
+            f" AND log.id NOT IN {FORGOTTEN_LOGS}"
+            " ORDER BY log.position, log.id LIMIT 1)"
+            f" FROM json_each(?) AS c",
+            (chars, json_array(list(dict.fromkeys(conversation_ids)))),
+        ).fetchall()
+    return {str(cid): str(text) for cid, text in rows if isinstance(text, str)}
+
+
+def insert_sources(conn: Connection, log_id: int, fragment_ids: Iterable[int]) -> None:
+    """Record the stored fragments the message ``log_id`` restates, best first (part of
+    the log: written with the message, never changed)."""
+    conn.executemany(
+        "INSERT INTO log_sources (log_id, position, fragment_id) VALUES (?, ?, ?)",
+        [(log_id, i, int(f)) for i, f in enumerate(dict.fromkeys(fragment_ids))],
+    )
+
+
+def sources_of(conn: Connection, log_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """The fragments each of ``log_ids`` restates, best first (only those that restate
+    any)."""
+    found: dict[int, list[int]] = {}
+    with reading("cannot read the log's sources"):
+        for log_id, fragment_id in conn.execute(
+            f"SELECT log_id, fragment_id FROM log_sources WHERE log_id {JSON_IN}"
+            " ORDER BY log_id, position",
+            (json_array(log_ids),),
+        ):
+            found.setdefault(int(log_id), []).append(int(fragment_id))
+    return {k: tuple(v) for k, v in found.items()}
 
 
 def enqueue(conn: Connection, log_id: int, now: float) -> None:

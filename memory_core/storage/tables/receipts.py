@@ -31,6 +31,11 @@ class ReceiptRow:
     retrieve: bool
     reason: str
     fragments: int
+    """Found by retrieval."""
+    shown: int
+    """Shown by the injected block (a receipt written before the word split: cited)."""
+    cited: int
+    """Cited by number (``[n]``) in the injected block."""
     tokens: int
     memory_error: str | None
 
@@ -81,7 +86,11 @@ _RECENT = """
 SELECT id, created_at,
        json_extract(b, '$.model'), json_extract(b, '$.conversation_id'),
        json_extract(b, '$.decision.retrieve'), json_extract(b, '$.decision.reason'),
-       json_array_length(b, '$.area.fragments'), json_extract(b, '$.tokens'),
+       json_array_length(b, '$.area.fragments'),
+       (SELECT count(*) FROM json_each(b, '$.area.fragments') AS f
+        WHERE CASE WHEN f.type = 'object' THEN coalesce(json_extract(f.value, '$.shown'),
+                                                       json_extract(f.value, '$.cited')) END),
+       json_array_length(b, '$.citations'), json_extract(b, '$.tokens'),
        json_extract(b, '$.memory_error')
 FROM (SELECT rowid AS r, id, created_at,
              CASE WHEN json_valid(body) THEN body ELSE '{}' END AS b
@@ -106,6 +115,8 @@ def _row(
     retrieve: object,
     reason: object,
     fragments: object,
+    shown: object,
+    cited: object,
     tokens: object,
     memory_error: object,
 ) -> ReceiptRow:
@@ -117,6 +128,8 @@ def _row(
         retrieve=retrieve == 1,
         reason=stored_text(reason),
         fragments=_count(fragments),
+        shown=_count(shown),
+        cited=_count(cited),
         tokens=_count(tokens),
         memory_error=None if memory_error is None else stored_text(memory_error),
     )

@@ -595,7 +595,8 @@
             el("td", {}, r.model),
             el("td", { title: r.memory_error || "" }, `${r.retrieve ? "retrieved" : "skipped"}: ${r.reason}`,
               r.memory_error ? ` (memory error: ${r.memory_error})` : ""),
-            el("td", {}, String(r.fragments)),
+            el("td", { title: "found by retrieval / shown in the block / cited by number" },
+              `${r.fragments} / ${r.shown ?? 0} / ${r.cited ?? 0}`),
             el("td", {}, String(r.tokens))
           )
         );
@@ -604,6 +605,13 @@
         rows.append(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No receipts yet: a chat request that consults memory leaves one.")));
       }
     });
+  }
+
+  // One meaning everywhere: shown = the block has its line; cited = the block numbers it.
+  // A receipt kept from before the split says `cited` where it means shown.
+  function shownMark(f) {
+    if (f.number !== undefined && f.number !== null) return ` · shown, cited [${f.number}]`;
+    return (f.shown ?? f.cited) ? " · shown" : "";
   }
 
   async function showReceipt(id) {
@@ -616,7 +624,7 @@
       const r = await api(`/memory/receipts/${encodeURIComponent(id)}`);
       $("receipt-title").textContent =
         `Receipt ${r.id} · ${r.model} · ${when(r.created_at)} · ${r.decision.reason} · ${r.tokens} tokens`;
-      for (const f of r.area.fragments) view.list.append(fragmentItem(f, f.cited ? " · cited" : ""));
+      for (const f of r.area.fragments) view.list.append(fragmentItem(f, shownMark(f)));
       renderBlock(view, r.injected_text, citationMap(r.citations, r.injected_text, []));
     });
   }
