@@ -252,7 +252,12 @@ class GraphWriter:
         ``absorb`` counts this occurrence as a mention of the entity (its context vector
         joins the entity's); a lookup that is not a mention passes False.
         """
-        protected = protected or name.casefold() == item.speaker.casefold()
+        # a question or an answer restating memory names what memory knows: it links to
+        # the entity of that name and never founds a homonym of it (a question in another
+        # language reads unlike the entity's contexts without being about someone else)
+        protected = (
+            protected or item.kind != "stated" or name.casefold() == item.speaker.casefold()
+        )
         decision = self._entities.link(name, vec, self._config.linking, protected=protected)
         entity_id = decision.entity_id
         if entity_id is None:

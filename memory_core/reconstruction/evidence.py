@@ -31,6 +31,7 @@ most :data:`MAX_SIDES` sides, and one question makes at most five small indexed 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,7 +42,7 @@ from ..storage.tables.fragments import Hit, fetch_hits
 from ..text.question import Question
 from ..text.words import content_stems, opens_as_correction
 from .inert import label
-from .predicates import phrase
+from .predicates import asked_with, phrase
 
 __all__ = ["MAX_SIDES", "MAX_SOURCES", "Claim", "Evidence", "Statement", "gather"]
 
@@ -63,6 +64,9 @@ class Claim:
     relation_ids: tuple[int, ...]
     fragment_ids: tuple[int, ...]
     subject: str = ""
+    cues: frozenset[str] = frozenset()
+    """The stems a question asks about the claim's predicate with in en/pt/es ("mora",
+    "vive" for ``lives_in``: :func:`~.predicates.asked_with`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +156,15 @@ def _about(statement: Statement, asked: frozenset[str]) -> bool:
     worth its line)."""
     claims = statement.claims
     if statement.kind != "fact":
-        return any(content_stems(c.text) & asked for c in claims)
-    return any((content_stems(c.text) - content_stems(c.subject)) & asked for c in claims)
+        return any((content_stems(c.text) | c.cues) & asked for c in claims)
+    return any(
+        ((content_stems(c.text) | c.cues) - content_stems(c.subject)) & asked for c in claims
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _cues(predicate: str) -> frozenset[str]:
+    return frozenset(content_stems(" ".join(asked_with(predicate))))
 
 
 def _in_area(
@@ -247,6 +258,7 @@ def _folded(statement: Statement, side: int, fact: Statement) -> Statement:
         tuple(dict.fromkeys((*kept.relation_ids, *claim.relation_ids))),
         tuple(dict.fromkeys((*kept.fragment_ids, *claim.fragment_ids)))[:MAX_SOURCES],
         kept.subject,
+        kept.cues,
     )
     claims = (*statement.claims[:side], merged, *statement.claims[side + 1 :])
     return Statement(statement.kind, claims, min(statement.rank, fact.rank))
@@ -286,7 +298,9 @@ def _statement(
         ordered = sorted(side, key=lambda r: (rank.get(r.fragment_id, len(rank)), r.id))
         sources = tuple(dict.fromkeys(r.fragment_id for r in ordered))[:MAX_SOURCES]
         text = _text(ordered[0])
-        claims.append(Claim(text, tuple(r.id for r in ordered), sources, ordered[0].subject))
+        first = ordered[0]
+        ids = tuple(r.id for r in ordered)
+        claims.append(Claim(text, ids, sources, first.subject, _cues(first.predicate)))
     best = min(rank.get(f, len(rank)) for c in claims for f in c.fragment_ids)
     return Statement(kind, tuple(claims), best)
 
@@ -308,5 +322,7 @@ def _available(statement: Statement, available: Mapping[int, Hit]) -> Statement 
         sources = tuple(f for f in claim.fragment_ids if f in available)
         if not sources:
             return None
-        claims.append(Claim(claim.text, claim.relation_ids, sources, claim.subject))
+        claims.append(
+            Claim(claim.text, claim.relation_ids, sources, claim.subject, claim.cues)
+        )
     return Statement(statement.kind, tuple(claims), statement.rank)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_PREDICATE_CHARS", "Phrase", "is_structural", "phrase"]
+from ..text.kinship import by_predicate
+
+__all__ = ["MAX_PREDICATE_CHARS", "Phrase", "asked_with", "is_structural", "phrase"]
 
 MAX_PREDICATE_CHARS = 48
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
@@ -72,6 +74,37 @@ _TABLE: dict[str, Phrase] = {
     "not_uses": Phrase("does not use"),
 }
 _PREFIXES = (("has_", "{}"), ("favourite_", "favourite {}"))
+
+_ASKED_WITH: dict[str, str] = {
+    "lives_in": "live lives living home moved mora morar moram moro vive viver vivir vivo "
+    "reside residir casa",
+    "works_at": "work works working job trabalha trabalhar trabalho emprego trabaja trabajar "
+    "trabajo empleo",
+    "works_for": "work works working job trabalha trabalhar trabalho trabaja trabajar trabajo",
+    "born_in": "born birth nasceu nascer nascido nació nacer nacido",
+    "visited": "visit visited trip visitou visitar viagem visitó viaje",
+    "likes": "like likes love gosta gostar adora gusta gustar encanta",
+    "owns": "own owns dono possui dueño",
+    "uses": "use uses usa usar",
+    "named": "name called nome chama llama nombre",
+    "alias": "name called nickname nome apelido nombre apodo",
+    "age": "age old idade anos edad años",
+    "job": "job work profession do trabalho profissão faz trabajo profesión hace",
+}
+"""Words a question asks about a predicate with, beyond the English phrase the claim
+renders ("Onde mora a Beatriz?" asks about ``lives_in`` as "Where does Beatriz live?"
+does): English, Portuguese and Spanish, stemmed like the question when compared."""
+
+
+def asked_with(predicate: str) -> tuple[str, ...]:
+    """The words a question may ask about ``predicate`` with, in English, Portuguese and
+    Spanish (``has_sister``: "sister", "irmã", "hermana"); none for an unknown one."""
+    words = _ASKED_WITH.get(predicate.removeprefix("not_"), "").split()
+    if predicate.startswith("has_"):
+        relation = by_predicate(predicate)
+        if relation is not None:
+            words.extend((*relation.english, *relation.portuguese, *relation.spanish))
+    return tuple(w for phrase in words for w in phrase.split())
 
 
 def is_structural(predicate: str) -> bool:

@@ -1,0 +1,111 @@
+"""Memory in Portuguese and Spanish, tried as a new user would (issue 28's trial), through
+a real proxy on loopback in front of the fake upstream's ``recall`` model.
+
+"Onde mora a minha prima Beatriz?" and "¿Dónde vive mi hermano Carlos?" got no statement
+although ``Beatriz lives_in Coimbra`` and ``Carlos lives_in Sevilla`` were stored: the
+block only shows a fact that shares a word with the question beyond its subject, and
+"mora" / "vive" are not "lives". Each predicate now carries the words a question asks
+about it with in English, Portuguese and Spanish. "Dónde" became an entity. And the
+Portuguese and the English "Beatriz" were two entities: a question in another language
+reads unlike the entity's contexts, so it founded a homonym; a question or a restatement
+now links to the entity of the name it says and never founds a homonym of it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy
+from .live import live
+
+pytestmark = pytest.mark.e2e
+
+TOLD = (
+    "A minha prima Beatriz mora em Coimbra e trabalha numa livraria.",
+    "Mi hermano Carlos vive en Sevilla y es profesor.",
+)
+
+
+def _statements(block: str) -> list[str]:
+    return [line for line in block.splitlines() if line.startswith("- ")]
+
+
+@pytest.mark.parametrize(
+    ("question", "statement"),
+    [
+        ("Onde mora a minha prima Beatriz?", "Beatriz lives in Coimbra"),
+        ("¿Dónde vive mi hermano Carlos?", "Carlos lives in Sevilla"),
+        ("Onde vive o Carlos?", "Carlos lives in Sevilla"),
+        ("¿Dónde vive Beatriz?", "Beatriz lives in Coimbra"),
+        ("Where does my cousin Beatriz live?", "Beatriz lives in Coimbra"),
+        ("Where does Carlos live?", "Carlos lives in Sevilla"),
+    ],
+)
+async def test_a_question_in_any_language_is_shown_the_statement_that_answers_it(
+    make_proxy: MakeProxy, upstream: FakeUpstream, question: str, statement: str
+) -> None:
+    user = await live(make_proxy, upstream)
+    for told in TOLD:
+        await user.say(told)
+    turn = await user.chat(question)
+    assert any(statement in line for line in _statements(turn.block)), turn.block
+
+
+@pytest.mark.parametrize(
+    ("question", "statement"),
+    [
+        ("Onde trabalha a Beatriz?", "Beatriz works at"),
+        ("¿Dónde trabaja Beatriz?", "Beatriz works at"),
+    ],
+)
+async def test_other_predicates_are_asked_about_in_portuguese_and_spanish(
+    make_proxy: MakeProxy, upstream: FakeUpstream, question: str, statement: str
+) -> None:
+    user = await live(make_proxy, upstream)
+    await user.say("Beatriz works at Bertrand.")
+    turn = await user.chat(question)
+    assert any(statement in line for line in _statements(turn.block)), turn.block
+
+
+async def test_a_fact_not_asked_about_is_still_left_out(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """The words are the predicate's, not any word: "O que a Beatriz lê?" (what does
+    she read?) is not about where she lives."""
+    user = await live(make_proxy, upstream)
+    await user.say(TOLD[0])
+    turn = await user.chat("O que a Beatriz lê?")
+    assert not any("lives in" in line for line in _statements(turn.block)), turn.block
+
+
+async def test_questions_in_three_languages_about_one_person_make_one_entity(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    user = await live(make_proxy, upstream)
+    for told in TOLD:
+        await user.say(told)
+    for question in (
+        "Onde mora a minha prima Beatriz?",
+        "Where does my cousin Beatriz live?",
+        "¿Dónde vive mi prima Beatriz?",
+        "¿Dónde vive mi hermano Carlos?",
+        "Where does my brother Carlos live?",
+    ):
+        await user.chat(question)
+    names = sorted(str(e["name"]) for e in await user.entities())
+    assert names == ["Beatriz", "Carlos", "Coimbra", "Sevilla"]  # never "Dónde", never twice
+
+
+async def test_a_questions_mention_joins_the_entity_it_names(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """The question's mention counts as one of Beatriz's (linked by name), not as a
+    new entity; what people state is still judged by context as before."""
+    user = await live(make_proxy, upstream)
+    await user.say(TOLD[0])
+    asked = await user.chat("Onde mora a minha prima Beatriz?")
+    assert "Coimbra" in asked.block
+    entities = [e for e in await user.entities() if e["name"] == "Beatriz"]
+    assert len(entities) == 1 and entities[0]["mentions"] >= 2  # the question's mention joined
