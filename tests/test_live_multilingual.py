@@ -109,3 +109,25 @@ async def test_a_questions_mention_joins_the_entity_it_names(
     assert "Coimbra" in asked.block
     entities = [e for e in await user.entities() if e["name"] == "Beatriz"]
     assert len(entities) == 1 and entities[0]["mentions"] >= 2  # the question's mention joined
+
+
+@pytest.mark.parametrize(
+    ("question", "missing"),
+    [
+        ("O que a Beatriz faz nos fins de semana?", "Memory holds nothing about: fins, semana"),
+        ("A Beatriz tem um cão?", "Memory holds nothing about: cão"),
+        ("¿Tiene Carlos un perro?", "Memory holds nothing about: perro"),
+        ("Does Carlos have a dog?", "Memory holds nothing about: dog"),
+    ],
+)
+async def test_the_coverage_note_names_topics_never_portuguese_or_spanish_function_words(
+    make_proxy: MakeProxy, upstream: FakeUpstream, question: str, missing: str
+) -> None:
+    """ "faz" / "hace" (does), "tem" / "tiene" (has), articles and pronouns are how a
+    question is worded, as "does" and "have" are in English: never named as missing."""
+    user = await live(make_proxy, upstream)
+    for told in TOLD:
+        await user.say(told)
+    turn = await user.chat(question)
+    notes = [line for line in turn.block.splitlines() if "Memory holds nothing" in line]
+    assert notes == [missing], turn.block

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from .acts import unstated
 from .language import detect_language
+from .lexicon import is_function_word
 from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, query_terms, stem
 
 __all__ = [
@@ -119,6 +120,12 @@ COMMON_VERBS = (
     "suggest", "support", "symbolize", "symbolise", "take", "teach", "towards", "toward",
     "try", "turn", "understand", "use", "visit", "wait", "walk", "want", "watch", "wear",
     "win", "wish", "work", "write",
+    # Portuguese and Spanish: the light verbs a question relates with ("O que a Beatriz
+    # faz?", "¿Qué hace Carlos?"), in the forms questions use
+    "fazer", "faz", "fazem", "fez", "fizeram", "fazia", "gosta", "gostam", "gostar", "quer",
+    "querem", "queria", "pode", "podem", "dar", "deu", "ver", "viu", "usa", "usar", "hacer",
+    "hace", "hacen", "hizo", "hicieron", "hacía", "gusta", "gustan", "quiere", "quieren",
+    "puede", "pueden", "dio", "vio", "usar",
 )  # fmt: skip
 """The common English verbs (and a few prepositions questions use) by which a question
 says how something relates rather than what it is about."""
@@ -157,7 +164,7 @@ def foci(text: str, *, min_chars: int = 3, ignore: Collection[str] = ()) -> tupl
         if not min_chars <= len(word) <= _MAX_WORD or word.isdigit():
             continue
         key = stem(fold(word))
-        if key in ignored:
+        if key in ignored or is_function_word(word):
             continue
         name = written[0].isupper() and not _SENTENCE_START.search(text[: match.start()])
         if word in out:
