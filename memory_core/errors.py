@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "DreamBusyError",
+    "EncoderChangedError",
     "InvalidInputError",
     "MemoryChangedError",
     "MemoryCoreError",
@@ -40,3 +41,9 @@ class DreamBusyError(MemoryCoreError):
 class MemoryChangedError(MemoryCoreError):
     """Memory was rolled back or consolidated by another process since the graph was read:
     a lookup now would mix two states, so it is refused until the graph is read again."""
+
+
+class EncoderChangedError(MemoryCoreError):
+    """The store's vectors were made by another encoder than the configured one, and
+    ``formation.encoder.on_change`` is ``refuse``: a lookup would compare vectors of two
+    spaces. The message names both encoders and how to form memory again."""

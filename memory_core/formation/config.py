@@ -168,6 +168,11 @@ class EncoderConfig(ConfigModel):
 
     runtime: str = DEFAULT_RUNTIME
     question_weights: Literal["float32", "int8"] = "int8"
+    on_change: Literal["reencode", "refuse"] = "reencode"
+    """What a store whose vectors another encoder made does when it is opened with this
+    one: ``reencode`` forms its memory again from the log (in the background, resumable;
+    nothing a person said is lost), ``refuse`` leaves it untouched and refuses lookups
+    and formation with :class:`~memory_core.errors.EncoderChangedError`."""
 
     @field_validator("runtime")
     @classmethod

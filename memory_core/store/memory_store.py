@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dream import DreamConfig, Judge
-from ..errors import MemoryChangedError, StorageError
+from ..errors import EncoderChangedError, MemoryChangedError, StorageError
 from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
@@ -43,7 +43,7 @@ from ..retrieval.recall import Recall, explain_area, render_again
 from ..retrieval.strategies import STRATEGIES
 from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
-from ..storage.tables import question_vectors, receipts, stats
+from ..storage.tables import question_vectors, receipts, reformation, stats
 from ..text.question import Question
 from ..text.tokens import TokenCounter, counter_for
 from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
@@ -135,6 +135,10 @@ class MemoryStore(StoreHistory, StoreControls):
         self._read_lock, self._reader = storage.read_lock, storage.reader
         self._form_lock, self._forming = storage.form_lock, storage.forming
         self.names = self._load_names()
+        self._encoder_checked = False
+        self.reencoded: tuple[tuple[str, ...], int] | None = None
+        """``(encoders the vectors were made by, rows queued)`` when this store's memory
+        was queued to be formed again for the configured encoder; None otherwise."""
 
     @property
     def counter(self) -> TokenCounter:
@@ -281,6 +285,8 @@ class MemoryStore(StoreHistory, StoreControls):
         (:data:`.retrieval.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`,
         ``bm25`` :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
         run = STRATEGIES.get(strategy).run
+        if not self._encoder_checked:
+            self._get_backends()  # never a lookup over vectors of another encoder
         return run(self, self.question(question), limit, budget_tokens, exclude_hashes, model)
 
     def recall(
@@ -385,15 +391,49 @@ class MemoryStore(StoreHistory, StoreControls):
         return _Encoding(encoding)
 
     def _get_backends(self) -> Backends:
-        """The formation backends, built on first use. Never under the formation lock:
+        """The formation backends, built on first use, once the store's vectors are known
+        to be the encoder's own (:meth:`_same_encoder`). Never under the formation lock:
         a question must not wait for a formation pass to get the encoder."""
         backends = self._backends
-        if backends is None:
+        if backends is None or not self._encoder_checked:
             with self._backends_lock:
                 if self._backends is None:
                     self._backends = build_backends(self._formation)
                 backends = self._backends
+                if not self._encoder_checked:
+                    self._same_encoder(backends.encoder.interpretation.label)
+                    self._encoder_checked = True
         return backends
+
+    def _same_encoder(self, encoder: str) -> None:
+        """Make the store's vectors ``encoder``'s (see
+        :mod:`~memory_core.storage.tables.reformation`): with others among them, form its
+        memory again from the log (``on_change: reencode``: the queue holds the work, done
+        by formation as any other) or raise :class:`EncoderChangedError` (``refuse``)."""
+        with self._write_lock:
+            made_by = reformation.encoders(self._writer)
+            others = [m for m in made_by if m != encoder]
+            if not others:
+                return
+            if self._formation.encoder.on_change == "refuse":
+                raise EncoderChangedError(
+                    f"memory at {self.path} was encoded by {', '.join(others)}; the "
+                    f"configured encoder is {encoder}: set formation.encoder.on_change: "
+                    "reencode to form it again from the log (nothing said is lost), or "
+                    "configure the encoder it was made with"
+                )
+
+            def unform() -> int:
+                with transaction(self._writer):
+                    queued = reformation.unform(self._writer, now=self._clock())
+                    history_rows.bump(self._writer)  # other processes read memory again
+                    return queued
+
+            queued = retry_busy(unform)
+            if self._graph.started:
+                self._prepared(self._graph.reload(self._writer))
+        self.reencoded = (tuple(others), queued)
+        self.names = self._load_names()
 
     def save_receipt(self, receipt_id: str, body: Mapping[str, Any]) -> None:
         """Store the receipt of a request that used memory; the oldest receipts beyond
