@@ -18,7 +18,7 @@ from types import FrameType
 from evaluation.locomo import Conversation, as_message, load_locomo
 from tqdm import tqdm
 
-from memory_core import LogMessage, MemoryStore, TokenCounter
+from memory_core import FormationConfig, LogMessage, MemoryStore, TokenCounter
 from memory_core.dream import DreamReport
 from memory_core.storage import integrity_check
 from memory_core.storage.tables.log import logged_turns
@@ -45,10 +45,13 @@ __all__ = [
 ]
 
 
-def locomo_conversations(path: Path, spec: str) -> list[Conversation]:
-    """The conversations ``spec`` selects (:func:`select_indices`) from a LoCoMo file;
-    :class:`~evaluation.locomo.LocomoError` or ValueError say what is wrong."""
-    samples = load_locomo(path)
+def locomo_conversations(
+    path: Path, spec: str, *, question_field: str = "question"
+) -> list[Conversation]:
+    """The conversations ``spec`` selects (:func:`select_indices`) from a LoCoMo file,
+    asking each ``qa`` item's ``question_field``; :class:`~evaluation.locomo.LocomoError`
+    or ValueError say what is wrong."""
+    samples = load_locomo(path, question_field=question_field)
     return [samples[i] for i in select_indices(spec, len(samples))]
 
 
@@ -64,12 +67,13 @@ def replay_locomo(
     *,
     dream: str = "none",
     reports: list[DreamReport] | None = None,
+    formation: FormationConfig | None = None,
 ) -> MemoryStore:
     """A store at ``path`` holding ``conv``, ingested session by session with formation
     after each, as the proxy would have (a progress bar on stderr); with ``dream`` (one
     of :data:`DREAMS`) consolidation cycles run too, their reports appended to
     ``reports``."""
-    store = MemoryStore(path, counter=counter)
+    store = MemoryStore(path, counter=counter, formation=formation)
     history: list[LogMessage] = []
     bar = tqdm(total=len(conv.turns), desc=f"ingest {conv.sample_id}", unit="turn", leave=False)
     for session in conv.sessions():

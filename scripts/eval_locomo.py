@@ -108,7 +108,9 @@ Ranker = Callable[[str, int], tuple[list[str], ContextAt]]
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
-        conversations = locomo_conversations(args.data, args.conversations)
+        conversations = locomo_conversations(
+            args.data, args.conversations, question_field=args.question_field
+        )
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
@@ -150,6 +152,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversations", default="all", help="indices, e.g. 0-4 or 0,2 (all)")
     parser.add_argument("--k", default="5,10,20", help="cut-offs, e.g. 5,10,20")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma list of methods")
+    parser.add_argument(
+        "--question-field",
+        default="question",
+        help="the qa field asked: question (default), or question_en in the translated"
+        " files (an English question about a Portuguese or Spanish conversation)",
+    )
     parser.add_argument("--json", help="write all figures to this JSON file")
     parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
     parser.add_argument(

@@ -376,3 +376,19 @@ def test_the_entity_evaluation_counts_entities_common_words_and_types(tmp_path: 
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert bad.returncode == 2 and "eval_entities:" in bad.stderr
+
+
+def test_the_translated_files_english_question_can_be_asked(tmp_path: Path) -> None:
+    """``question_field="question_en"``: the English question about a translated
+    conversation (the multilingual files keep both); a file without it says so."""
+    sample = json.loads(json.dumps(LIVE_SAMPLE))
+    for qa in sample["qa"]:
+        qa["question_en"], qa["question"] = qa["question"], "Pergunta: " + qa["question"]
+    data = _write(tmp_path, [sample])
+    (asked,) = load_locomo(data)
+    (english,) = load_locomo(data, question_field="question_en")
+    assert [q.question for q in english.questions] == [q["question_en"] for q in sample["qa"]]
+    assert all(q.question.startswith("Pergunta: ") for q in asked.questions)
+    assert [q.evidence for q in english.questions] == [q.evidence for q in asked.questions]
+    with pytest.raises(LocomoError, match="'question_es' string"):
+        load_locomo(data, question_field="question_es")

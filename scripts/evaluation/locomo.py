@@ -95,21 +95,25 @@ def parse_session_date(text: str) -> dt.datetime:
     raise ValueError(f"unrecognised session date {text!r}")
 
 
-def load_locomo(path: str | Path) -> list[Conversation]:
-    """Read every sample of a LoCoMo-format file; raises :class:`LocomoError`."""
+def load_locomo(path: str | Path, *, question_field: str = "question") -> list[Conversation]:
+    """Read every sample of a LoCoMo-format file; raises :class:`LocomoError`.
+    ``question_field``: which field of a ``qa`` item is asked (``question_en`` in the
+    translated files: the English question about the translated conversation)."""
     source = Path(path)
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise LocomoError(f"{source}: cannot read JSON: {exc}") from exc
-    return parse_locomo(data, str(source))
+    return parse_locomo(data, str(source), question_field=question_field)
 
 
-def parse_locomo(data: Any, source: str) -> list[Conversation]:
+def parse_locomo(
+    data: Any, source: str, *, question_field: str = "question"
+) -> list[Conversation]:
     """The samples of already-decoded LoCoMo JSON (``source`` names it in errors)."""
     if not isinstance(data, list):
         raise LocomoError(f"{source}: expected a JSON list of samples")
-    return [_sample(source, i, item) for i, item in enumerate(data)]
+    return [_sample(source, i, item, question_field) for i, item in enumerate(data)]
 
 
 def as_message(conversation: Conversation, turn: Turn) -> dict[str, str]:
@@ -120,7 +124,7 @@ def as_message(conversation: Conversation, turn: Turn) -> dict[str, str]:
     return {"role": role, "name": turn.speaker, "content": content}
 
 
-def _sample(source: str, index: int, item: Any) -> Conversation:
+def _sample(source: str, index: int, item: Any, question_field: str) -> Conversation:
     where = f"{source}: sample {index}"
     if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
         raise LocomoError(f"{where}: expected an object with a 'conversation' object")
@@ -129,7 +133,9 @@ def _sample(source: str, index: int, item: Any) -> Conversation:
     conv = item["conversation"]
     turns = _turns(where, conv)
     ids = {t.dia_id for t in turns}
-    questions = tuple(_question(where, j, q, ids) for j, q in enumerate(item.get("qa") or []))
+    questions = tuple(
+        _question(where, j, q, ids, question_field) for j, q in enumerate(item.get("qa") or [])
+    )
     return Conversation(
         sample_id=sample_id,
         speaker_a=str(conv.get("speaker_a", "")),
@@ -173,16 +179,16 @@ def _turn(where: str, key: str, number: int, index: int, raw: Any, date: dt.date
     )
 
 
-def _question(where: str, index: int, raw: Any, ids: set[str]) -> Question:
-    if not isinstance(raw, dict) or not isinstance(raw.get("question"), str):
-        raise LocomoError(f"{where}: qa[{index}]: expected an object with a 'question' string")
+def _question(where: str, index: int, raw: Any, ids: set[str], field: str) -> Question:
+    if not isinstance(raw, dict) or not isinstance(raw.get(field), str):
+        raise LocomoError(f"{where}: qa[{index}]: expected an object with a '{field}' string")
     try:
         category = int(raw.get("category", 0))
     except (TypeError, ValueError) as exc:
         raise LocomoError(f"{where}: qa[{index}]: 'category' must be an integer") from exc
     evidence, dropped = normalise_evidence(raw.get("evidence") or [], ids)
     answer = raw.get("answer", raw.get("adversarial_answer", ""))
-    return Question(raw["question"], str(answer), evidence, category, dropped)
+    return Question(raw[field], str(answer), evidence, category, dropped)
 
 
 def normalise_evidence(
