@@ -57,9 +57,11 @@ from evaluation.locomo import Conversation, LocomoError
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 from tqdm import tqdm
 
-from memory_core import MemoryStore, TokenCounter, default_counter
+from memory_core import FormationConfig, MemoryStore, TokenCounter, default_counter
 from memory_core.dream import DreamReport
-from memory_core.text.embeddings import MiniLMEncoder
+from memory_core.formation.backends import sentence_encoder
+from memory_core.formation.config import EncoderConfig
+from memory_core.text.embeddings import Encoder
 
 METHODS = ("bm25", "dense", "hybrid", "memory", "memory-bm25")
 STORE_METHODS = {"memory", "memory-bm25"}
@@ -115,14 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
     counter = default_counter()
-    encoder = MiniLMEncoder() if {"dense", "hybrid"} & set(args.methods) else None
+    formation = FormationConfig(encoder=EncoderConfig(model=args.encoder))
+    dense = {"dense", "hybrid"} & set(args.methods)
+    encoder = sentence_encoder(formation.encoder) if dense else None
     results = {m: MethodResult() for m in args.methods}
     dreams: list[DreamReport] = []
     with tempfile.TemporaryDirectory(prefix="areamem-eval-") as tmp:
         for conv in conversations:
             rankers = _build(
-                conv, args.methods, encoder, counter, Path(tmp), results, args.dream, dreams
-            )
+                conv, args.methods, encoder, counter, Path(tmp), results, args.dream, dreams,
+                formation,
+            )  # fmt: skip
             _query(conv, rankers, args.k, results)
     report = {
         "data": str(args.data),
@@ -158,6 +163,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the qa field asked: question (default), or question_en in the translated"
         " files (an English question about a Portuguese or Spanish conversation)",
     )
+    parser.add_argument(
+        "--encoder",
+        choices=("minilm", "e5"),
+        default=FormationConfig().encoder.model,
+        help="the sentence encoder of the memory methods and the dense baseline"
+        " (formation.encoder.model; default: the configured default)",
+    )
     parser.add_argument("--json", help="write all figures to this JSON file")
     parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
     parser.add_argument(
@@ -184,12 +196,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _build(
     conv: Conversation,
     methods: Sequence[str],
-    encoder: MiniLMEncoder | None,
+    encoder: Encoder | None,
     counter: TokenCounter,
     tmp: Path,
     results: dict[str, MethodResult],
     dream: str = "none",
     dreams: list[DreamReport] | None = None,
+    formation: FormationConfig | None = None,
 ) -> dict[str, Ranker]:
     """Index the conversation for every method; returns a ranker per method."""
     docs = [t.document() for t in conv.turns]
@@ -217,8 +230,9 @@ def _build(
     if STORE_METHODS & set(methods):
         began = time.perf_counter()
         store = replay_locomo(
-            conv, tmp / f"{conv.sample_id}.db", counter, dream=dream, reports=dreams
-        )
+            conv, tmp / f"{conv.sample_id}.db", counter, dream=dream, reports=dreams,
+            formation=formation,
+        )  # fmt: skip
         for name in sorted(STORE_METHODS & set(methods)):
             results[name].build_s += time.perf_counter() - began
             rankers[name] = _memory_ranker(store, area=name == "memory")

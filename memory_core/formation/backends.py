@@ -21,8 +21,9 @@ from functools import cache
 from typing import Any, TypeVar
 
 from ..registry import Registry
+from ..text.e5 import E5Encoder
 from ..text.embeddings import Encoder, MiniLMEncoder
-from .config import STAGE_CHOICES, FormationConfig
+from .config import STAGE_CHOICES, EncoderConfig, FormationConfig
 from .interfaces import (
     Interpretation,
     MentionDetector,
@@ -69,9 +70,9 @@ class SentenceEncoder:
         return self._encoder.encode(texts)
 
     def encode_question(self, text: str) -> Vectors:
-        """A question's vector: the MiniLM's question path (its ``question_weights``),
-        else the encoder's own ``encode``."""
-        if isinstance(self._encoder, MiniLMEncoder):
+        """A question's vector: the encoder's question path when it has one (MiniLM's
+        ``question_weights``, e5's ``query: `` prefix), else its own ``encode``."""
+        if isinstance(self._encoder, MiniLMEncoder | E5Encoder):
             return self._encoder.encode_question(text)
         return self._encoder.encode([text])
 
@@ -115,14 +116,17 @@ STAGE_BACKENDS: Mapping[str, Registry[Any]] = {
 :data:`~memory_core.formation.config.STAGE_CHOICES` declares)."""
 
 
+def sentence_encoder(config: EncoderConfig) -> Encoder:
+    """The sentence encoder ``config`` names (built lazily: nothing loads until the first
+    text is encoded)."""
+    if config.model == "e5":  # the runtime is onnx or onnx-int8 (checked by the config)
+        return E5Encoder(int8=config.runtime == "onnx-int8")
+    return MiniLMEncoder(runtime=config.runtime, question_weights=config.question_weights)
+
+
 def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> Backends:
     """The backends of every stage, sharing one sentence encoder and one LLM client."""
-    sentence = SentenceEncoder(
-        encoder
-        or MiniLMEncoder(
-            runtime=config.encoder.runtime, question_weights=config.encoder.question_weights
-        )
-    )
+    sentence = SentenceEncoder(encoder or sentence_encoder(config.encoder))
 
     @cache
     def generator(kind: str) -> TextGenerator:

