@@ -185,6 +185,11 @@ class RankedFragment(_View):
         description="The score's multiplier by ``kind`` (``retrieval.scoring.asked`` / "
         "``restated``; 1 for a statement): score = factor x the weighted terms.",
     )
+    cosine: float | None = Field(
+        default=None,
+        description="The cosine of the fragment's embedding to the question's (the "
+        "``similarity`` term is its place among the candidates'); null without a vector.",
+    )
 
 
 class AreaSummary(_View):

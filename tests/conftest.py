@@ -97,13 +97,18 @@ MakeProxy = Callable[..., Coroutine[Any, Any, Proxy]]
 async def make_proxy(tmp_path: Path, backends: Backends) -> AsyncIterator[MakeProxy]:
     started: list[Proxy] = []
 
-    async def start(config: dict[str, Any], *, name: str = "proxy") -> Proxy:
+    async def start(
+        config: dict[str, Any], *, name: str = "proxy", own_backends: bool = False
+    ) -> Proxy:
+        """A proxy of ``config``; its formation backends are the session's (MiniLM,
+        loaded once) unless ``own_backends`` (then built from the config's own
+        ``formation:`` section, as ``areamem`` builds them)."""
         folder = tmp_path / name
         folder.mkdir(exist_ok=True)
         config_path = folder / "config.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         loaded = load_config(config_path)
-        services = build_services(loaded, backends=backends)
+        services = build_services(loaded, backends=None if own_backends else backends)
         server = ProxyServer(services)
         await server.start("127.0.0.1", 0)
         proxy = Proxy(

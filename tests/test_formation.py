@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -439,3 +440,33 @@ def test_a_predicate_with_several_values_is_reaffirmed_or_new(
     assert visits[1].mutation.reason == "visited holds several values"
     assert visits[2].mutation.other == visits[0].id
     assert all(r.status == "active" for r in visits)
+
+
+def test_a_named_speakers_turn_is_stored_with_the_name_in_its_vector(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Who said a turn is part of what it is about ("what does Gina love?"): a named
+    speaker's fragment vector encodes "Gina: ..."; a chat role's ("user") does not, so a
+    user's question keeps the vector it was asked with."""
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        said = [
+            LogMessage({"role": "user", "name": "Gina", "content": "I love dancing."}, 1e9),
+            LogMessage({"role": "user", "content": "Where is my bike?"}, 1e9 + 1),
+        ]
+        store.append(said, conversation="c1", source="ingest")
+        store.form_all()
+        rows = dict(
+            store._reader.execute(
+                "SELECT f.canonical, v.vector FROM fragments f"
+                " JOIN fragment_vectors v ON v.fragment_id = f.id"
+            ).fetchall()
+        )
+    finally:
+        store.close()
+    encode = backends.encoder.encode
+    named = np.frombuffer(rows["I love dancing."], dtype="<f4")
+    assert np.allclose(named, encode(["Gina: I love dancing."])[0], atol=1e-5)
+    assert not np.allclose(named, encode(["I love dancing."])[0], atol=1e-3)
+    plain = np.frombuffer(rows["Where is my bike?"], dtype="<f4")
+    assert np.allclose(plain, encode(["Where is my bike?"])[0], atol=1e-5)

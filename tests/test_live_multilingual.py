@@ -13,12 +13,13 @@ now links to the entity of the name it says and never founds a homonym of it.
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
 from proxy.fake_upstream import FakeUpstream
 
-from .conftest import MakeProxy
-from .live import live
+from .conftest import MakeProxy, proxy_config
+from .live import Live, live
 
 pytestmark = pytest.mark.e2e
 
@@ -131,3 +132,38 @@ async def test_the_coverage_note_names_topics_never_portuguese_or_spanish_functi
     turn = await user.chat(question)
     notes = [line for line in turn.block.splitlines() if "Memory holds nothing" in line]
     assert notes == [missing], turn.block
+
+
+async def test_an_english_question_finds_what_was_said_in_portuguese_with_the_e5_encoder(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """``formation.encoder.model: e5``: no word of the question is in memory (cousin /
+    prima, work / trabalha, bookshop / livraria), so only meaning can find it; the
+    lexical terms step back (memory knows none of its words) and the fact is shown."""
+    config = proxy_config(upstream.url)
+    del config["policy"]
+    config["memory"] = {"retrieval_timeout_ms": 60_000, "formation_workers": 0}
+    config["formation"] = {"encoder": {"model": "e5"}}
+    user = Live(await make_proxy(config, own_backends=True))
+    told = [
+        "A minha prima trabalha numa livraria no centro da cidade.",
+        "O meu carro novo é vermelho e muito rápido.",
+        "Ontem choveu o dia inteiro e fiquei em casa.",
+        "O jantar de domingo foi peixe grelhado com batatas.",
+    ]
+    transcript = {
+        "conversation_id": "semana-1",
+        "messages": [
+            {"role": "user", "content": text, "timestamp": f"2024-03-0{i + 1}T10:00:00"}
+            for i, text in enumerate(told)
+        ],
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{user.proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 200, await response.text()
+    await user.proxy.settle()
+    question = "Where does my cousin work?"
+    found = await user.get("/memory/search", q=question, k="4", strategy="area")
+    assert "livraria" in found["hits"][0]["text"], found["hits"]
+    turn = await user.chat(question)
+    assert "livraria" in turn.block

@@ -396,7 +396,8 @@ def test_views_refuse_drift() -> None:
         "area": None,
         "candidates": [],
     }
-    ranked = [{**f, "kind": "stated", "factor": 1.0} for f in explained["fragments"]]
+    defaults = {"kind": "stated", "factor": 1.0, "cosine": None}
+    ranked = [{**f, **defaults} for f in explained["fragments"]]
     assert AreaExplanation.model_validate(explained).model_dump(mode="json") == {
         **explained,
         "fragments": ranked,

@@ -217,11 +217,11 @@ def test_a_kind_factor_scales_the_score_and_computing_a_term_lazily_stays_exact(
     np.testing.assert_allclose(scores[order], expected_scores[order])
 
 
-def test_a_question_scores_a_seventh_and_a_restatement_a_fifth_by_default() -> None:
+def test_a_question_scores_a_tenth_and_a_restatement_a_fifth_by_default() -> None:
     config = ScoringConfig()
     assert (config.factor("stated"), config.factor("asked"), config.factor("restated")) == (
         1.0,
-        0.15,
+        0.1,
         0.2,
     )
     assert config.factor("anything else") == 1.0
@@ -229,3 +229,20 @@ def test_a_question_scores_a_seventh_and_a_restatement_a_fifth_by_default() -> N
         ScoringConfig(asked=1.5)
     with pytest.raises(ValidationError):
         ScoringConfig(restated=-0.1)
+
+
+def test_lexical_weights_follow_the_share_of_the_question_memory_knows() -> None:
+    """An English question about a Portuguese conversation: only its names are words
+    memory knows, so BM25 and the graph terms speak for a fifth of it; the embedding
+    term keeps its weight."""
+    config = ScoringConfig()
+    assert config.covering(1.0) is config and config.covering(1.5) is config
+    half = config.covering(0.5)
+    assert (half.bm25, half.activation, half.convergence, half.area) == (0.5, 0.25, 0.5, 0.05)
+    assert half.similarity == config.similarity and half.asked == config.asked
+    squared = ScoringConfig(lexical_coverage=2.0).covering(0.5)
+    assert squared.bm25 == 0.25
+    assert ScoringConfig(lexical_coverage=0).covering(0.0).bm25 == 1.0  # never scaled
+    assert config.covering(0.0).bm25 == 0.0 and config.covering(-1.0).bm25 == 0.0
+    with pytest.raises(ValidationError):
+        ScoringConfig(lexical_coverage=-1)

@@ -64,7 +64,11 @@ class SentenceEncoder:
         self._encoder = encoder
         self.name = encoder.name
         self.dimension = encoder.dimension
-        self.interpretation = Interpretation("embedding", "sentence-transformers", encoder.name)
+        # version 2: a named speaker's fragments are encoded after the speaker's name
+        # (formation/pipeline.py: _embedded); a store made at version 1 is formed again
+        self.interpretation = Interpretation(
+            "embedding", "sentence-transformers", encoder.name, version="2"
+        )
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         return self._encoder.encode(texts)

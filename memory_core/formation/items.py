@@ -23,6 +23,10 @@ class Item:
     name: str | None = None
     normalised: Normalised | None = None
     vector: Vectors | None = None
+    text_vector: Vectors | None = None
+    """The vector of the text alone when :attr:`vector` also encodes the speaker's name
+    (``pipeline._embedded``): the context of the turn's mentions, so entities of one
+    speaker do not all look alike; None when the two are the same."""
     mentions: list[Mention] = field(default_factory=list)
     mention_vectors: list[Vectors | None] = field(default_factory=list)
     speaker_vector: Vectors | None = None
@@ -39,6 +43,13 @@ class Item:
     kind: str = "stated"
     """What the row does (see :mod:`memory_core.text.acts`): ``stated``, ``asked`` or
     ``restated``; only a statement's claims become relations."""
+
+    @property
+    def topic(self) -> Vectors | None:
+        """What the turn is about, as a vector: its text alone (:attr:`text_vector`) where
+        the stored vector also encodes the speaker. Contexts and entities are placed by
+        it, so one speaker's turns about two topics are not one topic."""
+        return self.vector if self.text_vector is None else self.text_vector
 
     def fresh(self) -> Item:
         """The same row, without what an earlier attempt made of it."""

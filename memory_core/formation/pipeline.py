@@ -61,7 +61,7 @@ from ..storage.tables import log as log_rows
 from ..storage.tables import question_vectors
 from ..storage.tables.log import MAX_ATTEMPTS
 from ..text.acts import is_question
-from ..text.names import NameIndex
+from ..text.names import ROLE_NAMES, NameIndex
 from .budget import RowBudget
 from .config import FormationConfig
 from .interfaces import (
@@ -291,18 +291,23 @@ class Former:
                 item.kind = kind_of(item)
 
     def _embed(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
-        """Each item's vector: the one its question was encoded with when the proxy kept it
-        (:mod:`memory_core.storage.tables.question_vectors`: the same text, the same computation),
-        else the encoder's."""
+        """Each item's vector (of :func:`_embedded` text): the one its question was encoded
+        with when the proxy kept it (:mod:`memory_core.storage.tables.question_vectors`: the
+        same text, the same computation), else the encoder's."""
         encoder = self._b.encoder
         with budget.charge(items):
-            texts = [self._read(i) for i in items]
+            plain = [self._read(i) for i in items]
+            texts = [_embedded(item, text) for item, text in zip(items, plain, strict=True)]
             keys = [encoder.reuse_key(text) for text in texts]
             found = question_vectors.find(self._conn, [k for k in keys if k is not None])
             kept = _vectors(found, encoder.dimension)
             missing = [i for i, key in enumerate(keys) if key not in kept]
-            encoded = list(encoder.encode([texts[i] for i in missing])) if missing else []
-        computed = dict(zip(missing, encoded, strict=True))
+            named = [i for i, text in enumerate(texts) if text != plain[i]]
+            wanted = [texts[i] for i in missing] + [plain[i] for i in named]
+            encoded = list(encoder.encode(wanted)) if wanted else []
+        computed = dict(zip(missing, encoded, strict=False))
+        for i, alone in zip(named, encoded[len(missing) :], strict=True):
+            items[i].text_vector = alone
         for i, item in enumerate(items):
             key = keys[i]
             item.vector = computed[i] if key is None or key not in kept else kept[key]
@@ -399,7 +404,7 @@ class Former:
         )
         same_encoder = self._b.mentions is self._b.encoder
         contexts = (
-            [i.vector for i in items]
+            [i.topic for i in items]
             if same_encoder
             else list(self._b.mentions.encode([self._read(i) for i in items]))
         )
@@ -533,3 +538,17 @@ def _vectors(found: dict[str, bytes], dimension: int) -> dict[str, Vectors]:
         for key, blob in found.items()
         if len(blob) == 4 * dimension
     }
+
+
+def _embedded(item: Item, text: str) -> str:
+    """What a fragment's vector encodes: its text, after the name of a named speaker
+    ("Gina: Sou apaixonada por dança"), as a person would read the turn. Who said it is
+    what a question about "what Gina loves" asks, and in another language than memory's
+    the name is what the embedding can still match (LoCoMo conv-30 in Portuguese asked in
+    English, e5: recall@10 0.264 -> 0.303 from this alone). A chat's role ("user",
+    "assistant") says nothing about the content and is left out, so a user's question
+    keeps the vector it was asked with (``SentenceEncoder.reuse_key``)."""
+    speaker = item.speaker.strip()
+    if not speaker or speaker.casefold() in ROLE_NAMES:
+        return text
+    return f"{speaker}: {text}"

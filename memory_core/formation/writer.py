@@ -110,7 +110,7 @@ class GraphWriter:
 
     def _place(self, item: Item) -> None:
         """Segment and context membership, and the structural links to the previous turn."""
-        assert item.vector is not None
+        assert item.topic is not None
         label = self._b.segmenter.interpretation.label
         open_row = context_rows.open_segment(self._conn, item.conversation)
         previous = open_row.last_fragment if open_row else None
@@ -129,32 +129,32 @@ class GraphWriter:
             segment_id, context_id = open_row.segment_id, open_row.context_id
         context_rows.extend_segment(self._conn, segment_id, item.fragment_id)
         context = self._contexts.contexts[context_id]
-        own = float(context.centroid @ item.vector) if context.size else None
-        context.absorb(item.vector, item.ts)
+        own = float(context.centroid @ item.topic) if context.size else None
+        context.absorb(item.topic, item.ts)
         self._member(item.fragment_id, context_id, segment_id, 1.0, True, label)
         for other, sim in self._contexts.secondary(
-            item.vector, context_id, own, self._config.contexts
+            item.topic, context_id, own, self._config.contexts
         ):
             self._member(item.fragment_id, other, None, sim, False, label)
         if previous is not None:
             self._links(item, previous)
 
     def _context_for(self, item: Item) -> int:
-        assert item.vector is not None
-        context_id, _ = self._contexts.best_for_segment(item.vector, self._config.contexts)
+        assert item.topic is not None
+        context_id, _ = self._contexts.best_for_segment(item.topic, self._config.contexts)
         if context_id is not None:
             return context_id
         label = " ".join(query_terms(self._canonical(item))[:5]) or self._canonical(item)[:40]
         new_id = context_rows.insert(
             self._conn,
             label=label,
-            centroid=blob(np.zeros_like(item.vector)),
+            centroid=blob(np.zeros_like(item.topic)),
             ts=item.ts,
             created_at=self._now,
             interpretation=self._b.segmenter.interpretation.label,
         )
         self._contexts.contexts[new_id] = ContextState(
-            new_id, label, np.zeros_like(item.vector), 0, item.ts, item.ts
+            new_id, label, np.zeros_like(item.topic), 0, item.ts, item.ts
         )
         self.counts["contexts"] += 1
         return new_id
@@ -423,7 +423,7 @@ class GraphWriter:
                 subject, _, _ = self._resolve(
                     claim.subject,
                     "MISC",
-                    item.vector,
+                    item.topic,
                     item,
                     protected=False,
                     absorb=False,
@@ -450,7 +450,7 @@ class GraphWriter:
             if mention.surface.casefold() == name.casefold():
                 return entity_id
         label = self._entities.label_for(name, "MISC", item.claims)
-        entity_id, _, _ = self._resolve(name, label, item.vector, item, protected=False)
+        entity_id, _, _ = self._resolve(name, label, item.topic, item, protected=False)
         return entity_id
 
 

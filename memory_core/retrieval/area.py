@@ -66,7 +66,7 @@ from ..storage import Connection
 from ..storage.tables import contexts, entities, fragments
 from ..text.question import Question
 from ..text.words import normalise_name
-from .bm25 import indexed_search_scores
+from .bm25 import indexed_search_scores, known_share
 from .scoring import Candidates, ScoringConfig, rank_computing
 
 __all__ = ["AreaResult", "FragmentScore", "explain", "retrieve_area", "summary"]
@@ -89,10 +89,13 @@ class FragmentScore:
     kind: str = "stated"
     """What the fragment does; its score is its terms' times the kind's factor."""
     factor: float = 1.0
+    cosine: float | None = None
+    """The cosine to the question itself (the ``similarity`` term is relative: see
+    :mod:`.scoring`); None without a vector or when imputed."""
 
     def report(self) -> dict[str, Any]:
-        """JSON-ready: ``{"id", "score", "terms", "imputed", "kind", "factor"}``, values
-        rounded to 1e-4."""
+        """JSON-ready: ``{"id", "score", "terms", "imputed", "kind", "factor", "cosine"}``,
+        values rounded to 1e-4."""
         return {
             "id": self.fragment_id,
             "score": round(self.score, 4),
@@ -100,6 +103,7 @@ class FragmentScore:
             "imputed": self.imputed,
             "kind": self.kind,
             "factor": round(self.factor, 4),
+            "cosine": None if self.cosine is None else round(self.cosine, 4),
         }
 
 
@@ -143,6 +147,7 @@ def retrieve_area(
     hits = indexed_search_scores(
         conn, memory.lexical, question, limit=max(scoring.seeds, scoring.candidates)
     )
+    scoring = scoring.covering(known_share(conn, memory.lexical, question))
     found = [fid for fid, _ in hits]
     lexical = [
         n
@@ -159,14 +164,17 @@ def retrieve_area(
     clock.lap("wait_vector")
     terms = _NodeTerms(memory.graph.n_nodes)
     dense: list[int] = []
+    scale: tuple[float, float] | None = None  # (0, 1) of the relative similarity
     if vector is not None and memory.vectors.shape[0]:
         wanted = max(scoring.candidates, scoring.seeds)
-        rows, _ = nearest(
+        rows, near = nearest(
             memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted
         )
-        near = memory.vector_nodes[rows]
-        terms.candidate[near[: scoring.candidates]] = True
-        dense = [int(n) for n in near[: scoring.seeds]]
+        if scoring.relative_similarity and near.shape[0] > 1 and near[0] > near[-1]:
+            scale = (float(near[min(near.shape[0], scoring.candidates) - 1]), float(near[0]))
+        nodes_near = memory.vector_nodes[rows]
+        terms.candidate[nodes_near[: scoring.candidates]] = True
+        dense = [int(n) for n in nodes_near[: scoring.seeds]]
         foci.append({n: 1.0 / len(dense) for n in dense})
         labels.append("dense")
         parts.append(_pulse(memory, foci[-1:], traversal, pulse_config))
@@ -183,12 +191,21 @@ def retrieve_area(
     if any(kind != ACTS[0] for kind in kinds):
         candidates = candidates.factored([scoring.factor(kind) for kind in kinds])
 
+    cosines: dict[int, float] = {}
+
     def similarity(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """The cosine to the question of candidate ``rows`` (graph rows come first)."""
+        """The similarity term of candidate ``rows`` (graph rows come first); their
+        cosines kept in ``cosines``."""
         cosine = np.zeros(rows.shape[0])
         if vector is not None:
             at = memory.vector_of[nodes[rows]]
             cosine[at >= 0] = memory.vectors[at[at >= 0]] @ vector
+            cosines.update(
+                (int(r), float(c)) for r, c, a in zip(rows, cosine, at, strict=True) if a >= 0
+            )
+        if scale is not None:
+            low, high = scale
+            return np.clip((cosine - low) / (high - low), 0.0, 1.0)
         return cosine
 
     candidates, order, scores = rank_computing(candidates, scoring, limit, "similarity", similarity)
@@ -202,6 +219,7 @@ def retrieve_area(
             bool(candidates.imputed[i]),
             kinds[int(i)],
             float(factor[i]),
+            cosines.get(int(i)),
         )
         for i in order
     ]

@@ -21,13 +21,33 @@ from ..storage.tables import fragments as _fragments
 from ..storage.tables.fragments import Hit, fetch_hits
 from ..text.question import Question
 
-__all__ = ["Hit", "fetch_hits", "indexed_search_scores", "search", "search_scores"]
+__all__ = [
+    "Hit",
+    "fetch_hits",
+    "indexed_search_scores",
+    "known_share",
+    "search",
+    "search_scores",
+]
 
 
 def search_scores(conn: Connection, question: Question, *, limit: int) -> list[tuple[int, float]]:
     """``(fragment id, BM25 score)`` of the ``limit`` best live fragments for ``question``
     (an OR of its terms), without their text."""
     return _fragments.search_scores(conn, list(question.terms), limit=limit)
+
+
+def known_share(conn: Connection, index: LexicalView, question: Question) -> float:
+    """The share of the question's content words (its coverage foci: no question word,
+    function word or light verb; their FTS5 tokens) that memory's lexical index holds (1.0
+    for a question without any): how far BM25 and the word foci can speak for it
+    (:meth:`~.scoring.ScoringConfig.covering`). Read from the graph version's index: a
+    word only in fragments formed since counts as unknown until the next version."""
+    tokenize = _fragments.fts_tokenizer(conn)
+    tokens = [t for focus in question.foci for t in tokenize(focus.word, True)]
+    if not tokens:
+        return 1.0
+    return sum(t in index.terms for t in tokens) / len(tokens)
 
 
 def indexed_search_scores(

@@ -178,7 +178,10 @@ def recall_area(
         evidence = _evidence(memory, conn, question, kept, graph, result)
         held = _held(memory, conn, question, graph)
         kept, evidence = _labelled(conn, kept, evidence)
-    similarity = {s.fragment_id: s.terms.get("similarity", 0.0) for s in result.scores}
+    similarity = {
+        s.fragment_id: s.cosine if s.cosine is not None else s.terms.get("similarity", 0.0)
+        for s in result.scores
+    }
     area = summary(graph, result, kept=[h.fragment_id for h in kept])
     return _rendered(memory, question, kept, evidence, budget_tokens, model, similarity, area, held)
 
@@ -195,8 +198,10 @@ def render_again(
         labelled, evidence = _labelled(conn, hits, evidence)
     similarity = None
     if recall.area is not None:
-        similarity = {
-            int(f["id"]): float(f["terms"].get("similarity", 0.0))
+        similarity = {  # the cosine itself (a receipt from before it: the term, then one)
+            int(f["id"]): float(
+                f["cosine"] if f.get("cosine") is not None else f["terms"].get("similarity", 0.0)
+            )
             for f in recall.area.get("fragments", ())
         }
     again = _rendered(

@@ -12,7 +12,7 @@ The score of a fragment is the weighted sum of its terms (weights: :class:`Scori
     score = factor * (w_bm25 * bm25 + w_activation * activation
                       + w_convergence * convergence + w_similarity * similarity + w_area * area)
 
-where ``factor`` is 1 for a fragment that states something, ``asked`` (0.15) for one that
+where ``factor`` is 1 for a fragment that states something, ``asked`` (0.1) for one that
 only asks and ``restated`` (0.2) for an answer that restated the memory it was shown
 (:mod:`memory_core.text.acts`): a question is short and made of the very words asked
 again, so at full scale it outranks the statement that answers it (live use: the eight
@@ -22,9 +22,20 @@ best hits for a cousin's name were earlier questions and answers, the fact ninth
 * ``activation``: its total activation over the largest total among fragments;
 * ``convergence``: the share of the question's foci that bring it at least
   ``convergence_share`` of their own peak (foci meeting on one fragment);
-* ``similarity``: the cosine of its embedding to the question's, floored at 0;
+* ``similarity``: where the cosine of its embedding to the question's stands between the
+  ``candidates``-th nearest fragment's (0) and the nearest's (1) (``relative_similarity``;
+  else the cosine floored at 0). An encoder's cosines need not spread over [0, 1]: e5's
+  lie within a few hundredths of 0.8 for a question's candidates, where MiniLM's spread
+  over 0.1-0.6, so an absolute cosine told e5's candidates apart by almost nothing;
 * ``area``: the chosen area's own ranking of its fragments over the best one (pulse:
   activation times evenness across foci; wave: interference); 0 outside the area.
+
+The lexical and graph terms (``bm25``, ``activation``, ``convergence``, ``area``) come from
+the question's words that memory knows; when memory knows few of them (an English question
+about a Portuguese conversation: only the names match, and every fragment that names them
+looks like a perfect match), their weights are multiplied by the share of the question's
+words memory's lexical index holds, to the power ``lexical_coverage`` (0: never), and the
+embedding term decides more. A question in memory's own words keeps its weights.
 
 A fragment formed after the graph version the query pinned has no graph or vector terms
 yet: they are *imputed* as equal to its BM25 share, so it competes at full scale on BM25
@@ -82,7 +93,7 @@ class ScoringConfig(ConfigModel):
         50, ge=1, le=10_000, description="BM25 and nearest-by-embedding fragments scored"
     )
     asked: float = Field(
-        0.15,
+        0.1,
         ge=0,
         le=1,
         description="multiplier of the score of a fragment that only asks (a question: short "
@@ -95,6 +106,34 @@ class ScoringConfig(ConfigModel):
         description="multiplier of the score of an answer that restated the memory it was "
         "shown (it ranks below its sources, which are what gets cited)",
     )
+
+    relative_similarity: bool = Field(
+        True,
+        description="similarity as the cosine's place between the candidates-th nearest "
+        "fragment's (0) and the nearest's (1), not the cosine itself",
+    )
+    lexical_coverage: float = Field(
+        1.0,
+        ge=0,
+        le=4,
+        description="the lexical and graph weights times (share of the question's words "
+        "memory knows) to this power (0: never scaled)",
+    )
+
+    def covering(self, share: float) -> ScoringConfig:
+        """These weights for a question ``share`` of whose words memory knows (see the
+        module docstring): the lexical and graph weights scaled, the rest as it is."""
+        if self.lexical_coverage == 0 or share >= 1.0:
+            return self
+        scale = max(0.0, share) ** self.lexical_coverage
+        return self.model_copy(
+            update={
+                "bm25": self.bm25 * scale,
+                "activation": self.activation * scale,
+                "convergence": self.convergence * scale,
+                "area": self.area * scale,
+            }
+        )
 
     def factor(self, kind: str) -> float:
         """The multiplier of a fragment's score by its kind (``stated``: 1)."""
