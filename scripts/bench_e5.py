@@ -66,26 +66,35 @@ int e5_token_ids(e5_model *m, const char *text, int is_query, int *out, int cap)
 # --- data ----------------------------------------------------------------------------------
 
 
+MULTILINGUAL = ("locomo_conv30_pt.json", "locomo_conv30_es.json")
+"""The Portuguese and Spanish LoCoMo files, in ``<data>/multilingual``."""
+
+
+def read_conversations(path: Path) -> tuple[list[str], list[str]]:
+    """Every turn's text and every question of a LoCoMo-format file, read with json."""
+    samples = json.loads(path.read_text())
+    said = [
+        str(turn["text"])
+        for sample in samples
+        for key, session in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(session, list)
+        for turn in session
+        if turn.get("text")
+    ]
+    asked = [str(qa["question"]) for sample in samples for qa in sample["qa"]]
+    return said, asked
+
+
 def load_texts(data: Path, per_language: int) -> tuple[list[str], list[str]]:
     """Turns and questions, 70/30 of ``per_language`` from each language, evenly spaced."""
     turns: list[str] = []
     questions: list[str] = []
     files = [
         data / "locomo" / "locomo_dev5.json",
-        data / "multilingual" / "locomo_conv30_pt.json",
-        data / "multilingual" / "locomo_conv30_es.json",
+        *(data / "multilingual" / name for name in MULTILINGUAL),
     ]
     for path in files:
-        samples = json.loads(path.read_text())
-        said = [
-            str(turn["text"])
-            for sample in samples
-            for key, session in sample["conversation"].items()
-            if key.startswith("session_") and isinstance(session, list)
-            for turn in session
-            if turn.get("text")
-        ]
-        asked = [str(qa["question"]) for sample in samples for qa in sample["qa"]]
+        said, asked = read_conversations(path)
         n_questions = per_language * 3 // 10
         turns += spaced(said, per_language - n_questions)
         questions += spaced(asked, n_questions)
@@ -245,9 +254,15 @@ def latencies(call: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def cosines(got: F32, want: F32) -> str:
+def cosine_values(got: F32, want: F32) -> F32:
+    """The cosine of each row of ``got`` to the same row of ``want``."""
     norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
-    values = np.sum(got * want, axis=1) / norms
+    values: F32 = np.sum(got * want, axis=1) / norms
+    return values
+
+
+def cosines(got: F32, want: F32) -> str:
+    values = cosine_values(got, want)
     return f"{values.min():.4f} / {np.percentile(values, 1):.4f} / {np.median(values):.4f}"
 
 

