@@ -470,3 +470,31 @@ def test_a_named_speakers_turn_is_stored_with_the_name_in_its_vector(
     assert not np.allclose(named, encode(["I love dancing."])[0], atol=1e-3)
     plain = np.frombuffer(rows["Where is my bike?"], dtype="<f4")
     assert np.allclose(plain, encode(["Where is my bike?"])[0], atol=1e-5)
+
+
+def test_a_named_speakers_topics_are_still_told_apart(tmp_path: Path, backends: Backends) -> None:
+    """The speaker's name in a turn's stored vector does not make one speaker's turns one
+    topic: segmentation and contexts read the text alone (``Item.topic``). With the name
+    in, every turn of this transcript was one segment."""
+    baking = [
+        "I baked sourdough bread with rye flour this morning.",
+        "The dough rose slowly because the kitchen was cold.",
+        "Next time I will add more water to the starter.",
+    ]
+    football = [
+        "Our football team won the match on Saturday, three to one.",
+        "The striker scored twice in the second half.",
+        "The referee gave a penalty in the last minute.",
+    ]
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        said = [
+            LogMessage({"role": "user", "name": "Gina", "content": text}, 1e9 + i)
+            for i, text in enumerate(baking + football)
+        ]
+        store.append(said, conversation="c1", source="ingest")
+        store.form_all()
+        (segments,) = store._reader.execute("SELECT count(*) FROM segments").fetchone()
+    finally:
+        store.close()
+    assert segments >= 2

@@ -432,7 +432,10 @@ class Former:
         if not tail_texts:
             new[0].new_segment = True
         texts = tail_texts + [self._read(i) for i in new]
-        vectors = np.stack(tail_vectors + [i.vector for i in new if i.vector is not None])
+        # what each turn is about: its text alone (Item.topic). The tail's vectors are the
+        # stored ones, which for a named speaker also encode the name: only the junction
+        # with an earlier pass compares the two (a pass is a session of a transcript)
+        vectors = np.stack(tail_vectors + [v for i in new if (v := i.topic) is not None])
         try:
             cuts = self._b.segmenter.boundaries(texts, vectors)
         except BackendError as exc:
