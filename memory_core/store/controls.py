@@ -20,7 +20,6 @@ be previewed first (``preview=True``: what it would forget and keep, nothing rec
 from __future__ import annotations
 
 import threading
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -31,7 +30,7 @@ from ..storage import Connection, retry_busy, transaction
 from ..storage.tables import forgets as forget_rows
 from ..storage.tables import switches
 from ..storage.tables.forgets import ForgetRow
-from ..text.words import WORD, query_terms, stem
+from ..text.words import WORD, fold, query_terms, stem
 
 __all__ = ["MAX_FORGET", "Forgotten", "StoreControls"]
 
@@ -179,16 +178,13 @@ def _denies(text: str, terms: Sequence[str]) -> bool:
     spans = denied_spans(text)
     if not spans:
         return False
-    words = [(stem(_folded(m[0])), m.span()) for m in WORD.finditer(text)]
+    words = [(stem(fold(m[0])), m.span()) for m in WORD.finditer(text)]
     for term in terms:
-        wanted = stem(_folded(term))
+        wanted = stem(fold(term))
         places = [span for key, span in words if key == wanted]
         if places and all(any(a <= s and e <= b for a, b in spans) for s, e in places):
             return True
     return False
 
 
-def _folded(word: str) -> str:
-    """``word`` case-folded and without diacritics, as ``fragments_fts`` matches it."""
-    plain = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(c for c in plain if not unicodedata.combining(c))
+

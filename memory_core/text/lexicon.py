@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterator
 
 from . import vocabulary as words
+from .words import fold
 
 __all__ = [
     "is_calendar_word",
@@ -55,9 +55,9 @@ __all__ = [
 
 
 def plain(word: str) -> str:
-    """``word`` case-folded, without its accents (``"Não"`` is ``"nao"``)."""
-    decomposed = unicodedata.normalize("NFKD", word.casefold().replace("\u2019", "'"))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    """``word`` case-folded, without its accents (``"Não"`` is ``"nao"``), a typographic
+    apostrophe as ``'``."""
+    return fold(word.replace("\u2019", "'"))
 
 
 def _set(*texts: str) -> frozenset[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -33,7 +32,7 @@ import numpy.typing as npt
 from .acts import unstated
 from .language import detect_language
 from .lexicon import is_function_word
-from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, query_terms, stem
+from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, fold, query_terms, stem
 
 __all__ = [
     "COMMON_VERBS",
@@ -129,12 +128,6 @@ COMMON_VERBS = (
 )  # fmt: skip
 """The common English verbs (and a few prepositions questions use) by which a question
 says how something relates rather than what it is about."""
-
-
-def fold(word: str) -> str:
-    """Case-folded, diacritics-free."""
-    decomposed = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 _IGNORED = frozenset(stem(fold(w)) for w in (*QUESTION_WORDS, *STOP_WORDS))

@@ -36,6 +36,7 @@ __all__ = [
     "STOP_WORDS",
     "WORD",
     "content_stems",
+    "fold",
     "normalise_name",
     "opens_as_correction",
     "query_terms",
@@ -115,11 +116,16 @@ def content_stems(text: str) -> frozenset[str]:
     return frozenset(map(stem, query_terms(text)))
 
 
+def fold(word: str) -> str:
+    """Case-folded, diacritics-free (``"Não"`` is ``"nao"``): how words are compared
+    across the accents people type or leave out, as ``fragments_fts`` matches them."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def normalise_name(name: str) -> str:
     """Case-folded, diacritics-free, article- and possessive-free form of a name."""
-    folded = unicodedata.normalize("NFKD", name.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
-    plain = _POSSESSIVE.sub("", " ".join(_NAME_WORD.findall(plain)))
+    plain = _POSSESSIVE.sub("", " ".join(_NAME_WORD.findall(fold(name))))
     return _ARTICLES.sub("", plain).strip()
 
 
