@@ -4,6 +4,8 @@ resumable, nothing said lost) or refused with a clear message (``refuse``)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,5 +149,55 @@ def test_the_same_encoder_changes_nothing(tmp_path: Path, backends: Backends) ->
     try:
         store.recall("Ana", limit=5, budget_tokens=500)
         assert store.reencoded is None and store.stats().queued == 0
+    finally:
+        store.close()
+
+
+_REFORM_AND_DIE = """
+import os, signal, sys, zlib
+from pathlib import Path
+import numpy as np
+from memory_core import MemoryStore
+from memory_core.formation import FormationConfig, build_backends
+
+class Hash:
+    name, dimension = "test/hash-encoder", 384
+    def encode(self, texts):
+        rows = np.array([[zlib.crc32(f"{t}{i}".encode()) % 97 + 1 for i in range(384)]
+                         for t in texts], dtype=np.float32).reshape(len(texts), 384)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+store = MemoryStore(Path(sys.argv[1]), backends=build_backends(FormationConfig(), encoder=Hash()))
+store.form(limit=1)  # the old memory unformed and queued again, one row formed
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_reencode_killed_midway_resumes_with_one_encoder_and_nothing_lost(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """kill -9 during the re-formation: the store it leaves holds vectors of the new
+    encoder only, the rest queued; reopened, it finishes with every turn formed."""
+    path = tmp_path / "m.db"
+    first = _filled(path, backends)
+    before = first.stats()
+    first.close()
+    died = subprocess.run(
+        [sys.executable, "-c", _REFORM_AND_DIE, str(path)], capture_output=True, timeout=120
+    )
+    assert died.returncode == -9, died.stderr.decode()
+    other = build_backends(FormationConfig(), encoder=HashEncoder())
+    store = MemoryStore(path, backends=other)
+    try:
+        assert _encoders(store) == [other.encoder.interpretation.label]  # never mixed
+        assert store.stats().queued == before.fragments - 1
+        store.form_all()
+        assert store.reencoded is None
+        after = store.stats()
+        assert (after.log_messages, after.fragments, after.queued) == (
+            before.log_messages,
+            before.fragments,
+            0,
+        )
     finally:
         store.close()
