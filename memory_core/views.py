@@ -212,6 +212,11 @@ class AreaSummary(_View):
     visited: SummaryVisits | None = Field(
         default=None, description="Work done; null when nothing was activated."
     )
+    bridged: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each question word memory never uses with the words of memory in another "
+        "language it was matched to (the word bridge); empty when none.",
+    )
 
 
 # --- explanation (GET /memory/area) -------------------------------------------------------
@@ -277,6 +282,11 @@ class AreaExplanation(_View):
     candidates: list[AreaCandidate] = Field(description="Every candidate region, best first.")
     visited: Visits | None = Field(
         default=None, description="Work done; null when nothing was activated."
+    )
+    bridged: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each question word memory never uses with the words of memory in another "
+        "language it was matched to (the word bridge); empty when none.",
     )
 
 

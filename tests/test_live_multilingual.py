@@ -167,3 +167,31 @@ async def test_an_english_question_finds_what_was_said_in_portuguese_with_the_e5
     assert "livraria" in found["hits"][0]["text"], found["hits"]
     turn = await user.chat(question)
     assert "livraria" in turn.block
+
+
+async def test_an_english_questions_words_are_matched_to_the_portuguese_words_memory_holds(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """With e5, formation keeps each word's vector and the word bridge matches "job" to
+    "emprego": the receipt says which words were matched, the statement is shown, and an
+    English question about English memory matches nothing (no other language to bridge
+    to)."""
+    config = proxy_config(upstream.url)
+    del config["policy"]
+    config["memory"] = {"retrieval_timeout_ms": 60_000, "formation_workers": 0}
+    config["formation"] = {"encoder": {"model": "e5"}}
+    user = Live(await make_proxy(config, own_backends=True))
+    for told in (
+        "Ontem perdi o meu emprego na padaria do bairro.",
+        "O meu carro novo é vermelho e muito rápido.",
+        "O jantar de domingo foi peixe grelhado com batatas.",
+        "I bought a new bicycle for my daughter.",
+    ):
+        await user.say(told)
+    turn = await user.chat("When did I lose my job?")
+    bridged = turn.receipt["graph_area"]["bridged"]
+    assert "emprego" in bridged.get("job", []), bridged
+    assert "emprego" in turn.block
+    english = await user.chat("What did I buy for my daughter?")
+    assert english.receipt["graph_area"]["bridged"] == {}
+    assert "bicycle" in english.block

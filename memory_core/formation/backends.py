@@ -64,6 +64,9 @@ class SentenceEncoder:
         self._encoder = encoder
         self.name = encoder.name
         self.dimension = encoder.dimension
+        self.multilingual = bool(getattr(encoder, "multilingual", False))
+        """Whether the encoder puts a text and its translation close (e5: yes; MiniLM,
+        trained on English: no)."""
         # version 2: a named speaker's fragments are encoded after the speaker's name
         # (formation/pipeline.py: _embedded); a store made at version 1 is formed again
         self.interpretation = Interpretation(
@@ -79,6 +82,12 @@ class SentenceEncoder:
         if isinstance(self._encoder, MiniLMEncoder | E5Encoder):
             return self._encoder.encode_question(text)
         return self._encoder.encode([text])
+
+    def encode_words(self, words: Sequence[str]) -> Vectors:
+        """Single words' vectors for the word bridge: the encoder's word path when it has
+        one (e5's ``query: `` prefix), else its own ``encode``."""
+        path = getattr(self._encoder, "encode_words", None)
+        return path(words) if callable(path) else self._encoder.encode(words)
 
     def reuse_key(self, text: str) -> str | None:
         """The key under which the question vector of ``text`` may stand for its stored

@@ -178,6 +178,20 @@ class EncoderConfig(ConfigModel):
     nothing a person said is lost), ``refuse`` leaves it untouched and refuses lookups
     and formation with :class:`~memory_core.errors.EncoderChangedError`."""
 
+    words: Literal["auto", "on", "off"] = "auto"
+    """Whether formation keeps the vector of each word memory uses, so that a question's
+    words meet memory's words in another language (:mod:`memory_core.retrieval.bridge`):
+    ``auto`` with an encoder whose vectors are shared across languages (e5), ``on`` with
+    any encoder (then they meet synonyms), ``off`` never."""
+    max_new_words: int = Field(4096, ge=0, le=1_000_000)
+    """The most words a formation pass encodes (the rest when a later fragment uses them)."""
+
+    def bridges(self, encoder: object) -> bool:
+        """Whether words are kept with ``encoder`` (see :attr:`words`)."""
+        if self.words == "auto":
+            return bool(getattr(encoder, "multilingual", False))
+        return self.words == "on"
+
     @field_validator("runtime")
     @classmethod
     def _registered(cls, name: str) -> str:

@@ -140,6 +140,13 @@ class QuestionEncoder(MentionEncoder, Protocol):
 
     def encode_question(self, text: str) -> Vectors: ...
 
+    def encode_words(self, words: Sequence[str]) -> Vectors:
+        """Single words' vectors (the word bridge's: :mod:`memory_core.retrieval.bridge`)."""
+        ...
+
+    multilingual: bool
+    """Whether a text and its translation get close vectors."""
+
     def reuse_key(self, text: str) -> str | None:
         """Where a question's vector may serve as the stored vector of the same text: its
         key (see :mod:`memory_core.storage.tables.question_vectors`); else None."""

@@ -58,10 +58,12 @@ from ..log.messages import stored_timestamp
 from ..storage import Connection, journal, transaction
 from ..storage.tables import contexts as context_rows
 from ..storage.tables import log as log_rows
-from ..storage.tables import question_vectors
+from ..storage.tables import question_vectors, word_vectors
 from ..storage.tables.log import MAX_ATTEMPTS
 from ..text.acts import is_question
+from ..text.language import detect_language
 from ..text.names import ROLE_NAMES, NameIndex
+from ..text.question import focus_words
 from .budget import RowBudget
 from .config import FormationConfig
 from .interfaces import (
@@ -133,6 +135,7 @@ class Former:
         """``derived_version`` the caches reflect (see :meth:`_write`)."""
         self._name_vectors: dict[str, Vectors] = {}
         self._used_vectors: list[str] = []  # question vectors this pass took
+        self._new_words: list[tuple[str, str, bytes]] = []  # word vectors this pass made
         self.timings: dict[str, float] = {}
         """Cumulative seconds per stage (for benchmarks; ``write`` is the transaction)."""
 
@@ -183,6 +186,7 @@ class Former:
     def _pass(self, rows: Sequence[Item]) -> FormationResult:
         failures: list[Failure] = []
         self._used_vectors = []
+        self._new_words = []
         prepared = self._prepare([i for i in rows if i.text], failures)
         with self._timed("write"):
             counts, kept, items = self._write(rows, prepared, failures)
@@ -252,6 +256,7 @@ class Former:
         stages: tuple[tuple[str, _Stage, Interpretation], ...] = (
             ("normalisation", self._normalise_all, self._b.normaliser.interpretation),
             ("embedding", self._embed, self._b.encoder.interpretation),
+            ("word_vectors", self._word_vectors, self._b.encoder.interpretation),
             ("segmentation", self._segment, self._b.segmenter.interpretation),
             ("ner", self._detect_all, self._b.ner.interpretation),
             ("relations", self._extract_all, self._b.relations.interpretation),
@@ -312,6 +317,31 @@ class Former:
             key = keys[i]
             item.vector = computed[i] if key is None or key not in kept else kept[key]
         self._used_vectors.extend(k for k in keys if k is not None and k in kept)
+
+    def _word_vectors(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
+        """The vector of each word the items use that memory has none of yet (at most
+        ``formation.encoder.max_new_words`` a pass: a pasted dictionary must not hold the
+        pass), for the word bridge (:mod:`memory_core.retrieval.bridge`); written with
+        the pass. Only with an encoder whose words meet across languages (see
+        ``formation.encoder.words``)."""
+        encoder, config = self._b.encoder, self._config.encoder
+        if not config.bridges(encoder):
+            return
+        with budget.charge(items):
+            wanted: dict[str, str] = {}  # word -> the language of its first fragment
+            for item in items:
+                text = self._read(item)
+                language = item.normalised.lang if item.normalised else detect_language(text)
+                for word in focus_words(text):
+                    wanted.setdefault(word, language)
+            stored = word_vectors.known(self._conn, list(wanted))
+            words = [w for w in wanted if w not in stored][: config.max_new_words]
+            if not words:
+                return
+            vectors = np.asarray(encoder.encode_words(words), dtype="<f4")
+        self._new_words = [
+            (w, wanted[w], v.tobytes()) for w, v in zip(words, vectors, strict=True)
+        ]
 
     def _detect_all(self, items: list[Item], failures: list[Failure], budget: RowBudget) -> None:
         """NER; names found earlier in the pass count as known."""
@@ -486,6 +516,7 @@ class Former:
             writer = GraphWriter(self._conn, self._b, self._config, entities, contexts, now)
             _mark_superseded(self._conn, items)
             question_vectors.drop(self._conn, self._used_vectors, now - question_vectors.KEEP_S)
+            word_vectors.add(self._conn, self._new_words, self._b.encoder.interpretation.label)
             writer.write(items, failures)
             save_entities(self._conn, entities, now)
             save_contexts(self._conn, contexts)

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from ..configuration import ConfigModel, ConfigurationError, Document, validate
+from ..retrieval.bridge import BridgeConfig
 from ..retrieval.scoring import ScoringConfig
 from .activation import PulseConfig
 from .area import AreaConfig, OperatorName
@@ -65,6 +66,7 @@ class GraphSettings(ConfigModel):
     wave: WaveConfig = WaveConfig()
     max_delta_edges: int = Field(DEFAULT_MAX_DELTA_EDGES, ge=0)
     scoring: ScoringConfig = ScoringConfig()
+    bridge: BridgeConfig = BridgeConfig()
 
     @model_validator(mode="after")
     def _operator_names_the_area_operator(self) -> GraphSettings:

@@ -60,6 +60,7 @@ from .buffer import AppendBuffer
 from .holder import GraphHolder
 from .lexical import LexicalIndex, LexicalView
 from .nearest import PREFIX_WORDS, WORDS, codes, prefixes
+from .words import NO_WORDS, WordIndex, Words
 
 __all__ = ["ACTS", "MemoryGraph", "MemoryGraphIndex", "NodeKey"]
 
@@ -108,6 +109,8 @@ class MemoryGraph:
     acts: npt.NDArray[np.int8] | None = None
     """node -> what the fragment does, an index into :data:`ACTS` (0, ``stated``, for
     every other node); None: every fragment states."""
+    words: Words = NO_WORDS
+    """The words memory uses with their vectors (:mod:`.words`: the word bridge's)."""
 
     def act_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
         """What the fragments of ``nodes`` (nodes of this version) do, as :data:`ACTS`
@@ -190,6 +193,7 @@ class MemoryGraphIndex:
         self._names = NameIndex()
         self._fragments = 0
         self._lexical = LexicalIndex()
+        self._word_index = WordIndex(self._dim)
         self._generation = -1
 
     @property
@@ -242,6 +246,7 @@ class MemoryGraphIndex:
             nodes = self._aliases.setdefault(normalise_name(alias), [])
             nodes.append(self._node("entity", self._entity_nodes, eid))
             batch.names.append(alias)
+        batch.words = self._word_index.read(conn)
         return batch
 
     def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
@@ -425,6 +430,7 @@ class MemoryGraphIndex:
             self._lexical.view(),
             generation,
             self._acts.view(),
+            self._word_index.publish(batch.words),
         )
         return self._snapshot
 
@@ -440,6 +446,7 @@ class _Batch:
         self.vectors: list[npt.NDArray[np.float32]] = []
         self.vector_nodes: list[int] = []
         self.names: list[str] = []
+        self.words: list[tuple[str, str, npt.NDArray[np.float32]]] = []
         self._columns: list[list[float]] = [[] for _ in range(6)]
 
     def add(self, keys: list[NodeKey], kind: NodeKind, key: NodeKey) -> int:

@@ -42,6 +42,7 @@ from ..text.words import stem
 from ..views import AreaExplanation
 from .area import AreaResult, explain, retrieve_area, summary
 from .bm25 import Hit, fetch_hits, search
+from .bridge import bridge
 from .scoring import ScoringConfig
 
 __all__ = [
@@ -127,6 +128,10 @@ class Memory(Protocol):
     def encode(self, question: Question) -> Encoding:
         """Start encoding ``question`` on another thread."""
 
+    def encode_words(self, words: Sequence[str]) -> Vector:
+        """The vectors of single words, one row each, as memory's words were encoded (for
+        the word bridge, :mod:`.bridge`)."""
+
     def counter_for(self, model: str | None) -> TokenCounter:
         """The token counter for a request naming ``model``."""
 
@@ -169,7 +174,7 @@ def recall_area(
     """
     with memory.lookup() as conn:
         extra = min(len(exclude_hashes), EXCLUDED_SLACK) + SLACK
-        graph, result = _area(memory, conn, question, limit + extra)
+        graph, question, result = _area(memory, conn, question, limit + extra)
         hits = fetch_hits(conn, result.fragment_ids)
         excluded = set(exclude_hashes)
         kept = [h for h in hits if h.log_hash not in excluded]
@@ -183,6 +188,8 @@ def recall_area(
         for s in result.scores
     }
     area = summary(graph, result, kept=[h.fragment_id for h in kept])
+    if question.bridged:
+        area["bridged"] = {word: list(words) for word, words in question.bridged}
     return _rendered(memory, question, kept, evidence, budget_tokens, model, similarity, area, held)
 
 
@@ -213,19 +220,26 @@ def render_again(
 def explain_area(memory: Memory, question: Question, *, limit: int) -> AreaExplanation:
     """The foci, the chosen area with every score term, and the timings of a query."""
     with memory.lookup() as conn:
-        graph, result = _area(memory, conn, question, limit)
-        return AreaExplanation.model_validate(explain(conn, graph, result))
+        graph, question, result = _area(memory, conn, question, limit)
+        report = explain(conn, graph, result)
+        report["bridged"] = {word: list(words) for word, words in question.bridged}
+        return AreaExplanation.model_validate(report)
 
 
 def _area(
     memory: Memory, conn: Connection, question: Question, limit: int
-) -> tuple[MemoryGraph, AreaResult]:
-    """Run area retrieval (inside :meth:`Memory.lookup`). The question is encoded on
-    another thread while the lexical foci are pulsed (see :func:`.area.retrieve_area`)."""
+) -> tuple[MemoryGraph, Question, AreaResult]:
+    """Run area retrieval (inside :meth:`Memory.lookup`); returns the graph read, the
+    question as retrieval read it (its words memory lacks matched to memory's:
+    :mod:`.bridge`) and the result. The question is encoded on another thread while its
+    words are matched and the lexical foci pulsed (see :func:`.area.retrieve_area`)."""
     began = time.perf_counter()
     encoding = memory.encode(question)
     graph = memory.pinned_graph(conn)
     settings = memory.graph_settings
+    bridging = time.perf_counter()
+    question = bridge(question, graph.words, memory.encode_words, settings.bridge)
+    bridged_ms = (time.perf_counter() - bridging) * 1000
     result = retrieve_area(
         conn,
         graph,
@@ -237,9 +251,10 @@ def _area(
         wave_config=settings.wave,
         scoring=settings.scoring,
     )
+    result.timings_ms["bridge_ms"] = round(bridged_ms, 3)
     result.timings_ms["encode_ms"] = round(encoding.took_ms(), 3)  # overlapped
     result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)
-    return graph, result
+    return graph, question, result
 
 
 def _by_kind(hits: Sequence[Hit], scoring: ScoringConfig) -> list[Hit]:
@@ -359,9 +374,15 @@ def _held(
     threshold needs."""
     words = [focus.word for focus in question.foci]
     if graph is not None:  # the graph's word nodes are stems of the words as written
-        return {w: graph.term_df.get(stem(w), 0) for w in words}
+        return {
+            w: max(graph.term_df.get(stem(t), 0) for t in (w, *question.translations(w)))
+            for w in words
+        }
     need = memory.reconstruction.coverage.held_min_fragments
-    return {w: documents_using(conn, w, limit=need) for w in words}
+    return {
+        w: max(documents_using(conn, t, limit=need) for t in (w, *question.translations(w)))
+        for w in words
+    }
 
 
 def _evidence(
@@ -447,3 +468,4 @@ def restated_by(recall: Recall, answer: str) -> tuple[int, ...]:
         return ()
     close = [f for f in context.shown if 2 * shared[f] >= best]  # rank order
     return tuple(sorted(close, key=lambda f: -shared[f])[:MAX_SOURCES])
+

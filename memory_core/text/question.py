@@ -42,6 +42,7 @@ __all__ = [
     "Focus",
     "Question",
     "foci",
+    "focus_words",
     "fold",
     "question_excerpt",
 ]
@@ -171,6 +172,24 @@ def foci(text: str, *, min_chars: int = 3, ignore: Collection[str] = ()) -> tupl
     return tuple(Focus(word, key, name) for word, (key, name) in out.items())
 
 
+def focus_words(text: str, *, min_chars: int = 3, limit: int = 4096) -> list[str]:
+    """The distinct lowercased words of ``text`` that a question could focus on (as
+    :func:`foci` reads words, without the cap on their number, up to ``limit``), in order:
+    the words memory keeps a vector of for the word bridge (alphabetic only: a code or a
+    number is never translated)."""
+    out: dict[str, None] = {}
+    for match in WORD.finditer(text):
+        word = match.group().lower()
+        if word in out or not min_chars <= len(word) <= _MAX_WORD or not word.isalpha():
+            continue
+        if stem(fold(word)) in _IGNORED or is_function_word(word):
+            continue
+        out[word] = None
+        if len(out) >= limit:
+            break
+    return list(out)
+
+
 def question_excerpt(text: str, limit: int = QUESTION_CHARS) -> str:
     """What retrieval reads of a question: all of it up to ``limit`` characters; past
     that its first quarter and last three quarters of ``limit``, joined by `` … `` (people
@@ -212,6 +231,28 @@ class Question:
     """The foci a note on memory's coverage is about: those of the sentences that do not
     state things (:func:`~.acts.unstated`), so a turn that tells memory something is
     never told "memory holds nothing about" what it just said; None: all of them."""
+
+    bridged: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Each of its words memory lacks with the memory words it was matched to
+    (:mod:`memory_core.retrieval.bridge`); they are in ``terms``, ``stems`` and
+    ``content`` too."""
+
+    def bridging(self, matched: tuple[tuple[str, tuple[str, ...]], ...]) -> Question:
+        """This question with ``matched`` words (question word, memory words) added to its
+        terms, stems and content; its foci stay its own."""
+        extra = [w for _, words in matched for w in words]
+        stems = tuple(dict.fromkeys([*self.stems, *map(stem, extra)]))
+        return dataclasses.replace(
+            self,
+            terms=tuple(dict.fromkeys([*self.terms, *extra])),
+            stems=stems,
+            content=frozenset(stems),
+            bridged=matched,
+        )
+
+    def translations(self, word: str) -> tuple[str, ...]:
+        """The memory words ``word`` was matched to (none when memory uses it)."""
+        return next((words for asked, words in self.bridged if asked == word), ())
 
     @property
     def note_foci(self) -> tuple[Focus, ...]:

@@ -11,9 +11,10 @@ refused (the caller's choice, ``formation.encoder.on_change``).
 Forming again loses nothing a person said or did: the log, the queue, receipts, forgets
 (by log id, so a forgotten turn stays forgotten), switches and snapshots are not derived
 memory and are kept; everything :data:`~memory_core.storage.journal.TRACKED` holds is
-deleted and the log rows it was formed from are queued again, in one transaction. The
-queue is durable, so the work resumes where it stopped after a crash or a kill, and no
-vector of the old encoder is left once the transaction commits.
+deleted (with the encoder's word vectors, :mod:`.word_vectors`) and the log rows it was
+formed from are queued again, in one transaction. The queue is durable, so the work
+resumes where it stopped after a crash or a kill, and no vector of the old encoder is
+left once the transaction commits.
 """
 
 from __future__ import annotations
@@ -48,5 +49,6 @@ def unform(conn: Connection, *, now: float) -> int:
         conn.execute(f"DELETE FROM {table}")
     conn.execute("INSERT INTO fragments_fts (fragments_fts) VALUES ('delete-all')")
     conn.execute("DELETE FROM question_vectors")
+    conn.execute("DELETE FROM word_vectors")
     row = conn.execute("SELECT count(*) FROM queue").fetchone()
     return int(row[0]) if row else 0
