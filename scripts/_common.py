@@ -7,6 +7,7 @@ are read through :mod:`memory_core.storage` (read-only, as they are).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -46,13 +47,30 @@ __all__ = [
 
 
 def locomo_conversations(
-    path: Path, spec: str, *, question_field: str = "question"
+    path: Path,
+    spec: str,
+    *,
+    question_field: str = "question",
+    questions_from: Path | None = None,
 ) -> list[Conversation]:
     """The conversations ``spec`` selects (:func:`select_indices`) from a LoCoMo file,
     asking each ``qa`` item's ``question_field``; :class:`~evaluation.locomo.LocomoError`
-    or ValueError say what is wrong."""
+    or ValueError say what is wrong. ``questions_from``: another LoCoMo file whose
+    questions are asked instead, each conversation those of the sample with its id or its
+    id and a suffix (``conv-30-pt`` for ``conv-30``): the translated questions about the
+    original conversation."""
     samples = load_locomo(path, question_field=question_field)
-    return [samples[i] for i in select_indices(spec, len(samples))]
+    chosen = [samples[i] for i in select_indices(spec, len(samples))]
+    if questions_from is None:
+        return chosen
+    others = load_locomo(questions_from, question_field=question_field)
+    asked = []
+    for conv in chosen:
+        match = [o for o in others if o.sample_id.split("-")[:2] == conv.sample_id.split("-")[:2]]
+        if not match:
+            raise ValueError(f"{questions_from}: no sample holds the questions of {conv.sample_id}")
+        asked.append(dataclasses.replace(conv, questions=match[0].questions))
+    return asked
 
 
 DREAMS = ("none", "end", "sessions")

@@ -111,7 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
         conversations = locomo_conversations(
-            args.data, args.conversations, question_field=args.question_field
+            args.data,
+            args.conversations,
+            question_field=args.question_field,
+            questions_from=args.questions_from,
         )
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
@@ -162,6 +165,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default="question",
         help="the qa field asked: question (default), or question_en in the translated"
         " files (an English question about a Portuguese or Spanish conversation)",
+    )
+    parser.add_argument(
+        "--questions-from",
+        type=Path,
+        help="ask the questions of this LoCoMo file's matching sample instead (conv-30-pt's"
+        " for conv-30: Portuguese questions about the English conversation)",
     )
     parser.add_argument(
         "--encoder",
