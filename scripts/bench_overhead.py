@@ -177,6 +177,8 @@ class Settings:
     """``chat``, or the front door timed against chat (``responses``, ``messages``)."""
     native: bool = False
     """The upstream serves the door's API itself (``serves``); bridged otherwise."""
+    encoder: str | None = None
+    """The proxy's ``formation.encoder.model`` (None: the configured default)."""
 
     @property
     def door(self) -> bool:
@@ -266,8 +268,10 @@ class LocalStack:
     (besides chat completions)."""
 
     def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False,
-                 formation_workers: int = 1, *, serves: Sequence[str] = ()) -> None:
+                 formation_workers: int = 1, *, serves: Sequence[str] = (),
+                 encoder: str | None = None) -> None:
         self.workdir = workdir
+        self.encoder = encoder
         self.serves = tuple(serves)
         self.retrieval = retrieval
         self.formation_workers = formation_workers
@@ -331,6 +335,7 @@ class LocalStack:
             "logging": {"stdout": False, "file": True},
             "memory": {"retrieval": self.retrieval,
                        "formation_workers": self.formation_workers},
+            **({"formation": {"encoder": {"model": self.encoder}}} if self.encoder else {}),
             # no automatic consolidation cycle: the preload's thousands of messages would
             # start one mid-measurement (cycles are measured by bench_dreamer.py)
             "policy": {"budget_tokens": 600, "max_fragments": 8, "rules": [{"type": "first_turn"}],
@@ -490,10 +495,12 @@ STORE_MANIFEST = "preload.json"
 
 def preload_key(settings: Settings) -> dict[str, Any]:
     """What a kept store must have been preloaded with to be reused."""
+    encoder = {"encoder": settings.encoder} if settings.encoder else {}
     if settings.preload_locomo is not None:
-        return {"source": str(Path(settings.preload_locomo).resolve())}
+        return {"source": str(Path(settings.preload_locomo).resolve()), **encoder}
     return {"source": "synthetic", "fragments": settings.fragments,
-            "turns_per_conversation": settings.turns_per_conversation, "seed": settings.seed}
+            "turns_per_conversation": settings.turns_per_conversation, "seed": settings.seed,
+            **encoder}
 
 
 def kept_preload(folder: Path, settings: Settings, pool: Sequence[str]) -> Preload:
@@ -517,7 +524,8 @@ def kept_preload(folder: Path, settings: Settings, pool: Sequence[str]) -> Prelo
                          "interrupted preload?): remove it or name another folder")
     folder.mkdir(parents=True, exist_ok=True)
     print(f"preloading into {folder}, kept for later runs", flush=True)
-    with LocalStack(folder, settings.retrieval, False, settings.formation_workers) as stack:
+    with LocalStack(folder, settings.retrieval, False, settings.formation_workers,
+                    encoder=settings.encoder) as stack:
         loaded = asyncio.run(preload_only(stack, settings, pool))
     manifest.write_text(json.dumps({"key": preload_key(settings),
                                     "preload": dataclasses.asdict(loaded)}), encoding="utf-8")
@@ -1229,6 +1237,7 @@ def print_report(report: Report) -> None:
     door = door_label(s) if s.door else ""
     print(f"\n{s.requests} requests per target and scenario after {s.warmup} warm-up rounds, "
           f"sequential, {pairing(report)}; retrieval {s.retrieval}; "
+          f"encoder {s.encoder or 'the default'}; "
           f"medians are the figures to quote\n")
     if report.litellm_version:
         print(f"LiteLLM {report.litellm_version}: its proxy, one uvicorn worker, master key, "
@@ -1328,6 +1337,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--native", action="store_true",
                         help="with --api responses|messages: the upstream serves that API "
                         "itself (config serves: [API]); default: bridged through chat")
+    parser.add_argument("--encoder", choices=("e5", "minilm"),
+                        help="the proxy's formation.encoder.model (default: the configured "
+                        "default, e5); a kept --store is per encoder")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write all figures here")
     args = parser.parse_args(argv)
     if args.native and args.api == "chat":
@@ -1352,6 +1364,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         store=str(args.store) if args.store else None,
         api=args.api,
         native=args.native,
+        encoder=args.encoder,
     )
     if min(settings.fragments, settings.turns_per_conversation, settings.requests) < 1:
         raise BenchError("--fragments, --turns-per-conversation and --requests must be >= 1")
@@ -1387,7 +1400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 copy_store(Path(settings.store), Path(tmp))
             serves = (settings.api,) if settings.native else ()
             with LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm,
-                            settings.formation_workers, serves=serves) as stack:
+                            settings.formation_workers, serves=serves,
+                            encoder=settings.encoder) as stack:
                 report = asyncio.run(benchmark(stack, settings, pool, version, kept))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from memory_core.formation import Backends, FormationConfig, build_backends
+from memory_core.formation.config import EncoderConfig
 from proxy import build_services, load_config
 from proxy.fake_upstream import FakeUpstream
 from proxy.server import ProxyServer
@@ -64,7 +65,10 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
 
 
 def proxy_config(upstream_url: str, **sections: Any) -> dict[str, Any]:
-    """A config document pointing every model at ``upstream_url``."""
+    """A config document pointing every model at ``upstream_url``, with MiniLM as the
+    encoder: the session's shared :func:`backends` are MiniLM's, and a formation worker
+    process builds its own from this document (with e5, the default, the store would be
+    formed again for the other encoder)."""
     config: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": 0, "data_dir": "data"},
         "auth": {"mode": "open"},
@@ -79,6 +83,7 @@ def proxy_config(upstream_url: str, **sections: Any) -> dict[str, Any]:
             }
         ],
         "logging": {"stdout": False, "file": True},
+        "formation": {"encoder": {"model": "minilm"}},
         "policy": {
             "rules": [
                 {"type": "first_turn"},
@@ -137,5 +142,8 @@ async def proxy(upstream: FakeUpstream, make_proxy: MakeProxy) -> Proxy:
 
 @pytest.fixture(scope="session")
 def backends() -> Backends:
-    """The offline formation backends, built once (MiniLM loads once per test session)."""
-    return build_backends(FormationConfig())
+    """The offline formation backends with MiniLM, built once: most tests are about what
+    formation and retrieval do, not which encoder, and MiniLM forms about twice as fast.
+    The default encoder, e5, is tested by name (``test_e5.py``, ``test_bridge.py``,
+    ``test_live_multilingual.py``, ``test_default_encoder.py``)."""
+    return build_backends(FormationConfig(encoder=EncoderConfig(model="minilm")))

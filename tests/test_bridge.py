@@ -295,6 +295,20 @@ def test_a_pass_encodes_at_most_max_new_words(tmp_path: Path) -> None:
         store.close()
 
 
+def test_memory_keeps_at_most_max_words_vectors(tmp_path: Path) -> None:
+    encoder = BilingualEncoder()
+    store = _store(tmp_path / "m.db", encoder, max_words=5)
+    try:
+        _told(store, [" ".join(f"palavra{chr(97 + i)}x" for i in range(4))])
+        _told(store, [" ".join(f"outra{chr(97 + i)}x" for i in range(4))])
+        assert len(_rows(store)) == 5
+        _told(store, ["Ontem perdi o emprego na padaria."])
+        assert len(_rows(store)) == 5  # full: new words go without, formation goes on
+        assert store.stats().failed == 0
+    finally:
+        store.close()
+
+
 def test_forming_memory_again_for_another_encoder_drops_the_word_vectors(
     tmp_path: Path,
 ) -> None:

@@ -90,7 +90,10 @@ def _exported(cache: Path, name: str = "model.onnx") -> Path:
 def test_onnx_int8_is_the_default_everywhere() -> None:
     assert DEFAULT_RUNTIME == "onnx-int8"
     assert FormationConfig().encoder.runtime == "onnx-int8"
-    assert parse_formation({"encoder": {"runtime": "torch"}}).encoder.runtime == "torch"
+    torch = {"encoder": {"model": "minilm", "runtime": "torch"}}
+    assert parse_formation(torch).encoder.runtime == "torch"
+    with pytest.raises(FormationConfigError, match="e5 encoder runs on onnx"):
+        parse_formation({"encoder": {"runtime": "torch"}})  # e5, the default
 
 
 def test_an_unknown_runtime_is_refused_with_its_key() -> None:
@@ -216,11 +219,10 @@ def test_questions_take_the_int8_graph_and_stored_texts_never_do(
 
 def test_question_weights_follow_the_runtime_unless_set() -> None:
     assert FormationConfig().encoder.question_weights == "int8"
-    assert parse_formation({"encoder": {"runtime": "torch"}}).encoder.question_weights == (
-        "float32"
-    )
+    torch = {"model": "minilm", "runtime": "torch"}
+    assert parse_formation({"encoder": torch}).encoder.question_weights == "float32"
     with pytest.raises(FormationConfigError) as caught:
-        parse_formation({"encoder": {"runtime": "torch", "question_weights": "int8"}})
+        parse_formation({"encoder": {**torch, "question_weights": "int8"}})
     assert "needs an onnx runtime" in caught.value.reason
     with pytest.raises(FormationConfigError) as caught:
         parse_formation({"encoder": {"question_weights": "int4"}})

@@ -124,6 +124,7 @@ def tenant(tmp_path_factory: pytest.TempPathFactory, backends: Backends) -> Path
     config = {
         "server": {"data_dir": str(folder / "data")},
         "upstreams": [{"model": "*", "provider": "openai", "api_base": "http://127.0.0.1:9/v1"}],
+        "formation": {"encoder": {"model": "minilm"}},  # the backends the store was made with
     }
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     saved = folder / "saved.db"

@@ -14,6 +14,7 @@ from ..configuration import ConfigModel, ConfigurationError, Document, Name, val
 from ..errors import MemoryCoreError
 from ..formation.config import LLMConfig
 from ..registry import Names
+from ..text.similarity import CosineScale
 
 __all__ = [
     "DEFAULT_CONSOLIDATION_MODEL",
@@ -78,6 +79,19 @@ class DreamConfig(ConfigModel):
     """... never below this share of their weight."""
     max_pairs: int = Field(1000, ge=1, le=100_000)
     """Candidate pairs (entities; contexts) judged per cycle at most."""
+
+    def scaled(self, scale: CosineScale) -> DreamConfig:
+        """These settings for an encoder whose cosines lie on ``scale`` (the similarities
+        here are on MiniLM's: :mod:`memory_core.text.similarity`); themselves for MiniLM."""
+        if scale.identity:
+            return self
+        return self.model_copy(
+            update={
+                "entity_similarity": scale.threshold(self.entity_similarity),
+                "context_merge": scale.threshold(self.context_merge),
+                "context_link": scale.threshold(self.context_link),
+            }
+        )
     batch_size: int = Field(16, ge=1, le=200)
     """Candidates per request to the ``llm`` backend."""
     keep_snapshots: int = Field(1000, ge=1, le=1_000_000)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from ..registry import Registry
 from ..text.e5 import E5Encoder
 from ..text.embeddings import Encoder, MiniLMEncoder
+from ..text.similarity import IDENTITY, CosineScale
 from .config import STAGE_CHOICES, EncoderConfig, FormationConfig
 from .interfaces import (
     Interpretation,
@@ -38,7 +39,7 @@ from .pipeline import Backends
 from .stages.ner import LexicalNER
 from .stages.normalise import StopwordNormaliser
 from .stages.relations import PatternRelations
-from .stages.segmenter import EmbeddingSegmenter
+from .stages.segmenter import DEFAULT_THRESHOLD, EmbeddingSegmenter
 
 __all__ = [
     "MENTION_ENCODERS",
@@ -65,6 +66,9 @@ class SentenceEncoder:
         self.name = encoder.name
         self.dimension = encoder.dimension
         self.multilingual = bool(getattr(encoder, "multilingual", False))
+        self.cosine_scale: CosineScale = getattr(encoder, "cosine_scale", IDENTITY)
+        """Where the encoder's cosines lie against MiniLM's, on which every formation
+        threshold is stated (:mod:`memory_core.text.similarity`)."""
         """Whether the encoder puts a text and its translation close (e5: yes; MiniLM,
         trained on English: no)."""
         # version 2: a named speaker's fragments are encoded after the speaker's name
@@ -157,7 +161,12 @@ def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> B
 
 
 def _embedding_segmenter(context: BuildContext) -> Segmenter:
-    return EmbeddingSegmenter(context.sentence, threshold=context.config.segment_threshold)
+    threshold = context.config.segment_threshold
+    scale = context.sentence.cosine_scale
+    return EmbeddingSegmenter(
+        context.sentence,
+        threshold=scale.threshold(DEFAULT_THRESHOLD if threshold is None else threshold),
+    )
 
 
 def _generated_segmenter(kind: str) -> _Factory[Segmenter]:

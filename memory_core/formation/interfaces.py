@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import MemoryCoreError
+from ..text.similarity import CosineScale
 
 __all__ = [
     "BackendError",
@@ -146,6 +147,8 @@ class QuestionEncoder(MentionEncoder, Protocol):
 
     multilingual: bool
     """Whether a text and its translation get close vectors."""
+    cosine_scale: CosineScale
+    """Where its cosines lie against MiniLM's (:mod:`memory_core.text.similarity`)."""
 
     def reuse_key(self, text: str) -> str | None:
         """Where a question's vector may serve as the stored vector of the same text: its

@@ -335,7 +335,8 @@ class Former:
                 for word in focus_words(text):
                     wanted.setdefault(word, language)
             stored = word_vectors.known(self._conn, list(wanted))
-            words = [w for w in wanted if w not in stored][: config.max_new_words]
+            room = max(0, config.max_words - word_vectors.count(self._conn))
+            words = [w for w in wanted if w not in stored][: min(config.max_new_words, room)]
             if not words:
                 return
             vectors = np.asarray(encoder.encode_words(words), dtype="<f4")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
+from ..formation import Backends
 from ..history import snapshots as history
 from ..history.diff import diff_of
 from ..history.snapshots import Restored
@@ -66,6 +67,11 @@ class StoreHistory(abc.ABC):
     @abc.abstractmethod
     def _prepared(self, graph: MemoryGraph) -> MemoryGraph:
         """``graph``, ready for lookups (the store compiles its kernels)."""
+
+    @abc.abstractmethod
+    def _get_backends(self) -> Backends:
+        """The formation backends (their encoder's cosine scale reads the Dreamer's
+        similarities: :meth:`.dream.DreamConfig.scaled`)."""
 
     def snapshots(self, *, limit: int = 100, before: int | None = None) -> list[SnapshotRow]:
         """The newest ``limit`` snapshots (older than ``before``), newest first."""
@@ -170,7 +176,8 @@ class StoreHistory(abc.ABC):
 
     def _dream_judge(self) -> Judge:
         if self._judge is None:
-            self._judge = build_judge(self._dream)
+            scale = self._get_backends().encoder.cosine_scale
+            self._judge = build_judge(self._dream.scaled(scale))
         return self._judge
 
     def checkpoint(self, *, force: bool = False) -> int | None:

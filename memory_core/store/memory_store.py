@@ -213,7 +213,8 @@ class MemoryStore(StoreHistory, StoreControls):
         with self._form_lock:
             if self._former is None:
                 backends = self._get_backends()
-                self._former = Former(self._forming, backends, self._formation, clock=self._clock)
+                formation = self._formation.scaled(backends.encoder.cosine_scale)
+                self._former = Former(self._forming, backends, formation, clock=self._clock)
             result = self._former.run(limit)
             if result.relations:
                 self.names.read_relations(self._forming)

@@ -70,6 +70,7 @@ from .embeddings import (
     _import_onnxruntime,
     _matches,
 )
+from .similarity import CosineScale
 
 __all__ = [
     "EXPORT_VERSION",
@@ -499,6 +500,10 @@ class E5Encoder:
     question_is_stored = False
     multilingual = True
     """A text and its translation get close vectors (the word bridge relies on it)."""
+    cosine_scale = CosineScale(offset=-2.9495, slope=3.7492)
+    """MiniLM's cosine ~ -2.9495 + 3.7492 x e5's, from the same 12,818 pairs of TIAGE
+    train turns (``scripts/calibrate_encoder.py``; quantile fit R2 0.983): formation's
+    thresholds are MiniLM's, read through it (:mod:`.similarity`)."""
 
     def __init__(
         self,

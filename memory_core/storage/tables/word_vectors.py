@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 
 from ..db import JSON_IN, Connection, json_array, reading
 
-__all__ = ["WordVectorRow", "add", "known", "since"]
+__all__ = ["WordVectorRow", "add", "count", "known", "since"]
 
 WordVectorRow = tuple[int, str, str, bytes]
 """``(id, word, language, float32 vector bytes)``: the language is that of the fragment
@@ -35,6 +35,13 @@ def known(conn: Connection, words: Collection[str]) -> set[str]:
                 f"SELECT word FROM word_vectors WHERE word {JSON_IN}", (json_array(words),)
             )
         }
+
+
+def count(conn: Connection) -> int:
+    """How many words have a vector."""
+    with reading("cannot read word vectors"):
+        row = conn.execute("SELECT count(*) FROM word_vectors").fetchone()
+    return int(row[0]) if row else 0
 
 
 def add(conn: Connection, rows: Sequence[tuple[str, str, bytes]], encoder: str) -> None:
