@@ -232,14 +232,54 @@ async def _recover(svc: Services) -> None:
     """Form memory from log rows a previous run appended but did not process (here, or
     by the tenant's formation worker)."""
     for tenant in svc.tenants.existing():
+        memory = svc.tenants.get(tenant)
+        began = time.perf_counter()
+        reencoding = memory.store.reencoded
         try:
-            formed = await svc.tenants.get(tenant).form()
+            if reencoding is not None:  # warm-up found vectors of another encoder
+                formed = await _reencode(svc, tenant, reencoding)
+            else:
+                formed = await memory.form()
         except MemoryCoreError as exc:
             svc.metrics.memory_failures.labels(stage="recovery").inc()
             svc.log.write({"event": "recovery_failed", "tenant": tenant, "error": str(exc)})
             continue
-        if formed:
+        if reencoding is not None:
+            seconds = round(time.perf_counter() - began, 1)
+            svc.log.write({"event": "memory_reencoded", "tenant": tenant, "formed": formed,
+                           "seconds": seconds})  # fmt: skip
+        elif formed:
             svc.log.write({"event": "recovered", "tenant": tenant, "formed": formed})
+
+
+REENCODE_PROGRESS_S = 10.0
+"""How often a store being formed again for another encoder logs its progress."""
+
+
+async def _reencode(svc: Services, tenant: str, reencoding: tuple[tuple[str, ...], int]) -> int:
+    """Form again, from the log, a tenant's memory whose vectors another encoder made (the
+    store queued every formed row when it was opened: ``MemoryStore.reencoded``), with a
+    log line when it starts and one every :data:`REENCODE_PROGRESS_S` seconds: memory is
+    partial until it is done, and a person upgrading should see why and for how long."""
+    memory = svc.tenants.get(tenant)
+    encoders, queued = reencoding
+    encoder = memory.store.encoder_label
+    svc.log.write({"event": "memory_reencoding", "tenant": tenant, "from": list(encoders),
+                   "to": encoder, "queued": queued})  # fmt: skip
+    loop = asyncio.get_running_loop()
+    began = last = time.perf_counter()
+
+    def progress(formed: int) -> None:  # on the formation thread
+        nonlocal last
+        now = time.perf_counter()
+        if now - last < REENCODE_PROGRESS_S:
+            return
+        last = now
+        line = {"event": "memory_reencoding_progress", "tenant": tenant, "formed": formed,
+                "queued": queued, "seconds": round(now - began, 1)}  # fmt: skip
+        loop.call_soon_threadsafe(svc.log.write, line)
+
+    return await memory.form(on_pass=progress)
 
 
 @web.middleware

@@ -13,6 +13,8 @@ now links to the entity of the name it says and never founds a homonym of it.
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
 
@@ -195,3 +197,51 @@ async def test_an_english_questions_words_are_matched_to_the_portuguese_words_me
     english = await user.chat("What did I buy for my daughter?")
     assert english.receipt["graph_area"]["bridged"] == {}
     assert "bicycle" in english.block
+
+
+async def test_a_store_made_with_minilm_is_formed_again_with_e5_on_upgrade(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """Upgrading to the new default: the proxy opens a store MiniLM formed, forms its memory
+    again from the log with e5 (nothing said is lost), says so in its log when it starts
+    and when it is done, and the memory then answers across languages."""
+    first = Live(await make_proxy(proxy_config(upstream.url), name="upgrade"))
+    transcript = {
+        "conversation_id": "semana-1",
+        "messages": [
+            {"role": "user", "content": text, "timestamp": f"2024-03-0{i + 1}T10:00:00"}
+            for i, text in enumerate(
+                [
+                    "Ontem perdi o meu emprego na padaria do bairro.",
+                    "O meu carro novo é vermelho e muito rápido.",
+                    "My sister Ana plays tennis on Saturdays.",
+                ]
+            )
+        ],
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{first.proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 200, await response.text()
+    await first.proxy.settle()
+    before = await first.get("/memory/stats")
+    assert before["queued"] == 0 and before["fragments"] == 3
+    await first.proxy.server.close()
+
+    config = proxy_config(upstream.url)
+    config["formation"] = {"encoder": {"model": "e5"}}
+    config["memory"] = {"retrieval_timeout_ms": 60_000}  # e5 loads in the test's process
+    second = Live(await make_proxy(config, name="upgrade", own_backends=True))
+    for _ in range(1200):
+        events = {r.get("event"): r for r in second.proxy.log_records()}
+        if "memory_reencoded" in events:
+            break
+        await asyncio.sleep(0.1)
+    started, done = events["memory_reencoding"], events["memory_reencoded"]
+    assert "MiniLM" in started["from"][0] and "multilingual-e5-small" in started["to"]
+    assert started["queued"] == 3 and done["formed"] == 3
+    after = await second.get("/memory/stats")
+    assert after["log_messages"] == before["log_messages"] and after["queued"] == 0
+    assert after["fragments"] == 3
+    turn = await second.chat("When did I lose my job?")
+    assert "emprego" in turn.block, (turn.receipt.get("decision"), turn.receipt.get("memory_error"))
+    assert "emprego" in turn.receipt["graph_area"]["bridged"].get("job", [])

@@ -253,15 +253,18 @@ class MemoryStore(StoreHistory, StoreControls):
         with self._form_lock:
             return dict(self._former.timings) if self._former else {}
 
-    def form_all(self) -> int:
+    def form_all(self, on_pass: Callable[[int], None] | None = None) -> int:
         """Drain the whole queue (then publish one new graph version); returns the rows
-        processed."""
+        processed. ``on_pass`` is told the rows processed so far after each pass (a
+        store formed again for another encoder reports its progress with it)."""
         total = 0
         while True:
             result = self._form_pass()
             total += result.processed
             if result.processed == 0 and result.failed == 0:
                 break
+            if on_pass is not None:
+                on_pass(total)
         if total:
             self._publish_graph()
         return total
@@ -398,6 +401,11 @@ class MemoryStore(StoreHistory, StoreControls):
         # the proxy: a third of the questions waited 1-3 ms for their vector).
         started.wait(_ENCODE_START_WAIT_S)
         return _Encoding(encoding)
+
+    @property
+    def encoder_label(self) -> str:
+        """The configured encoder, as its vectors are labelled (loads it)."""
+        return self._get_backends().encoder.interpretation.label
 
     def encode_words(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
         """The vectors of single ``words`` (one row each), encoded as formation encodes

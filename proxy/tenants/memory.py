@@ -184,14 +184,15 @@ class TenantMemory:
             lambda: self.store.append(messages, conversation=conversation, source=source)
         )
 
-    async def form(self) -> int:
+    async def form(self, on_pass: Callable[[int], None] | None = None) -> int:
         """Form what is queued, on the tenant's formation thread (appends never wait),
-        or by its worker process when formation is remote."""
+        or by its worker process when formation is remote; ``on_pass`` (local formation
+        only) is told the rows formed so far after each pass, on the formation thread."""
         if self._stopping:
             return 0
         if self._remote is not None:
             return await self._remote.form(self.name)
-        self._pass = self._former.submit(self.store.form_all)
+        self._pass = self._former.submit(self.store.form_all, on_pass)
         return await asyncio.wrap_future(self._pass)
 
     def forming(self) -> bool:
