@@ -192,7 +192,10 @@ class TenantMemory:
             return 0
         if self._remote is not None:
             return await self._remote.form(self.name)
-        self._pass = self._former.submit(self.store.form_all, on_pass)
+        if on_pass is None:
+            self._pass = self._former.submit(self.store.form_all)
+        else:
+            self._pass = self._former.submit(self.store.form_all, on_pass)
         return await asyncio.wrap_future(self._pass)
 
     def forming(self) -> bool:
