@@ -91,6 +91,9 @@ class Recall:
     """The name of the counter the block's budget was counted with."""
     evidence: Evidence = NO_EVIDENCE
     """The statements and corrections the block was rendered from (before the budget)."""
+    question: Question | None = None
+    """The question as retrieval read it (its words memory lacks matched to memory's:
+    :mod:`.bridge`), which the block was rendered for; None before a lookup read it."""
 
 
 class Encoding(Protocol):
@@ -197,7 +200,9 @@ def render_again(
     memory: Memory, question: Question, recall: Recall, *, limit: int, budget_tokens: int
 ) -> Reconstruction:
     """``recall``'s block again from its ``limit`` best hits only (the evaluation
-    measures the block at several sizes): the evidence of the dropped hits goes too."""
+    measures the block at several sizes): the evidence of the dropped hits goes too. The
+    question is read as the lookup read it (its matched words too)."""
+    question = recall.question or question
     hits = recall.hits[:limit]
     with memory.lookup() as conn:
         evidence = _evidence(memory, conn, question, list(hits))
@@ -439,7 +444,7 @@ def _rendered(
         similarity=similarity,
         held=lambda word: held.get(word, 0),
     )
-    return Recall(tuple(hits), context, area, getattr(counter, "name", ""), evidence)
+    return Recall(tuple(hits), context, area, getattr(counter, "name", ""), evidence, question)
 
 
 def restated_by(recall: Recall, answer: str) -> tuple[int, ...]:
