@@ -195,11 +195,10 @@ class EncoderConfig(ConfigModel):
     store is open: 150 MB at the cap; five LoCoMo conversations use about 6,000): past it,
     new words go without (a pasted word list must not grow memory without end)."""
 
-    def bridges(self, encoder: object) -> bool:
-        """Whether words are kept with ``encoder`` (see :attr:`words`)."""
-        if self.words == "auto":
-            return bool(getattr(encoder, "multilingual", False))
-        return self.words == "on"
+    def bridges(self, multilingual: bool) -> bool:
+        """Whether words are kept with an encoder that is ``multilingual`` or not (see
+        :attr:`words`)."""
+        return multilingual if self.words == "auto" else self.words == "on"
 
     @field_validator("runtime")
     @classmethod

@@ -325,7 +325,7 @@ class Former:
         the pass. Only with an encoder whose words meet across languages (see
         ``formation.encoder.words``)."""
         encoder, config = self._b.encoder, self._config.encoder
-        if not config.bridges(encoder):
+        if not config.bridges(encoder.multilingual):
             return
         with budget.charge(items):
             wanted: dict[str, str] = {}  # word -> the language of its first fragment
