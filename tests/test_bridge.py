@@ -183,6 +183,21 @@ def test_words_memory_uses_and_same_language_words_are_never_matched() -> None:
     assert dict(matched.bridged) == {"tomato": ("tomates",)}
 
 
+def test_nothing_is_encoded_when_memory_has_no_word_of_another_language() -> None:
+    english = _words([("job", "en"), ("garden", "en")])
+    encoder = BilingualEncoder()
+    question = Question.of("When did I lose my work at the bakery?")
+    assert question.language == "en"
+    assert english.any_besides("en") is False and english.any_besides("pt") is True
+    assert bridge(question, english, encoder.encode, BridgeConfig(min_cosine=0.5)) is question
+    assert encoder.calls == []  # no word of it was encoded
+    undetermined = _words([("job", "en"), ("padaria", "und")])
+    assert undetermined.any_besides("en") is True  # a word of unknown language still may be
+    bridged = bridge(question, undetermined, encoder.encode, BridgeConfig(min_cosine=0.5))
+    assert dict(bridged.bridged) == {"bakery": ("padaria",)}
+    assert encoder.calls  # now it was
+
+
 def test_a_name_is_matched_only_when_nearly_the_same_word() -> None:
     words = _words([("roma", "pt"), ("jon", "pt")])
     encoder = BilingualEncoder()

@@ -117,3 +117,64 @@ def test_asked_questions_are_bounded_and_taken_once() -> None:
     assert asked.taken(messages) == []
     parts = [{"type": "text", "text": "two"}]
     assert asked.taken([LogMessage({"role": "user", "content": parts}, T0)]) == []
+
+
+def _question_spy(backends: Backends, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every question the encoder is asked to encode from now on."""
+    seen: list[str] = []
+    encode = backends.encoder.encode_question
+
+    def spy(text: str) -> np.ndarray:
+        seen.append(text)
+        return encode(text)
+
+    monkeypatch.setattr(backends.encoder, "encode_question", spy)
+    return seen
+
+
+def test_an_encoding_started_ahead_is_the_one_the_lookup_takes(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _remembered(tmp_path, backends)
+    try:
+        fresh = MemoryStore(tmp_path / "fresh.db", backends=backends)
+        # An encoder not yet loaded and checked, or a strategy that reads no vector:
+        # nothing starts (the loop that asks must never wait for a model to load).
+        assert fresh.encode_ahead("area", "Where are the bees?") is False
+        fresh.close()
+        store.recall_area("warm the encoder", limit=4, budget_tokens=300)
+        asked = _question_spy(backends, monkeypatch)
+        question = "Where does my sister Ana keep her bees?"
+        assert store.encode_ahead("bm25", question) is False
+        assert store.encode_ahead("area", question) is True
+        assert store.encode_ahead("area", question) is True  # started once
+        found = store.recall_area(question, limit=4, budget_tokens=300)
+        assert asked == [question]  # the lookup took the encoding started ahead
+        assert found.area is not None and "encode_lead_ms" in found.area["timings_ms"]
+        assert "Porto" in found.context.text
+        store.recall_area(question, limit=4, budget_tokens=300)
+        assert asked == [question, question]  # taken once: the next lookup encodes again
+    finally:
+        store.close()
+
+
+def test_encodings_started_ahead_and_never_taken_are_bounded(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_core.store import memory_store
+
+    monkeypatch.setattr(memory_store, "_AHEAD", 3)
+    store = _remembered(tmp_path, backends)
+    try:
+        store.recall_area("warm the encoder", limit=4, budget_tokens=300)
+        for i in range(10):  # lookups that were then skipped: never taken
+            assert store.encode_ahead("area", f"question number {i} about bees")
+        assert len(store._ahead) == 3
+        store._encoding.submit(lambda: None).result()  # all ten encoded by now
+        asked = _question_spy(backends, monkeypatch)
+        store.recall_area("question number 9 about bees", limit=4, budget_tokens=300)
+        assert asked == []  # still kept, and taken
+        store.recall_area("question number 0 about bees", limit=4, budget_tokens=300)
+        assert asked == ["question number 0 about bees"]  # dropped: encoded again
+    finally:
+        store.close()

@@ -53,6 +53,13 @@ class Words:
         row = self.rows.get(word)
         return row if row is not None and row < len(self) else None
 
+    def any_besides(self, language: str | None) -> bool:
+        """Whether memory uses a word first used in another language than ``language``
+        (or of unknown language); with None, whether it uses any word."""
+        n = len(self)
+        code = self.codes.get(language) if language is not None else None
+        return n > 0 and (code is None or bool(np.any(self.languages[:n] != code)))
+
     def nearest(
         self, vector: F32, k: int, *, besides: str | None = None
     ) -> list[tuple[str, float]]:

@@ -91,6 +91,10 @@ class Vocabulary(Protocol):
     def row_of(self, word: str) -> int | None:
         """The row of ``word``, or None when memory does not use it."""
 
+    def any_besides(self, language: str | None) -> bool:
+        """Whether memory uses a word first used in another language than ``language``
+        (any word, with None)."""
+
     def nearest(
         self, vector: F32, k: int, *, besides: str | None = None
     ) -> list[tuple[str, float]]:
@@ -107,15 +111,17 @@ def bridge(
     """``question`` with its words that ``vocabulary`` lacks matched to words it holds
     (:meth:`Question.bridging`); ``encode`` turns words into vectors (one row each).
     The question itself when nothing is matched, the bridge is off or memory keeps no
-    word vectors."""
+    word vectors. Nothing is encoded when memory has no word of another language than
+    the question's (an English question about English memory: every match would be
+    dropped, and encoding its words cost a lookup 1 ms on average, 3.5 ms when it ran)."""
     if config.translations == 0 or config.max_words == 0 or len(vocabulary) == 0:
         return question
     foci = [
         f for f in question.foci if f.word.isalpha() and vocabulary.row_of(f.word) is None
     ][: config.max_words]
-    if not foci:
-        return question
     besides = None if question.language == "und" else question.language
+    if not foci or not vocabulary.any_besides(besides):
+        return question
     vectors = np.asarray(encode([f.word for f in foci]), dtype=np.float32)
     matched: list[tuple[str, tuple[str, ...]]] = []
     for focus, vector in zip(foci, vectors, strict=True):

@@ -105,6 +105,9 @@ class Encoding(Protocol):
     def took_ms(self) -> float:
         """How long the encoding itself took (waits for it)."""
 
+    def began_at(self) -> float:
+        """When the encoding began (``time.perf_counter()``; waits for it)."""
+
 
 class Memory(Protocol):
     """What a lookup reads of one tenant's memory."""
@@ -258,6 +261,8 @@ def _area(
     )
     result.timings_ms["bridge_ms"] = round(bridged_ms, 3)
     result.timings_ms["encode_ms"] = round(encoding.took_ms(), 3)  # overlapped
+    # How long before the lookup the encoding began (started ahead: positive).
+    result.timings_ms["encode_lead_ms"] = round((began - encoding.began_at()) * 1000, 3)
     result.timings_ms["total_ms"] = round((time.perf_counter() - began) * 1000, 3)
     return graph, question, result
 

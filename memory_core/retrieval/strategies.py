@@ -36,6 +36,9 @@ class Strategy:
     uses_graph: bool
     """Reads the memory graph (so the proxy reads the graph before it is ready)."""
     run: Run
+    uses_vector: bool = False
+    """Reads the question's vector (so its encoding may start before the lookup does:
+    :meth:`.MemoryStore.encode_ahead`)."""
 
 
 def _area(
@@ -75,6 +78,7 @@ for _strategy in (
         "area (graph + bm25)",
         True,
         _area,
+        uses_vector=True,
     ),
     Strategy(
         "bm25",

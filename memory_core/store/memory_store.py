@@ -35,6 +35,7 @@ import numpy.typing as npt
 from ..dream import DreamConfig, Judge
 from ..errors import EncoderChangedError, MemoryChangedError, StorageError
 from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
 from ..log.asked import AskedQuestions
@@ -48,7 +49,7 @@ from ..retrieval.strategies import STRATEGIES
 from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
 from ..storage.tables import question_vectors, receipts, reformation, stats
-from ..text.question import Question
+from ..text.question import Question, question_excerpt
 from ..text.tokens import TokenCounter, counter_for
 from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
 from .controls import StoreControls
@@ -72,22 +73,30 @@ DEFAULT_RECEIPT_AGE_S = 30 * 86_400.0
 
 
 _ENCODE_START_WAIT_S = 0.005
+"""At most this long a lookup waits for its question's encoding to start."""
 _WORD_CACHE = 1024
 """The most question words a store keeps the vector of (1.5 MB at 384 dimensions)."""
-"""At most this long a lookup waits for its question's encoding to start."""
+_AHEAD = 64
+"""The most encodings started ahead of their lookups a store keeps (one a lookup that was
+then skipped or failed never takes is dropped past them)."""
 
 
 class _Encoding:
     """A question's vector being computed on the store's encoding thread."""
 
-    def __init__(self, future: Future[tuple[Any, float]]) -> None:
+    def __init__(self, future: Future[tuple[Any, float, float]], started: threading.Event) -> None:
         self._future = future
+        self.started = started
+        """Set once the encoding thread took it up."""
 
     def vector(self) -> Any:
         return self._future.result()[0]
 
     def took_ms(self) -> float:
         return self._future.result()[1]
+
+    def began_at(self) -> float:
+        return self._future.result()[2]
 
 
 class MemoryStore(StoreHistory, StoreControls):
@@ -134,6 +143,8 @@ class MemoryStore(StoreHistory, StoreControls):
         )
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
         self._asked = AskedQuestions()
+        self._ahead: OrderedDict[str, _Encoding] = OrderedDict()
+        self._ahead_lock = threading.Lock()
         self._word_cache: OrderedDict[str, Any] = OrderedDict()
         self._word_lock = threading.Lock()
         self._closed = False
@@ -375,32 +386,62 @@ class MemoryStore(StoreHistory, StoreControls):
         return self._graph.current()
 
     def encode(self, question: Question) -> _Encoding:
-        """Start encoding ``question`` on the store's encoding thread; once encoded, its
-        vector is kept for the turn it was asked in (:class:`.log.asked.AskedQuestions`)."""
-        encoder = self._get_backends().encoder
+        """Start encoding ``question`` on the store's encoding thread (or take the
+        encoding :meth:`encode_ahead` started for its text); once encoded, its vector is
+        kept for the turn it was asked in (:class:`.log.asked.AskedQuestions`)."""
+        with self._ahead_lock:
+            ahead = self._ahead.pop(question.text, None)
+        if ahead is not None:
+            return ahead
+        encoding = self._submit_encoding(self._get_backends().encoder, question.text)
+        # Let the encoding thread take the GIL first: it holds it only until the model
+        # runs (which releases it), while this thread, once ahead, would keep it through
+        # the lexical foci and the encoding would start only when they were done (seen in
+        # the proxy: a third of the questions waited 1-3 ms for their vector).
+        encoding.started.wait(_ENCODE_START_WAIT_S)
+        return encoding
+
+    def encode_ahead(self, strategy: str, text: str) -> bool:
+        """Start encoding the question ``text`` asks (:meth:`question`'s excerpt of it)
+        now, when ``strategy`` reads the question's vector, so that the lookup which
+        follows finds it under way: the caller's hop to a reader thread and the question's
+        reading then overlap the model instead of preceding it. Never blocks: nothing is
+        started (False) before the encoder is loaded and checked, or for a strategy that
+        reads no vector; a lookup that never comes leaves its encoding to be dropped
+        after :data:`_AHEAD` newer ones."""
+        backends = self._backends
+        if not STRATEGIES.get(strategy).uses_vector or backends is None:
+            return False
+        if not self._encoder_checked or self._closed:
+            return False
+        excerpt = question_excerpt(text)
+        with self._ahead_lock:
+            if excerpt in self._ahead:
+                return True
+        encoding = self._submit_encoding(backends.encoder, excerpt)
+        with self._ahead_lock:
+            self._ahead[excerpt] = encoding
+            while len(self._ahead) > _AHEAD:
+                self._ahead.popitem(last=False)
+        return True
+
+    def _submit_encoding(self, encoder: QuestionEncoder, text: str) -> _Encoding:
         if self._closed:
             raise StorageError(f"the memory store {self.path} is closed")
         started = threading.Event()
-        text = question.text
 
-        def encode() -> tuple[Any, float]:
+        def encode() -> tuple[Any, float, float]:
             started.set()
             start = time.perf_counter()
             vector = encoder.encode_question(text)[0]
             took = (time.perf_counter() - start) * 1000
             self._asked.remember(text, encoder.reuse_key(text), vector)
-            return vector, took
+            return vector, took, start
 
         try:
-            encoding = self._encoding.submit(encode)
+            return _Encoding(self._encoding.submit(encode), started)
         except RuntimeError as exc:  # shut down by a concurrent close()
             raise StorageError(f"the memory store {self.path} is closed") from exc
-        # Let the encoding thread take the GIL first: it holds it only until the model
-        # runs (which releases it), while this thread, once ahead, would keep it through
-        # the lexical foci and the encoding would start only when they were done (seen in
-        # the proxy: a third of the questions waited 1-3 ms for their vector).
-        started.wait(_ENCODE_START_WAIT_S)
-        return _Encoding(encoding)
 
     @property
     def encoder_label(self) -> str:

@@ -211,12 +211,15 @@ class MemoryTurn:
     async def _lookup(self, memory: TenantMemory, deadline: float) -> Recall:
         assert self.decision is not None
         settings, decision, chat = self.services.settings, self.decision, self.chat
+        question = chat.recent_user_text(settings.context_turns)
+        if self.as_of is None:  # a snapshot's store encodes its own
+            memory.encode_ahead(settings.retrieval, question)
         remembered = self.remembered()
         excluded = await off_the_loop(
             len(remembered) > LARGE_HISTORY, chain_hashes, remembered, self.conversation
         )
         return await memory.recall(
-            chat.recent_user_text(settings.context_turns),
+            question,
             limit=decision.max_fragments,
             budget_tokens=decision.budget_tokens,
             exclude_hashes=excluded,

@@ -14,6 +14,7 @@ the formation thread forms nothing: it only reads what a worker formed into the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import OrderedDict
@@ -298,6 +299,14 @@ class TenantMemory:
         exc = future.exception()
         if exc is not None and self._events is not None:
             self._events({"event": "graph_warm_failed", "tenant": self.name, "error": str(exc)})
+
+    def encode_ahead(self, strategy: str, question: str) -> None:
+        """Start encoding ``question`` for the lookup about to be asked for
+        (:meth:`MemoryStore.encode_ahead`: only once the encoder is loaded, only for a
+        strategy that reads the vector); never blocks the loop and never fails the turn (a
+        store closing under it leaves the lookup to say so)."""
+        with contextlib.suppress(MemoryCoreError):
+            self.store.encode_ahead(strategy, question)
 
     async def recall(
         self,
