@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import LogMessage, MemoryStore
+from memory_core import LogMessage, MemoryStore, Recall
 from memory_core.formation import Backends
 from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
 from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex
@@ -242,3 +242,98 @@ def test_the_wave_operator_ranks_the_area_it_injects_from(
     assert TURNS[0] in [h.text for h in recall.hits]
     report = store.explain_area("When does the Dreamer run?", limit=4)
     assert report.area is not None and len(report.area.nodes) > 1
+
+
+# --- the conversation around a fragment ------------------------------------------------
+
+
+def _said(turns: list[tuple[str, str]], start: float) -> list[LogMessage]:
+    """``(speaker, text)`` turns as messages, the first speaker the user."""
+    first = turns[0][0]
+    return [
+        LogMessage(
+            {"role": "user" if who == first else "assistant", "name": who, "content": text},
+            start + i,
+        )
+        for i, (who, text) in enumerate(turns)
+    ]
+
+
+PAINTING = [
+    ("Caroline", "We swam in the lake near the campsite every morning."),
+    ("Melanie", "The lake was freezing when we went in June."),
+    ("Caroline", "Is this your own painting of the lake at dawn?"),
+    ("Melanie", "Yes, I made it last summer at my cousin's cabin in the hills."),
+    ("Caroline", "The painting class at the library starts on Monday."),
+    ("Melanie", "I might join the painting class if it is not too late."),
+    ("Caroline", "My brother is moving to Berlin for a new job in March."),
+    ("Melanie", "Berlin in March is cold, tell him to pack a warm coat."),
+    ("Caroline", "Someone left a painting of a boat on the lake shore."),
+    ("Melanie", "A boat on a lake is an odd thing to paint and abandon."),
+]
+
+
+def _formed(path: Path, backends: Backends, turns: list[tuple[str, str]]) -> None:
+    store = MemoryStore(path, backends=backends)
+    store.append(_said(turns, 1_700_000_000), conversation="c1")
+    store.form_all()
+    store.close()
+
+
+def _recall(path: Path, backends: Backends, question: str, **scoring: float) -> Recall:
+    """``question`` asked of the memory at ``path`` under ``retrieval.scoring`` as given."""
+    settings = GraphSettings.model_validate({"scoring": scoring})
+    store = MemoryStore(path, backends=backends, graph=settings)
+    try:
+        return store.recall_area(question, limit=8, budget_tokens=2000)
+    finally:
+        store.close()
+
+
+def _ranked(path: Path, backends: Backends, question: str, **scoring: float) -> list[str]:
+    return [h.text for h in _recall(path, backends, question, **scoring).hits]
+
+
+def test_the_turn_beside_the_one_with_the_question_words_is_brought_up(
+    tmp_path: Path, backends: Backends
+) -> None:
+    path = tmp_path / "m.db"
+    _formed(path, backends, PAINTING)
+    answer = PAINTING[3][1]  # shares no content word with the question
+    question = "Where was the lake painting done?"
+    alone = _ranked(path, backends, question, context=0.0)
+    beside = _ranked(path, backends, question, context=0.4)
+    assert beside.index(answer) < (alone.index(answer) if answer in alone else 99)
+    assert answer in alone  # found by the graph either way, ranked 8th of 10 alone
+    assert beside.index(answer) <= alone.index(answer) - 2
+    recall = _recall(path, backends, question)
+    assert recall.area is not None
+    assert all("context" in f["terms"] for f in recall.area["fragments"])  # reported
+
+
+HOBBIES = [
+    ("Caroline", "I love painting landscapes and long hikes in the mountains."),
+    ("Melanie", "I love painting too, and pottery on the weekends."),
+    ("Caroline", "Painting helps me relax after work."),
+    ("Melanie", "Painting with the kids is my favourite part of Sunday."),
+]
+
+
+def test_a_question_naming_one_speaker_prefers_what_that_speaker_said(
+    tmp_path: Path, backends: Backends
+) -> None:
+    path = tmp_path / "m.db"
+    _formed(path, backends, HOBBIES)
+    carolines = {t for who, t in HOBBIES if who == "Caroline"}
+    melanies = {t for who, t in HOBBIES if who == "Melanie"}
+    assert set(_ranked(path, backends, "What does Caroline love painting?")[:2]) == carolines
+    assert set(_ranked(path, backends, "Why does melanie like painting?")[:2]) == melanies
+    # both named: no speaker is preferred (every factor stays the kind's, 1 here)
+    both = _recall(path, backends, "What do Caroline and Melanie paint?")
+    assert both.area is not None
+    assert {f["factor"] for f in both.area["fragments"]} == {1.0}
+    named = _recall(path, backends, "What does Caroline love painting?")
+    assert named.area is not None
+    assert {f["factor"] for f in named.area["fragments"]} == {1.0, 0.6}
+    off = _ranked(path, backends, "What does Caroline love painting?", other_speaker=1.0)
+    assert set(off) == {t for _, t in HOBBIES}  # off: every turn found, none set back

@@ -38,7 +38,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -111,6 +111,18 @@ class MemoryGraph:
     every other node); None: every fragment states."""
     words: Words = NO_WORDS
     """The words memory uses with their vectors (:mod:`.words`: the word bridge's)."""
+    speakers: npt.NDArray[np.int32] | None = None
+    """node -> the code of the fragment's speaker in :attr:`speaker_codes` (0: none, and
+    every other node); None: no fragment has a speaker."""
+    speaker_codes: Mapping[str, int] = field(default_factory=dict)
+    """normalised speaker name (:func:`~memory_core.text.words.normalise_name`) -> its
+    code (from 1; shared, only gains keys)"""
+
+    def speaker_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+        """The speaker codes of the fragments of ``nodes`` (0: none)."""
+        if self.speakers is None:
+            return np.zeros(nodes.shape[0], np.int32)
+        return self.speakers[nodes]
 
     def act_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
         """What the fragments of ``nodes`` (nodes of this version) do, as :data:`ACTS`
@@ -176,6 +188,8 @@ class MemoryGraphIndex:
         )
         self._fragment_of = AppendBuffer(np.int64)
         self._acts = AppendBuffer(np.int8)
+        self._speakers = AppendBuffer(np.int32)
+        self._speaker_codes: dict[str, int] = {}
         self._vectors = AppendBuffer(np.float32, self._dim)
         self._vector_nodes = AppendBuffer(np.int64)
         self._vector_codes = AppendBuffer(np.uint64, WORDS)
@@ -260,6 +274,10 @@ class MemoryGraphIndex:
             batch.fragment_of.append((node, fid))
             if act != ACTS[0]:
                 batch.acts.append((node, ACTS.index(act) if act in ACTS else 0))
+            who = normalise_name(str(speaker)) if speaker else ""
+            if who:
+                code = self._speaker_codes.setdefault(who, len(self._speaker_codes) + 1)
+                batch.speakers.append((node, code))
             if vector and len(vector) == 4 * self._dim:
                 batch.vectors.append(np.frombuffer(vector, dtype="<f4"))
                 batch.vector_nodes.append(node)
@@ -382,6 +400,10 @@ class MemoryGraphIndex:
         for node, act in batch.acts:
             acts[node - batch.first_node] = act
         self._acts.extend(acts)
+        speakers = np.zeros(new_kinds.shape[0], np.int32)
+        for node, code in batch.speakers:
+            speakers[node - batch.first_node] = code
+        self._speakers.extend(speakers)
         vector_of = np.full(new_kinds.shape[0], -1, np.int64)
         if batch.vectors:
             added = np.stack(batch.vectors)
@@ -431,6 +453,8 @@ class MemoryGraphIndex:
             generation,
             self._acts.view(),
             self._word_index.publish(batch.words),
+            self._speakers.view(),
+            self._speaker_codes,
         )
         return self._snapshot
 
@@ -443,6 +467,7 @@ class _Batch:
         self.kinds: list[int] = []
         self.fragment_of: list[tuple[int, int]] = []
         self.acts: list[tuple[int, int]] = []  # (node, ACTS index) of fragments that do not state
+        self.speakers: list[tuple[int, int]] = []  # (node, speaker code) of fragments with one
         self.vectors: list[npt.NDArray[np.float32]] = []
         self.vector_nodes: list[int] = []
         self.names: list[str] = []

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -188,8 +189,14 @@ def retrieve_area(
         terms.add_area(memory, area)
     candidates, nodes = terms.candidates(memory, hits[: scoring.candidates])
     kinds = _kinds(conn, memory, candidates, nodes)
-    if any(kind != ACTS[0] for kind in kinds):
-        candidates = candidates.factored([scoring.factor(kind) for kind in kinds])
+    factor = np.array([scoring.factor(kind) for kind in kinds], dtype=np.float64)
+    speaker = _named_speaker(memory, question)
+    if speaker and scoring.other_speaker < 1.0:
+        said = np.zeros(len(candidates), np.int32)  # rows formed since: no speaker known
+        said[: nodes.shape[0]] = memory.speaker_of(nodes)
+        factor[(said != 0) & (said != speaker)] *= scoring.other_speaker
+    if np.any(factor != 1.0):
+        candidates = candidates.factored(factor)
 
     cosines: dict[int, float] = {}
 
@@ -208,14 +215,19 @@ def retrieve_area(
             return np.clip((cosine - low) / (high - low), 0.0, 1.0)
         return cosine
 
-    candidates, order, scores = rank_computing(candidates, scoring, limit, "similarity", similarity)
+    pool = max(limit, scoring.context_pool) if scoring.context > 0 else limit
+    candidates, order, scores = rank_computing(candidates, scoring, pool, "similarity", similarity)
+    context: dict[int, float] = {}
+    if scoring.context > 0:
+        order, scores, context = _in_context(memory, candidates, nodes, order, scores, scoring)
+    order = order[:limit]
     clock.lap("rank")
     factor = candidates.multipliers()
     ranked = [
         FragmentScore(
             int(candidates.fragment_ids[i]),
             float(scores[i]),
-            candidates.row(int(i)),
+            candidates.row(int(i)) | ({"context": context[int(i)]} if context else {}),
             bool(candidates.imputed[i]),
             kinds[int(i)],
             float(factor[i]),
@@ -232,6 +244,60 @@ def retrieve_area(
         clock.laps,
         ranked,
     )
+
+
+def _named_speaker(memory: MemoryGraph, question: Question) -> int:
+    """The code of the one speaker of memory's conversations the question names (by a
+    word or two of its text, as :func:`normalise_name` writes them), or 0 when it names
+    none or several ("What did Caroline tell Melanie?" is about both)."""
+    codes = memory.speaker_codes
+    if not codes:
+        return 0
+    words = normalise_name(question.text).split()
+    named = {codes[w] for w in words if w in codes}
+    named |= {codes[f"{a} {b}"] for a, b in itertools.pairwise(words) if f"{a} {b}" in codes}
+    return named.pop() if len(named) == 1 else 0
+
+
+_DIALOGUE = Traversal({EdgeType.NEXT: (1.0, 1.0)}, default=(0.0, 0.0))
+"""Only the links between a turn and the turns said just before and after it."""
+
+
+def _in_context(
+    memory: MemoryGraph,
+    candidates: Candidates,
+    nodes: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+    scores: npt.NDArray[np.float64],
+    scoring: ScoringConfig,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], dict[int, float]]:
+    """The ``order``-ed best rows ranked again with the scores of the turns said just
+    before and after each (``scoring.context`` times the better of the two, times the
+    row's own factor; not their sum, or a turn amid two about the question outranks the
+    one that answers all of it): what answers a question is often the turn beside the
+    one that names its words ("Is this your own painting?" / "Yeah, I painted that lake
+    sunrise last year!").
+    Returns the new order, the scores with the context added for those rows, and each
+    row's context share (unweighted). Rows formed after the pinned graph have no
+    neighbours here; a neighbour that is no candidate brings nothing."""
+    graph_rows = order[order < nodes.shape[0]]
+    if not graph_rows.shape[0]:
+        return order, scores, {int(i): 0.0 for i in order}
+    row_of = {int(node): row for row, node in enumerate(nodes.tolist())}
+    arcs = memory.graph.arcs(nodes[graph_rows], _DIALOGUE)
+    share = np.zeros(order.shape[0])
+    position = {int(row): at for at, row in enumerate(order.tolist())}
+    for owner, target in zip(arcs.owner.tolist(), arcs.target.tolist(), strict=True):
+        row = int(graph_rows[owner])
+        neighbour = row_of.get(int(target))
+        if neighbour is None or neighbour == row:
+            continue
+        share[position[row]] = max(share[position[row]], float(scores[neighbour]))
+    factor = candidates.multipliers()[order]
+    boosted = scores.copy()
+    boosted[order] = scores[order] + scoring.context * factor * share
+    again = order[np.lexsort((candidates.fragment_ids[order], -boosted[order]))]
+    return again, boosted, {int(i): float(v) for i, v in zip(order, share, strict=True)}
 
 
 class _NodeTerms:
