@@ -281,23 +281,20 @@ def _in_context(
     row's context share (unweighted). Rows formed after the pinned graph have no
     neighbours here; a neighbour that is no candidate brings nothing."""
     graph_rows = order[order < nodes.shape[0]]
-    if not graph_rows.shape[0]:
-        return order, scores, {int(i): 0.0 for i in order}
-    row_of = {int(node): row for row, node in enumerate(nodes.tolist())}
-    arcs = memory.graph.arcs(nodes[graph_rows], _DIALOGUE)
-    share = np.zeros(order.shape[0])
-    position = {int(row): at for at, row in enumerate(order.tolist())}
-    for owner, target in zip(arcs.owner.tolist(), arcs.target.tolist(), strict=True):
-        row = int(graph_rows[owner])
-        neighbour = row_of.get(int(target))
-        if neighbour is None or neighbour == row:
-            continue
-        share[position[row]] = max(share[position[row]], float(scores[neighbour]))
+    share = np.zeros(len(candidates))
+    if graph_rows.shape[0]:
+        arcs = memory.graph.arcs(nodes[graph_rows], _DIALOGUE)
+        at = np.searchsorted(nodes, arcs.target)  # graph rows' nodes are sorted
+        found = at < nodes.shape[0]
+        found[found] = nodes[at[found]] == arcs.target[found]
+        rows, neighbours = graph_rows[arcs.owner[found]], at[found]
+        beside = rows != neighbours
+        np.maximum.at(share, rows[beside], scores[neighbours[beside]])
     factor = candidates.multipliers()[order]
     boosted = scores.copy()
-    boosted[order] = scores[order] + scoring.context * factor * share
+    boosted[order] = scores[order] + scoring.context * factor * share[order]
     again = order[np.lexsort((candidates.fragment_ids[order], -boosted[order]))]
-    return again, boosted, {int(i): float(v) for i, v in zip(order, share, strict=True)}
+    return again, boosted, {int(i): float(share[i]) for i in order}
 
 
 class _NodeTerms:
