@@ -337,3 +337,15 @@ def test_a_question_naming_one_speaker_prefers_what_that_speaker_said(
     assert {f["factor"] for f in named.area["fragments"]} == {1.0, 0.6}
     off = _ranked(path, backends, "What does Caroline love painting?", other_speaker=1.0)
     assert set(off) == {t for _, t in HOBBIES}  # off: every turn found, none set back
+
+
+def test_a_speaker_called_by_a_function_word_is_not_named_by_it(
+    tmp_path: Path, backends: Backends
+) -> None:
+    path = tmp_path / "m.db"
+    turns = [("What", "I love painting boats."), ("Caroline", "I love painting horses.")]
+    _formed(path, backends, turns)
+    named = _recall(path, backends, "What does Caroline love painting?")
+    assert named.area is not None
+    assert named.hits[0].text == "I love painting horses."
+    assert {f["factor"] for f in named.area["fragments"]} == {1.0, 0.6}  # Caroline's alone

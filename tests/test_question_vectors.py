@@ -156,6 +156,7 @@ def test_an_encoding_started_ahead_is_the_one_the_lookup_takes(
         assert asked == [question, question]  # taken once: the next lookup encodes again
     finally:
         store.close()
+    assert store.encode_ahead("area", "asked after close") is False  # nothing, no error
 
 
 def test_encodings_started_ahead_and_never_taken_are_bounded(

@@ -65,6 +65,7 @@ from ..index.memory_graph import ACTS, MemoryGraph
 from ..index.nearest import nearest
 from ..storage import Connection
 from ..storage.tables import contexts, entities, fragments
+from ..text.lexicon import is_function_word
 from ..text.question import Question
 from ..text.words import normalise_name
 from .bm25 import indexed_search_scores, known_share
@@ -249,12 +250,14 @@ def retrieve_area(
 def _named_speaker(memory: MemoryGraph, question: Question) -> int:
     """The code of the one speaker of memory's conversations the question names (by a
     word or two of its text, as :func:`normalise_name` writes them), or 0 when it names
-    none or several ("What did Caroline tell Melanie?" is about both)."""
+    none or several ("What did Caroline tell Melanie?" is about both). A speaker called by
+    a function word ("What", "Hey": a client's ``name`` is anything) is never named by
+    that word."""
     codes = memory.speaker_codes
     if not codes:
         return 0
     words = normalise_name(question.text).split()
-    named = {codes[w] for w in words if w in codes}
+    named = {codes[w] for w in words if w in codes and not is_function_word(w)}
     named |= {codes[f"{a} {b}"] for a, b in itertools.pairwise(words) if f"{a} {b}" in codes}
     return named.pop() if len(named) == 1 else 0
 
