@@ -1,4 +1,6 @@
-"""The in-memory BM25 beside the graph gives FTS5's bm25() scores (memory_core.index.lexical)."""
+"""The in-memory BM25 beside the graph gives FTS5's bm25() scores (memory_core.index.lexical)
+when its documents are the FTS5 rows (``retrieval.lexical_context: false``); with the default,
+each document also holds the words of the turn said just before it."""
 
 from __future__ import annotations
 
@@ -9,13 +11,17 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
-from memory_core.index import lexical
+from memory_core.graph import GraphSettings
+from memory_core.index import lexical, memory_graph
 from memory_core.index.lexical import LexicalView
 from memory_core.retrieval import bm25 as retrieval
 from memory_core.storage import Connection
 from memory_core.storage.tables import fragments
 from memory_core.text.question import Question
 from memory_core.text.words import query_terms
+
+AS_FTS5 = GraphSettings(lexical_context=False)
+"""Documents exactly the FTS5 rows: what the scores are compared against."""
 
 WORDS = [
     "bicycle", "bicycles", "Bicycle", "café", "cafe", "CAFÉS", "running", "runs", "ran",
@@ -70,7 +76,7 @@ def test_the_scores_are_fts5s_while_memory_grows(
     monkeypatch.setattr(lexical, "_MIN_DELTA_POSTINGS", 16)
     monkeypatch.setattr(lexical, "_TAIL_POSTINGS", 24 + 24 * (seed % 2))
     rng = random.Random(seed)
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store = MemoryStore(tmp_path / "m.db", backends=backends, graph=AS_FTS5)
     history: list[LogMessage] = []
     layouts = []
     for batch in range(10):
@@ -105,7 +111,7 @@ def test_the_scores_are_fts5s_while_memory_grows(
 def test_superseded_fragments_are_dropped_as_fts5_search_drops_them(
     tmp_path: Path, backends: Backends
 ) -> None:
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store = MemoryStore(tmp_path / "m.db", backends=backends, graph=AS_FTS5)
     others = [f"nothing to see in message number {i}" for i in range(30)]
     reds = [f"the red bicycle number {i}" for i in range(12)]
     first = [
@@ -131,7 +137,7 @@ def test_superseded_fragments_are_dropped_as_fts5_search_drops_them(
 def test_a_word_fts5_reads_as_several_tokens_is_left_to_fts5(
     tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store = MemoryStore(tmp_path / "m.db", backends=backends, graph=AS_FTS5)
     store.append(_turns(random.Random(7), 20), conversation="c")
     store.form_all()
     memory = store.warm_graph()
@@ -152,7 +158,7 @@ def test_a_word_fts5_reads_as_several_tokens_is_left_to_fts5(
 
 
 def test_an_empty_memory_and_an_empty_question_find_nothing(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(tmp_path / "m.db", graph=AS_FTS5)
     memory = store.warm_graph()
     assert memory.lexical.documents == 0
     assert memory.lexical.search([["anything"]], 5) == []
@@ -168,7 +174,7 @@ def test_fragments_formed_after_the_version_score_as_fts5_scores_them(
     """Formed but not yet in the graph: found through FTS5, scored with the counts of the
     version and of the newer rows together, which is what FTS5 holds."""
     rng = random.Random(seed)
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store = MemoryStore(tmp_path / "m.db", backends=backends, graph=AS_FTS5)
     history = _turns(rng, 30)
     store.append(history, conversation="c")
     store.form_all()
@@ -195,7 +201,7 @@ def test_a_graph_lagging_by_many_rows_is_searched_by_fts5(
     """Past NEWER_ROWS rows or NEWER_CHARS characters formed since the version (a pasted
     megabyte), the lookup does not tokenize them: FTS5 answers."""
     monkeypatch.setattr(retrieval, limit, 3 if limit == "NEWER_ROWS" else 40)
-    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store = MemoryStore(tmp_path / "m.db", backends=backends, graph=AS_FTS5)
     store.append(_turns(random.Random(11), 10), conversation="c")
     store.form_all()
     memory = store.warm_graph()
@@ -212,4 +218,42 @@ def test_a_graph_lagging_by_many_rows_is_searched_by_fts5(
     found = indexed_search_scores(store._reader, memory.lexical, "red train", limit=5)
     assert asked == ["red train"]
     assert found == real(store._reader, Question.of("red train"), limit=5)
+    store.close()
+
+
+def _chat(texts: list[str], start: float = 1_700_000_000) -> list[LogMessage]:
+    return [
+        LogMessage({"role": "user" if i % 2 == 0 else "assistant", "content": t}, start + i)
+        for i, t in enumerate(texts)
+    ]
+
+
+def test_a_turn_is_found_by_the_words_of_the_turn_it_answers(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_graph, "_CONVERSATIONS_KEPT", 2)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    asked = "Is this your own painting of the lake?"
+    answer = "Yes, I made it last summer at the cabin."
+    store.append(_chat([asked, answer]), conversation="c1")
+    store.form_all()
+    for name in ("c2", "c3", "c4"):  # the cap: c1's last turn is forgotten
+        store.append(_chat([f"a note about {name}"], 1_700_000_100), conversation=name)
+    store.form_all()
+    store.append(
+        _chat([asked, answer, "Painted boats are harder than lakes."]), conversation="c1"
+    )
+    store.form_all()
+    memory = store.warm_graph()
+    tokenize = fragments.fts_tokenizer(store._reader)
+    hits = store.recall_area(asked, limit=10, budget_tokens=900).hits
+    ids = {h.text: h.fragment_id for h in hits}
+    found = memory.lexical.search([tokenize("painting", True)], 10)
+    assert found is not None
+    assert ids[answer] in {fid for fid, _ in found}  # lent "painting" by the turn before it
+    boats = memory.lexical.search([tokenize("cabin", True)], 10)
+    assert boats is not None
+    assert {fid for fid, _ in boats} == {ids[answer]}  # c1 was forgotten: nothing lent
+    fts = search_scores(store._reader, "painting", limit=10)
+    assert ids[answer] not in {fid for fid, _ in fts}  # FTS5's rows stay the text itself
     store.close()

@@ -66,6 +66,11 @@ class GraphSettings(ConfigModel):
     wave: WaveConfig = WaveConfig()
     max_delta_edges: int = Field(DEFAULT_MAX_DELTA_EDGES, ge=0)
     scoring: ScoringConfig = ScoringConfig()
+    lexical_context: bool = Field(
+        True,
+        description="each fragment's BM25 document also holds the words of the turn said "
+        "just before it that it lacks (the answer is found by the words of its question)",
+    )
     bridge: BridgeConfig = BridgeConfig()
 
     @model_validator(mode="after")

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from ..storage import Connection, read_snapshot
 from ..storage.tables import contexts, entities, fragments, relations
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
+from ..storage.values import stored_text
 from ..text.names import NameIndex
 from ..text.words import content_stems, normalise_name
 from .buffer import AppendBuffer
@@ -75,6 +77,9 @@ the epoch, None for fragments whose stored time is unknown (see
 
 _MAX_WORD_SHARE = 0.05
 _DAY = 86_400
+_CONVERSATIONS_KEPT = 4096
+"""Conversations whose last turn is kept for the next turn's BM25 document (a proxy may
+see a new conversation every request; 4,096 last turns are a few MB)."""
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 _LINKS = {
     "next": EdgeType.NEXT,
@@ -160,8 +165,10 @@ class MemoryGraphIndex:
         max_delta_edges: int = DEFAULT_MAX_DELTA_EDGES,
         dim: int = 384,
         dream: DreamConfig | None = None,
+        lexical_context: bool = True,
     ) -> None:
         self._max_delta = max_delta_edges
+        self._lexical_context = lexical_context
         self._dim = dim
         self._dream = dream or DreamConfig()
         self._lock = threading.Lock()
@@ -189,6 +196,7 @@ class MemoryGraphIndex:
         self._fragment_of = AppendBuffer(np.int64)
         self._acts = AppendBuffer(np.int8)
         self._speakers = AppendBuffer(np.int32)
+        self._said_before: OrderedDict[str, list[str]] = OrderedDict()
         self._speaker_codes: dict[str, int] = {}
         self._vectors = AppendBuffer(np.float32, self._dim)
         self._vector_nodes = AppendBuffer(np.int64)
@@ -263,12 +271,32 @@ class MemoryGraphIndex:
         batch.words = self._word_index.read(conn)
         return batch
 
+    def _document(
+        self, tokens: fragments.Tokenizer, conversation: str, speaker: object, text: object
+    ) -> list[str]:
+        """A fragment's BM25 document: its FTS5 columns' tokens and, with
+        ``lexical_context``, each word of the turn said just before it in its conversation
+        that it lacks, once ("Is this your own painting of the lake?" lends "painting" and
+        "lake" to "Yes, I made it last summer": the answer is found by the words of the
+        turn it answers). The previous turn is the conversation's fragment read last
+        (fragments are read in log order); only the :data:`_CONVERSATIONS_KEPT` latest
+        conversations are remembered (a turn of an older one lends nothing)."""
+        own = fragments.document_tokens(tokens, speaker, text)
+        if not self._lexical_context:
+            return own
+        before = self._said_before.pop(conversation, ())
+        self._said_before[conversation] = tokens(stored_text(text), False)
+        if len(self._said_before) > _CONVERSATIONS_KEPT:
+            self._said_before.popitem(last=False)
+        have = set(own)
+        return [*own, *dict.fromkeys(t for t in before if t not in have)]
+
     def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
         tokens = fragments.fts_tokenizer(conn)
         for fid, text, conversation, ts, vector, speaker, act in self._rows(
             conn, "fragments", fragments.nodes_since
         ):
-            self._lexical.add(fid, fragments.document_tokens(tokens, speaker, text))
+            self._lexical.add(fid, self._document(tokens, str(conversation), speaker, text))
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
             batch.fragment_of.append((node, fid))

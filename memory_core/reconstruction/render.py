@@ -66,7 +66,10 @@ image caption in brackets is one sentence); words are compared as content words
   sharing sentences are kept: the fragment was retrieved for them, the rest is the chat
   around them. The best-ranked fragment is the exception: it keeps every sentence that
   is not phatic, since it holds the evidence most often.
-* Without a question, or when no sentence shares a word, only phatic sentences go.
+* Without a question, only phatic sentences go; when no sentence shares a word, the
+  first :data:`_UNSHARED_KEPT` sentences that are not phatic stay (a fragment brought by
+  the turn beside it answers that turn in its first sentences: dev tokens@10 310 -> 289,
+  answers in the block 0.751 -> 0.744).
 * At least one sentence always stays (most shared, then most content words, then most
   words, then first); sentences are never reordered; each run of dropped sentences becomes ``…``
   so the model knows that text was elided.
@@ -156,6 +159,10 @@ _HEAD_SLACK = 200
 _OMITTED = "…"
 _MIN_WORDS = 4
 _LONG_WORDS = 12
+_UNSHARED_KEPT = 2
+"""Sentences a fragment keeps at most when none of them shares a word with the question
+(it was brought by the turn beside it, or by meaning): its first ones that say something,
+where the reply to the turn before is."""
 _WHOLE_TOP = 1
 _MIN_NAME = 3
 _MONTHS = (
@@ -689,6 +696,9 @@ def _condensed(text: str, focus: _Focus, *, whole: bool) -> str:
         return _joined(sentences, [n > 0 for n in shared])
     content = [_content(t, s, focus.names) for t, s in zip(sentences, stems, strict=True)]
     keep = [n > 0 or c > 0 for n, c in zip(shared, content, strict=True)]
+    if not whole:
+        for i in [i for i, k in enumerate(keep) if k][_UNSHARED_KEPT:]:
+            keep[i] = False
     if not any(keep):
         words = [len(t.split()) for t in sentences]
         best = max(range(len(sentences)), key=lambda i: (shared[i], content[i], words[i], -i))

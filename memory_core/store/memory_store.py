@@ -139,7 +139,9 @@ class MemoryStore(StoreHistory, StoreControls):
         self._dream = dream or DreamConfig()
         self._judge = judge
         self._graph = MemoryGraphIndex(
-            max_delta_edges=self._settings.max_delta_edges, dream=self._dream
+            max_delta_edges=self._settings.max_delta_edges,
+            dream=self._dream,
+            lexical_context=self._settings.lexical_context,
         )
         self._encoding = ThreadPoolExecutor(1, thread_name_prefix="question-encoding")
         self._asked = AskedQuestions()
