@@ -130,6 +130,7 @@ from dataclasses import dataclass
 from ..log.messages import stored_timestamp
 from ..retrieval.bm25 import Hit
 from ..text.conversations import label_of
+from ..text.dates import annotate, day_of
 from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import content_stems, split_sentences, stem, words
@@ -542,8 +543,8 @@ def _heading(key: tuple[str, ...]) -> str:
 def _line(hit: Hit, focus: _Focus, *, whole: bool, read: int) -> str:
     """One fragment's line, from at most ``read`` characters of its text (a fragment may
     be megabytes long; no more of it than that could fit the budget)."""
-    text = _inert(_head(hit.text, read))
-    return f"{speaker_label(hit)}: {_condensed(text, focus, whole=whole)}\n"
+    text = _condensed(_inert(_head(hit.text, read)), focus, whole=whole)
+    return f"{speaker_label(hit)}: {annotate(text, day_of(stored_timestamp(hit.ts)))}\n"
 
 
 def _head(text: str, limit: int) -> str:
