@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
+from memory_core.reconstruction.evidence import Claim, Evidence, Statement
+from memory_core.reconstruction.render import reconstruct
+from memory_core.retrieval.bm25 import Hit
 from memory_core.storage.tables import dates as date_rows
 from memory_core.text.dates import Span, annotate, find, label
 from memory_core.text.question import Question, times_of
+from memory_core.text.tokens import counter_for
 
 MON_8_MAY_2023 = dt.date(2023, 5, 8)
 T0 = 1_683_504_000.0 + 3_600  # 8 May 2023, 01:00 UTC
@@ -297,3 +301,17 @@ def test_the_block_shows_the_absolute_date_beside_relative_words(store: MemorySt
     assert "I adopted a puppy named Biscuit yesterday (7 May)." in recall.context.text
     market = store.recall_area("mercado peixe", limit=1, budget_tokens=300)
     assert "Ontem (17 June) fui ao mercado" in market.context.text
+
+
+def test_a_statement_with_relative_words_shows_the_absolute_date() -> None:
+    hit = Hit(1, 1.0, "Ana moved to Porto last month.", "user", "Ana", "c1", T0, "h1", None)
+    claim = Claim("Ana moved to Porto last month", (7,), (1,))
+    block = reconstruct(
+        [hit],
+        budget_tokens=300,
+        counter=counter_for("gpt-4o"),
+        question=Question.of("Where did Ana move?"),
+        evidence=Evidence((Statement("fact", (claim,), 0),)),
+    )
+    assert "- Ana moved to Porto last month (April) [1]" in block.text
+    assert "[1] Ana: Ana moved to Porto last month (April)." in block.text

@@ -408,7 +408,11 @@ def _structured(
             # the fragments it cites come with it (a later hit's line then is not repeated)
             brought = [(known[f], line_of(known[f], rank_of.get(f, len(hits)))) for f in needed]
             new_headings = set(headings)
-            cost = counter.count(_statement_line(statement, {}, marker))
+            days = {
+                f: day_of(stored_timestamp(known[f].ts)) if f in known else None
+                for f in statement.fragment_ids
+            }
+            cost = counter.count(_statement_line(statement, {}, marker, days))
             cost += _citation_tokens(statement)
             for hit, line in brought:
                 cost += _fragment_cost(hit, line, new_headings, counter)
@@ -478,24 +482,42 @@ def _assemble(
     numbered = [hit.fragment_id for _, hit, _ in order if hit.fragment_id in cited]
     numbers = {fid: n for n, fid in enumerate(numbered, start=1)}
     text = _render_sections(order, statements, numbers, notes, pairs, marker)
+    days = {hit.fragment_id: day_of(stored_timestamp(hit.ts)) for hit, _ in kept}
     rendered = tuple(
         RenderedStatement(
-            s.kind, _statement_line(s, numbers, marker), s.relation_ids, s.fragment_ids
+            s.kind, _statement_line(s, numbers, marker, days), s.relation_ids, s.fragment_ids
         )
         for s in statements
     )
     return text, numbers, rendered
 
 
-def _statement_line(statement: Statement, numbers: Mapping[int, int], marker: str) -> str:
+def _statement_line(
+    statement: Statement,
+    numbers: Mapping[int, int],
+    marker: str,
+    days: Mapping[int, dt.date | None] | None = None,
+) -> str:
     """``Caroline lives in Boston [2]``; a change ``Changed: X [4]; superseded: Y [1]``;
-    a conflict ``Disputed: X [3]; Y [6]`` (the configured marker)."""
-    parts = [f"{c.text} {_cite(c.fragment_ids, numbers)}".rstrip() for c in statement.claims]
+    a conflict ``Disputed: X [3]; Y [6]`` (the configured marker). A claim's relative
+    time words get their absolute date when every fragment it cites was said on one day
+    (``days``: each shown fragment's)."""
+    parts = [
+        f"{_dated(c.text, c.fragment_ids, days or {})} {_cite(c.fragment_ids, numbers)}".rstrip()
+        for c in statement.claims
+    ]
     if statement.kind == "change":
         return f"Changed: {parts[0]}; superseded: " + "; ".join(parts[1:])
     if statement.kind == "conflict":
         return f"{marker}: " + "; ".join(parts)
     return parts[0]
+
+
+def _dated(text: str, fragment_ids: Sequence[int], days: Mapping[int, dt.date | None]) -> str:
+    """``text`` annotated (:func:`~memory_core.text.dates.annotate`) against the one day
+    its fragments were said on; as it is when they were said on several or unknown days."""
+    said = {days.get(f) for f in fragment_ids}
+    return annotate(text, said.pop()) if len(said) == 1 else text
 
 
 def _cite(fragment_ids: Sequence[int], numbers: Mapping[int, int]) -> str:
@@ -596,7 +618,8 @@ def _render_sections(
     parts = [_OPEN]
     if statements:
         parts.append(_STATEMENTS)
-        parts.extend(f"- {_statement_line(s, numbers, marker)}\n" for s in statements)
+        days = {hit.fragment_id: day_of(stored_timestamp(hit.ts)) for _, hit, _ in order}
+        parts.extend(f"- {_statement_line(s, numbers, marker, days)}\n" for s in statements)
     if statements and order:
         parts.append(_FRAGMENTS)
     corrected_by: dict[int, list[int]] = {}
