@@ -16,6 +16,7 @@ from memory_core.formation import Backends
 from memory_core.reconstruction.evidence import Claim, Evidence, Statement
 from memory_core.reconstruction.render import reconstruct
 from memory_core.retrieval.bm25 import Hit
+from memory_core.storage.db import connect, transaction
 from memory_core.storage.tables import dates as date_rows
 from memory_core.text.dates import Span, annotate, find, label
 from memory_core.text.question import Question, times_of
@@ -315,3 +316,24 @@ def test_a_statement_with_relative_words_shows_the_absolute_date() -> None:
     )
     assert "- Ana moved to Porto last month (April) [1]" in block.text
     assert "[1] Ana: Ana moved to Porto last month (April)." in block.text
+
+
+def test_a_store_formed_before_the_dates_were_kept_gets_them_when_opened(
+    tmp_path: Path, backends: Backends
+) -> None:
+    path = tmp_path / "old.db"
+    store = MemoryStore(path, backends=backends)
+    _say(store, ("I adopted a puppy named Biscuit yesterday.", T0), ("No dates here.", T0 + 5))
+    store.close()
+    conn = connect(path)  # as a store of before migration 013 was
+    with transaction(conn, journal=False):
+        conn.execute("DROP TABLE fragment_dates; DROP INDEX fragments_ts")
+        conn.execute("DELETE FROM migrations WHERE name = '013_fragment_dates'")
+    conn.close()
+    again = MemoryStore(path, backends=backends)
+    hit = again.recall_area("puppy Biscuit", limit=1, budget_tokens=300).hits[0]
+    with again.lookup() as reader:
+        assert date_rows.expressions_of(reader, hit.fragment_id) == [
+            ("yesterday", "2023-05-07", "2023-05-07", "day")
+        ]
+    again.close()

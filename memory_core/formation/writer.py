@@ -23,9 +23,9 @@ from ..storage.tables import fragments as fragment_rows
 from ..storage.tables import log as log_rows
 from ..storage.tables import relations as relation_rows
 from ..storage.tables.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
-from ..text.dates import day_of, find
 from ..text.words import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
+from .dates import date_rows_of
 from .interfaces import Backends, Vectors
 from .items import Failure, Item
 from .stages.contexts import ContextCache, ContextState
@@ -112,23 +112,11 @@ class GraphWriter:
         self._insert_dates(item)
 
     def _insert_dates(self, item: Item) -> None:
-        """The time expressions of the turn's own words (as written: they are what
-        "yesterday" was said in), resolved against its day, kept beside the fragment."""
-        day = day_of(item.ts)
-        if day is not None:
-            found = [
-                date_rows.DateRow(
-                    e.start,
-                    e.end,
-                    e.words,
-                    date_rows.Days(e.span.first, e.span.last),
-                    e.span.granularity,
-                    e.span.approximate,
-                    e.relative,
-                )
-                for e in find(item.text, day)
-            ]
-            date_rows.insert(self._conn, item.fragment_id, found)
+        """The turn's time expressions, resolved against its day, kept beside the
+        fragment (:mod:`.dates`)."""
+        rows = date_rows_of(item.text, item.ts)
+        if rows:
+            date_rows.insert(self._conn, item.fragment_id, rows)
 
     def _place(self, item: Item) -> None:
         """Segment and context membership, and the structural links to the previous turn."""

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from ..dream import DreamConfig, Judge
 from ..errors import EncoderChangedError, MemoryChangedError, StorageError
 from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from ..formation.dates import BACKFILLED_BY, date_formed
 from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
@@ -154,6 +155,9 @@ class MemoryStore(StoreHistory, StoreControls):
         self._write_lock, self._writer = storage.write_lock, storage.writer
         self._read_lock, self._reader = storage.read_lock, storage.reader
         self._form_lock, self._forming = storage.form_lock, storage.forming
+        if BACKFILLED_BY in storage.migrated:
+            with self._form_lock:
+                date_formed(self._forming)
         self.names = self._load_names()
         self._encoder_checked = False
         self.reencoded: tuple[tuple[str, ...], int] | None = None

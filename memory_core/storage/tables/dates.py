@@ -18,9 +18,11 @@ from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from ..db import JSON_IN, Connection, json_array, reading
+from ..values import stored_text, stored_timestamp
 from .fragments import hidden_ids
 
-__all__ = ["DateRow", "Days", "dated_within", "expressions_of", "insert", "matching", "said_within"]
+__all__ = ["DateRow", "Days", "dated_within", "expressions_of", "insert", "matching", "said_within",
+           "undated"]
 
 _DAY_SECONDS = 86_400.0
 
@@ -66,6 +68,21 @@ def insert(conn: Connection, fragment_id: int, expressions: Sequence[DateRow]) -
             for position, e in enumerate(expressions)
         ],
     )
+
+
+def undated(conn: Connection, after: int, limit: int) -> list[tuple[int, str, float | None]]:
+    """``(id, text, ts)`` of up to ``limit`` fragments with an id above ``after`` and no
+    expression kept, in id order (what :mod:`memory_core.formation.dates` dates)."""
+    with reading("cannot read fragments"):
+        return [
+            (int(i), stored_text(text), stored_timestamp(ts))
+            for i, text, ts in conn.execute(
+                "SELECT id, text, ts FROM fragments f WHERE id > ? AND NOT EXISTS"
+                " (SELECT 1 FROM fragment_dates d WHERE d.fragment_id = f.id)"
+                " ORDER BY id LIMIT ?",
+                (after, limit),
+            )
+        ]
 
 
 def expressions_of(conn: Connection, fragment_id: int) -> list[tuple[str, str, str, str]]:
