@@ -337,3 +337,9 @@ def test_a_store_formed_before_the_dates_were_kept_gets_them_when_opened(
             ("yesterday", "2023-05-07", "2023-05-07", "day")
         ]
     again.close()
+
+
+def test_only_the_first_characters_of_a_huge_text_are_read() -> None:
+    assert find("x" * 20_000 + " yesterday", MON_8_MAY_2023) == ()
+    crowded = find("hoy " * 5_000, MON_8_MAY_2023)
+    assert len(crowded) == 5_000 and all(e.words == "hoy" for e in crowded)

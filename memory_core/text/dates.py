@@ -383,11 +383,16 @@ def _safely(resolver: Resolver, match: re.Match[str], at: dt.date) -> Span | Non
 
 
 def _non_overlapping(found: list[TimeExpression]) -> Iterator[TimeExpression]:
-    taken: list[TimeExpression] = []
+    """The longest first, each kept unless a kept one covers one of its characters
+    (linear in the characters the expressions cover)."""
+    taken: set[int] = set()
+    kept: list[TimeExpression] = []
     for expression in sorted(found, key=lambda e: (-(e.end - e.start), e.start)):
-        if all(expression.end <= t.start or t.end <= expression.start for t in taken):
-            taken.append(expression)
-    yield from sorted(taken, key=lambda e: e.start)
+        covered = range(expression.start, expression.end)
+        if not any(i in taken for i in covered):
+            taken.update(covered)
+            kept.append(expression)
+    yield from sorted(kept, key=lambda e: e.start)
 
 
 def day_of(ts: float | None) -> dt.date | None:
