@@ -286,9 +286,12 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     )
     ranked = area["fragments"]  # every injected fragment with the terms of its score
     assert [f["id"] for f in ranked] == [f["id"] for f in receipt["area"]["fragments"]]
-    terms = {"bm25", "activation", "convergence", "similarity", "area"}
+    terms = {"bm25", "activation", "convergence", "similarity", "area", "date"}
     assert all(set(f["terms"]) == terms for f in ranked)
-    weights = {"bm25": 1.0, "activation": 0.5, "convergence": 1.0, "similarity": 0.5, "area": 0.1}
+    weights = {
+        "bm25": 1.0, "activation": 0.5, "convergence": 1.0, "similarity": 0.5, "area": 0.1,
+        "date": 0.5,
+    }  # fmt: skip
     for f in ranked:
         assert f["score"] == pytest.approx(
             sum(weights[t] * v for t, v in f["terms"].items()), abs=1e-3
