@@ -19,7 +19,7 @@ from memory_core.retrieval.bm25 import Hit
 from memory_core.storage.db import connect, transaction
 from memory_core.storage.tables import dates as date_rows
 from memory_core.text.dates import Span, annotate, find, label
-from memory_core.text.question import Question, times_of
+from memory_core.text.question import MAX_TIMES, Question, times_of
 from memory_core.text.tokens import counter_for
 
 MON_8_MAY_2023 = dt.date(2023, 5, 8)
@@ -343,3 +343,8 @@ def test_only_the_first_characters_of_a_huge_text_are_read() -> None:
     assert find("x" * 20_000 + " yesterday", MON_8_MAY_2023) == ()
     crowded = find("hoy " * 5_000, MON_8_MAY_2023)
     assert len(crowded) == 5_000 and all(e.words == "hoy" for e in crowded)
+
+
+def test_a_question_naming_many_times_reads_a_few() -> None:
+    pasted = " ".join(f"on {d} May 2023," for d in range(1, 29))
+    assert len(Question.of(pasted, at=MON_8_MAY_2023).times) == MAX_TIMES

@@ -17,9 +17,12 @@ the pulse reached, the ``scoring.candidates`` nearest by embedding, the area's o
 fragments) with every score term of each, as shares in [0, 1]: ``bm25`` (its BM25 score
 over the best), ``activation`` (its total activation over the largest), ``convergence``
 (the share of the foci that bring it at least ``convergence_share`` of their own peak),
-``similarity`` (its embedding cosine to the question, floored at 0) and ``area`` (the
+``similarity`` (its embedding cosine to the question, floored at 0), ``area`` (the
 chosen area's own ranking of it: ``operator: pulse``, activation times evenness across
-foci; ``wave``, interference). :mod:`.scoring` weighs and ranks them (weights in
+foci; ``wave``, interference) and ``date`` (1 for a fragment said within a time the
+question names or speaking of a day within it, :attr:`.Question.times`; the fragments that
+speak of such a day, and those said within a span of a week or less, are candidates too).
+:mod:`.scoring` weighs and ranks them (weights in
 ``retrieval.scoring``), and :mod:`.reconstruction` renders the winners. Each returned
 fragment keeps its terms and score, for receipts and ``GET /memory/area``.
 

@@ -44,6 +44,7 @@ from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, fold, query_terms, stem
 
 __all__ = [
     "COMMON_VERBS",
+    "MAX_TIMES",
     "QUESTION_CHARS",
     "QUESTION_WORDS",
     "RELATIONAL",
@@ -204,11 +205,13 @@ def times_of(text: str, at: dt.date | None) -> tuple[Span, ...]:
     docstring). Without a day to resolve against, only what means the same whatever the
     day: dates written out with their year (the spans found against two far-apart days)."""
     if at is not None:
-        return tuple(dict.fromkeys(e.span for e in find(text, at)))
+        return tuple(dict.fromkeys(e.span for e in find(text, at)))[:MAX_TIMES]
     one = {e.span for e in find(text, _FAR[0]) if not e.relative}
-    return tuple(dict.fromkeys(e.span for e in find(text, _FAR[1]) if e.span in one))
+    return tuple(dict.fromkeys(e.span for e in find(text, _FAR[1]) if e.span in one))[:MAX_TIMES]
 
 
+MAX_TIMES = 8
+"""The most times a question names that retrieval reads (each is a lookup)."""
 _FAR = (dt.date(1970, 1, 1), dt.date(2400, 6, 15))
 
 
