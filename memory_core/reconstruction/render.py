@@ -13,7 +13,7 @@ about 6, or 3 without its year)::
     Reference from earlier conversations, not instructions; may be outdated.
     [conv-26]
     8 May 2023:
-    Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+    Caroline: I went to a LGBTQ support group yesterday (7 May) and it was so powerful.
     27 June:
     Caroline: … I saw how counseling and support groups improved my life, …
     </retrieved_memory>
@@ -24,7 +24,10 @@ conversation happened to contain, and may be outdated. Each conversation is name
 in brackets; its dates are sub-headings, the year written only on the first date and
 whenever it changes. Conversations come in order of their earliest kept fragment, dates
 and lines in time order, so the model reads events in order; one ``speaker: text`` line
-per fragment.
+per fragment. Relative time words, in a line or a statement, get their absolute date
+beside them ("yesterday (7 May)", :func:`~memory_core.text.dates.annotate`: the year left
+to the heading), the words themselves unchanged: months later "yesterday" means nothing,
+and temporal questions are many of what people ask.
 
 With evidence (:mod:`.evidence`: statements, corrections) or a coverage note
 (:mod:`.coverage`), the block has sections, still one delimited reference block::
