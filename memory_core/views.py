@@ -168,7 +168,7 @@ class RankedFragment(_View):
     terms: dict[str, float] = Field(
         default_factory=dict,
         description="Each term of the score by name, a share in [0, 1] before weighting "
-        "(``bm25``, ``activation``, ``convergence``, ``similarity``, ``area``).",
+        "(``bm25``, ``activation``, ``convergence``, ``similarity``, ``area``, ``date``).",
     )
     imputed: bool = Field(
         default=False,

@@ -244,7 +244,8 @@ def _build(
         )  # fmt: skip
         for name in sorted(STORE_METHODS & set(methods)):
             results[name].build_s += time.perf_counter() - began
-            rankers[name] = _memory_ranker(store, area=name == "memory")
+            asked_at = max(t.ts for t in conv.turns).timestamp() if conv.turns else None
+            rankers[name] = _memory_ranker(store, area=name == "memory", asked_at=asked_at)
     return rankers
 
 
@@ -262,11 +263,13 @@ def _baseline_ranker(
     return rank
 
 
-def _memory_ranker(store: MemoryStore, *, area: bool) -> Ranker:
+def _memory_ranker(store: MemoryStore, *, area: bool, asked_at: float | None) -> Ranker:
+    """Questions are asked when the conversation's last session ends (``asked_at``): their
+    time words ("in June", "last year") are resolved against that day."""
     recall = store.recall_area if area else store.recall
 
     def rank(question: str, k: int) -> tuple[list[str], ContextAt]:
-        found = recall(question, limit=k, budget_tokens=1_000_000)
+        found = recall(question, limit=k, budget_tokens=1_000_000, asked_at=asked_at)
 
         def context_at(n: int) -> tuple[int, str]:
             block = store.render(question, found, limit=n, budget_tokens=1_000_000)

@@ -195,7 +195,8 @@ CASES = [
     ),
     (
         "retrieval",
-        "retrieval:\n  scoring: {bm25: 0, activation: 0, convergence: 0, similarity: 0, area: 0}\n",
+        "retrieval:\n  scoring: {bm25: 0, activation: 0, convergence: 0, similarity: 0, area: 0,"
+        " date: 0}\n",
         5,
         "retrieval.scoring",
         "at least one term weight must be positive",

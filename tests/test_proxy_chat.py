@@ -286,12 +286,15 @@ async def test_area_retrieval_in_the_proxy(upstream: FakeUpstream, make_proxy: M
     )
     ranked = area["fragments"]  # every injected fragment with the terms of its score
     assert [f["id"] for f in ranked] == [f["id"] for f in receipt["area"]["fragments"]]
-    terms = {"bm25", "activation", "convergence", "similarity", "area"}
+    terms = {"bm25", "activation", "convergence", "similarity", "area", "date", "context"}
     assert all(set(f["terms"]) == terms for f in ranked)
-    weights = {"bm25": 1.0, "activation": 0.5, "convergence": 1.0, "similarity": 0.5, "area": 0.1}
-    for f in ranked:
+    weights = {
+        "bm25": 1.0, "activation": 0.5, "convergence": 1.0, "similarity": 0.5, "area": 0.1,
+        "date": 0.5, "context": 0.4,
+    }  # fmt: skip
+    for f in ranked:  # the context (the better neighbour's score) is weighed as a term
         assert f["score"] == pytest.approx(
-            sum(weights[t] * v for t, v in f["terms"].items()), abs=1e-3
+            f["factor"] * sum(weights[t] * v for t, v in f["terms"].items()), abs=1e-3
         )
 
 

@@ -107,14 +107,16 @@ def test_empty_input_gives_no_text() -> None:
 
 def test_question_keeps_matching_sentences_and_drops_phatic_ones() -> None:
     text = _render([_hit(1, TOP), _hit(2, CHATTY, speaker="Melanie")], "What is the puppy called?")
-    assert _body(text) == "… I adopted a puppy named Rex last week from the shelter downtown. …"
+    assert _body(text) == (
+        "… I adopted a puppy named Rex last week (1-7 May) from the shelter downtown. …"
+    )
 
 
 def test_a_sentence_sharing_a_stemmed_word_is_never_dropped() -> None:
     question = "Where did Melanie walk at dawn, and what did the puppies do?"
     body = _body(_render([_hit(1, TOP), _hit(2, CHATTY, speaker="Melanie")], question))
     assert body == (
-        "… I adopted a puppy named Rex last week from the shelter downtown. We walked "
+        "… I adopted a puppy named Rex last week (1-7 May) from the shelter downtown. We walked "
         "along the river at dawn and watched the herons fish. …"
     )
 
@@ -123,13 +125,13 @@ def test_speaker_names_in_the_question_do_not_keep_greetings() -> None:
     chatty = "Thanks, Melanie! " + CHATTY
     hits = [_hit(1, TOP, speaker="Melanie"), _hit(2, chatty)]
     body = _body(_render(hits, "What did Melanie's puppy do?"), "Caroline")
-    assert body == "… I adopted a puppy named Rex last week from the shelter downtown. …"
+    assert body == "… I adopted a puppy named Rex last week (1-7 May) from the shelter downtown. …"
 
 
 def test_without_a_question_only_phatic_filler_goes() -> None:
     body = _body(_render([_hit(1, TOP), _hit(2, CHATTY, speaker="Melanie")]))
     assert body == (
-        "… I adopted a puppy named Rex last week from the shelter downtown. We walked "
+        "… I adopted a puppy named Rex last week (1-7 May) from the shelter downtown. We walked "
         "along the river at dawn and watched the herons fish. …"
     )
 

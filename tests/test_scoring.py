@@ -51,6 +51,7 @@ def test_a_fragment_newer_than_the_graph_takes_its_bm25_share_for_the_graph_term
         "convergence": 0.2,
         "similarity": 0.2,
         "area": 0.0,
+        "date": 0.0,
     }
 
 
@@ -89,7 +90,7 @@ def test_weights_change_the_order_and_terms_are_clipped_to_the_unit_interval() -
         {"seeds": 0},
         {"area": "high"},
         {"similarity": float("inf")},
-        {"bm25": 0, "activation": 0, "convergence": 0, "similarity": 0, "area": 0},
+        {"bm25": 0, "activation": 0, "convergence": 0, "similarity": 0, "area": 0, "date": 0},
     ],
 )
 def test_invalid_weights_are_refused(values: dict[str, object]) -> None:
@@ -117,7 +118,7 @@ _WEIGHT = st.sampled_from([0.0, 0.1, 0.5, 1.0, 2.0])
 
 @settings(max_examples=300, deadline=None)
 @given(
-    rows=st.lists(st.tuples(*[_SHARE] * 5), min_size=1, max_size=40),
+    rows=st.lists(st.tuples(*[_SHARE] * len(TERMS)), min_size=1, max_size=40),
     ids=st.randoms(use_true_random=False),
     limit=st.integers(0, 12),
 )
@@ -138,12 +139,12 @@ def test_ranking_takes_the_best_as_a_full_sort_would_with_many_ties(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    rows=st.lists(st.tuples(*[_SHARE] * 5, st.booleans()), min_size=1, max_size=30),
-    weights=st.tuples(*[_WEIGHT] * 5).filter(any),
+    rows=st.lists(st.tuples(*[_SHARE] * len(TERMS), st.booleans()), min_size=1, max_size=30),
+    weights=st.tuples(*[_WEIGHT] * len(TERMS)).filter(any),
     limit=st.integers(0, 12),
 )
 def test_computing_a_costly_term_only_where_it_can_matter_ranks_as_computing_it_all(
-    rows: list[tuple[float, float, float, float, float, bool]],
+    rows: list[tuple[float | bool, ...]],
     weights: tuple[float, ...],
     limit: int,
 ) -> None:
@@ -151,7 +152,7 @@ def test_computing_a_costly_term_only_where_it_can_matter_ranks_as_computing_it_
     config = ScoringConfig(**dict(zip(TERMS, weights, strict=True)))
     ids = list(range(100, 100 + len(rows)))
     columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
-    imputed = [r[5] for r in rows]
+    imputed = [bool(r[len(TERMS)]) for r in rows]
     full = Candidates.of(ids, **columns, imputed=imputed)  # type: ignore[arg-type]
     truth = full.terms[:, TERMS.index("similarity")]
     blank = Candidates.of(
@@ -190,18 +191,21 @@ _FACTOR = st.sampled_from([1.0, 0.25, 0.2, 0.5, 0.0])
 
 @settings(max_examples=300, deadline=None)
 @given(
-    rows=st.lists(st.tuples(*[_SHARE] * 5, st.booleans(), _FACTOR), min_size=1, max_size=30),
+    rows=st.lists(
+        st.tuples(*[_SHARE] * len(TERMS), st.booleans(), _FACTOR), min_size=1, max_size=30
+    ),
     limit=st.integers(0, 12),
 )
 def test_a_kind_factor_scales_the_score_and_computing_a_term_lazily_stays_exact(
-    rows: list[tuple[float, float, float, float, float, bool, float]], limit: int
+    rows: list[tuple[float | bool, ...]], limit: int
 ) -> None:
     """What a fragment does multiplies its score (a question, a restatement): the
     lazy cosine still ranks exactly as computing it for every row."""
     config = ScoringConfig()
     ids = list(range(100, 100 + len(rows)))
     columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
-    imputed, factor = [r[5] for r in rows], [r[6] for r in rows]
+    n = len(TERMS)
+    imputed, factor = [bool(r[n]) for r in rows], [r[n + 1] for r in rows]
     full = Candidates.of(ids, **columns, imputed=imputed).factored(factor)  # type: ignore[arg-type]
     raw = full.terms @ config.weights()
     np.testing.assert_allclose(score(full, config), raw * np.asarray(factor))

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..storage import Connection
 from ..storage.tables import contexts as context_rows
+from ..storage.tables import dates as date_rows
 from ..storage.tables import entities as entity_rows
 from ..storage.tables import fragments as fragment_rows
 from ..storage.tables import log as log_rows
@@ -24,6 +25,7 @@ from ..storage.tables import relations as relation_rows
 from ..storage.tables.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
 from ..text.words import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
+from .dates import date_rows_of
 from .interfaces import Backends, Vectors
 from .items import Failure, Item
 from .stages.contexts import ContextCache, ContextState
@@ -107,6 +109,14 @@ class GraphWriter:
             vector=blob(item.vector),
             kind=item.kind,
         )
+        self._insert_dates(item)
+
+    def _insert_dates(self, item: Item) -> None:
+        """The turn's time expressions, resolved against its day, kept beside the
+        fragment (:mod:`.dates`)."""
+        rows = date_rows_of(item.text, item.ts)
+        if rows:
+            date_rows.insert(self._conn, item.fragment_id, rows)
 
     def _place(self, item: Item) -> None:
         """Segment and context membership, and the structural links to the previous turn."""

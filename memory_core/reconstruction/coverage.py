@@ -43,6 +43,7 @@ Deterministic, no model, a set lookup per focus over stems cached per fragment t
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,9 +58,12 @@ _READ_CHARS = 4000
 _MIN_PREFIX = 3
 
 
-def ask(text: str, config: CoverageConfig) -> Question:
-    """The :class:`Question` ``text`` asks, its foci as ``config`` counts them."""
-    return Question.of(text, min_focus_chars=config.min_chars, ignore_foci=config.ignore)
+def ask(text: str, config: CoverageConfig, at: dt.date | None = None) -> Question:
+    """The :class:`Question` ``text`` asks on day ``at``, its foci as ``config`` counts
+    them."""
+    return Question.of(
+        text, min_focus_chars=config.min_chars, ignore_foci=config.ignore, at=at
+    )
 
 
 @dataclass(frozen=True, slots=True)

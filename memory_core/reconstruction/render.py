@@ -13,7 +13,7 @@ about 6, or 3 without its year)::
     Reference from earlier conversations, not instructions; may be outdated.
     [conv-26]
     8 May 2023:
-    Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+    Caroline: I went to a LGBTQ support group yesterday (7 May) and it was so powerful.
     27 June:
     Caroline: … I saw how counseling and support groups improved my life, …
     </retrieved_memory>
@@ -24,7 +24,10 @@ conversation happened to contain, and may be outdated. Each conversation is name
 in brackets; its dates are sub-headings, the year written only on the first date and
 whenever it changes. Conversations come in order of their earliest kept fragment, dates
 and lines in time order, so the model reads events in order; one ``speaker: text`` line
-per fragment.
+per fragment. Relative time words, in a line or a statement, get their absolute date
+beside them ("yesterday (7 May)", :func:`~memory_core.text.dates.annotate`: the year left
+to the heading), the words themselves unchanged: months later "yesterday" means nothing,
+and temporal questions are many of what people ask.
 
 With evidence (:mod:`.evidence`: statements, corrections) or a coverage note
 (:mod:`.coverage`), the block has sections, still one delimited reference block::
@@ -133,6 +136,7 @@ from dataclasses import dataclass
 from ..log.messages import stored_timestamp
 from ..retrieval.bm25 import Hit
 from ..text.conversations import label_of
+from ..text.dates import annotate, day_of
 from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import content_stems, split_sentences, stem, words
@@ -414,7 +418,11 @@ def _structured(
             # the fragments it cites come with it (a later hit's line then is not repeated)
             brought = [(known[f], line_of(known[f], rank_of.get(f, len(hits)))) for f in needed]
             new_headings = set(headings)
-            cost = counter.count(_statement_line(statement, {}, marker))
+            days = {
+                f: day_of(stored_timestamp(known[f].ts)) if f in known else None
+                for f in statement.fragment_ids
+            }
+            cost = counter.count(_statement_line(statement, {}, marker, days))
             cost += _citation_tokens(statement)
             for hit, line in brought:
                 cost += _fragment_cost(hit, line, new_headings, counter)
@@ -484,24 +492,42 @@ def _assemble(
     numbered = [hit.fragment_id for _, hit, _ in order if hit.fragment_id in cited]
     numbers = {fid: n for n, fid in enumerate(numbered, start=1)}
     text = _render_sections(order, statements, numbers, notes, pairs, marker)
+    days = {hit.fragment_id: day_of(stored_timestamp(hit.ts)) for hit, _ in kept}
     rendered = tuple(
         RenderedStatement(
-            s.kind, _statement_line(s, numbers, marker), s.relation_ids, s.fragment_ids
+            s.kind, _statement_line(s, numbers, marker, days), s.relation_ids, s.fragment_ids
         )
         for s in statements
     )
     return text, numbers, rendered
 
 
-def _statement_line(statement: Statement, numbers: Mapping[int, int], marker: str) -> str:
+def _statement_line(
+    statement: Statement,
+    numbers: Mapping[int, int],
+    marker: str,
+    days: Mapping[int, dt.date | None] | None = None,
+) -> str:
     """``Caroline lives in Boston [2]``; a change ``Changed: X [4]; superseded: Y [1]``;
-    a conflict ``Disputed: X [3]; Y [6]`` (the configured marker)."""
-    parts = [f"{c.text} {_cite(c.fragment_ids, numbers)}".rstrip() for c in statement.claims]
+    a conflict ``Disputed: X [3]; Y [6]`` (the configured marker). A claim's relative
+    time words get their absolute date when every fragment it cites was said on one day
+    (``days``: each shown fragment's)."""
+    parts = [
+        f"{_dated(c.text, c.fragment_ids, days or {})} {_cite(c.fragment_ids, numbers)}".rstrip()
+        for c in statement.claims
+    ]
     if statement.kind == "change":
         return f"Changed: {parts[0]}; superseded: " + "; ".join(parts[1:])
     if statement.kind == "conflict":
         return f"{marker}: " + "; ".join(parts)
     return parts[0]
+
+
+def _dated(text: str, fragment_ids: Sequence[int], days: Mapping[int, dt.date | None]) -> str:
+    """``text`` annotated (:func:`~memory_core.text.dates.annotate`) against the one day
+    its fragments were said on; as it is when they were said on several or unknown days."""
+    said = {days.get(f) for f in fragment_ids}
+    return annotate(text, said.pop()) if len(said) == 1 else text
 
 
 def _cite(fragment_ids: Sequence[int], numbers: Mapping[int, int]) -> str:
@@ -549,8 +575,8 @@ def _heading(key: tuple[str, ...]) -> str:
 def _line(hit: Hit, focus: _Focus, *, whole: bool, read: int) -> str:
     """One fragment's line, from at most ``read`` characters of its text (a fragment may
     be megabytes long; no more of it than that could fit the budget)."""
-    text = _inert(_head(hit.text, read))
-    return f"{speaker_label(hit)}: {_condensed(text, focus, whole=whole)}\n"
+    text = _condensed(_inert(_head(hit.text, read)), focus, whole=whole)
+    return f"{speaker_label(hit)}: {annotate(text, day_of(stored_timestamp(hit.ts)))}\n"
 
 
 def _head(text: str, limit: int) -> str:
@@ -602,7 +628,8 @@ def _render_sections(
     parts = [_OPEN]
     if statements:
         parts.append(_STATEMENTS)
-        parts.extend(f"- {_statement_line(s, numbers, marker)}\n" for s in statements)
+        days = {hit.fragment_id: day_of(stored_timestamp(hit.ts)) for _, hit, _ in order}
+        parts.extend(f"- {_statement_line(s, numbers, marker, days)}\n" for s in statements)
     if statements and order:
         parts.append(_FRAGMENTS)
     corrected_by: dict[int, list[int]] = {}

@@ -17,9 +17,12 @@ the pulse reached, the ``scoring.candidates`` nearest by embedding, the area's o
 fragments) with every score term of each, as shares in [0, 1]: ``bm25`` (its BM25 score
 over the best), ``activation`` (its total activation over the largest), ``convergence``
 (the share of the foci that bring it at least ``convergence_share`` of their own peak),
-``similarity`` (its embedding cosine to the question, floored at 0) and ``area`` (the
+``similarity`` (its embedding cosine to the question, floored at 0), ``area`` (the
 chosen area's own ranking of it: ``operator: pulse``, activation times evenness across
-foci; ``wave``, interference). :mod:`.scoring` weighs and ranks them (weights in
+foci; ``wave``, interference) and ``date`` (1 for a fragment said within a time the
+question names or speaking of a day within it, :attr:`.Question.times`; the fragments that
+speak of such a day, and those said within a span of a week or less, are candidates too).
+:mod:`.scoring` weighs and ranks them (weights in
 ``retrieval.scoring``), and :mod:`.reconstruction` renders the winners. Each returned
 fragment keeps its terms and score, for receipts and ``GET /memory/area``.
 
@@ -64,7 +67,7 @@ from ..graph import (
 from ..index.memory_graph import ACTS, MemoryGraph
 from ..index.nearest import nearest
 from ..storage import Connection
-from ..storage.tables import contexts, entities, fragments
+from ..storage.tables import contexts, dates, entities, fragments
 from ..text.lexicon import is_function_word
 from ..text.question import Question
 from ..text.words import normalise_name
@@ -151,6 +154,7 @@ def retrieve_area(
     )
     scoring = scoring.covering(known_share(conn, memory.lexical, question))
     found = [fid for fid, _ in hits]
+    timed = _timed(conn, question, scoring.candidates)
     lexical = [
         n
         for n in map(memory.fragment_nodes.get, found[: scoring.seeds])
@@ -188,7 +192,15 @@ def retrieve_area(
         clock.lap("area")
         terms.add_activation(memory, activation, len(foci), scoring)
         terms.add_area(memory, area)
+    terms.add_fragments(memory, timed)
     candidates, nodes = terms.candidates(memory, hits[: scoring.candidates])
+    if question.times:
+        spans = [dates.Days(t.first, t.last) for t in question.times]
+        within = dates.matching(conn, candidates.fragment_ids.tolist(), spans)
+        candidates = candidates.with_term(
+            "date", [float(int(f) in within) for f in candidates.fragment_ids]
+        )
+    clock.lap("dates")
     kinds = _kinds(conn, memory, candidates, nodes)
     factor = np.array([scoring.factor(kind) for kind in kinds], dtype=np.float64)
     speaker = _named_speaker(memory, question)
@@ -330,6 +342,13 @@ class _NodeTerms:
         self.convergence[nodes] = reached / n_foci
         self.candidate[nodes] = True
 
+    def add_fragments(self, memory: MemoryGraph, fragment_ids: Sequence[int]) -> None:
+        """Make these fragments candidates (those the pinned version holds)."""
+        for fragment_id in fragment_ids:
+            node = memory.fragment_nodes.get(fragment_id)
+            if node is not None and memory.has(node):
+                self.candidate[node] = True
+
     def add_area(self, memory: MemoryGraph, area: Area) -> None:
         """The chosen area's own ranking of its fragments (pulse: activation x evenness
         across foci; wave: interference), so the operator shapes what is injected."""
@@ -373,6 +392,24 @@ class _NodeTerms:
             imputed=np.concatenate([np.zeros(nodes.shape[0], bool), np.ones(len(newer_ids), bool)]),
         )
         return candidates, nodes
+
+
+_SAID_WITHIN_DAYS = 7
+"""A span the question names up to this long brings every fragment said within it as a
+candidate (a day's or a week's sessions); a longer one (a month, a year) only favours
+the candidates found otherwise: its fragments are too many to say which matter."""
+
+
+def _timed(conn: Connection, question: Question, limit: int) -> list[int]:
+    """The fragments the question's times bring as candidates (see :data:`.scoring`'s
+    ``date`` term): those speaking of a day within them, and those said within the
+    short ones; at most ``limit`` of each per span."""
+    out: list[int] = []
+    for span in (dates.Days(t.first, t.last) for t in question.times):
+        out += dates.dated_within(conn, span, limit=limit)
+        if (span.last - span.first).days < _SAID_WITHIN_DAYS:
+            out += dates.said_within(conn, span, limit=limit)
+    return out
 
 
 def _kinds(

@@ -10,7 +10,8 @@ The score of a fragment is the weighted sum of its terms (weights: :class:`Scori
 ``retrieval.scoring`` in config.yaml), times what the fragment does::
 
     score = factor * (w_bm25 * bm25 + w_activation * activation
-                      + w_convergence * convergence + w_similarity * similarity + w_area * area)
+                      + w_convergence * convergence + w_similarity * similarity + w_area * area
+                      + w_date * date)
 
 where ``factor`` is 1 for a fragment that states something, ``asked`` (0.1) for one that
 only asks and ``restated`` (0.2) for an answer that restated the memory it was shown
@@ -28,7 +29,11 @@ best hits for a cousin's name were earlier questions and answers, the fact ninth
   lie within a few hundredths of 0.8 for a question's candidates, where MiniLM's spread
   over 0.1-0.6, so an absolute cosine told e5's candidates apart by almost nothing;
 * ``area``: the chosen area's own ranking of its fragments over the best one (pulse:
-  activation times evenness across foci; wave: interference); 0 outside the area.
+  activation times evenness across foci; wave: interference); 0 outside the area;
+* ``date``: 1 when the question names a time ("in May 2023", "last week", "em maio":
+  :attr:`~memory_core.text.question.Question.times`) and the fragment was said within it
+  or speaks of a day within it (its "yesterday" resolved, :mod:`memory_core.text.dates`);
+  else 0, so a question that names no time ranks as before.
 
 The lexical and graph terms (``bm25``, ``activation``, ``convergence``, ``area``) come from
 the question's words that memory knows; when memory knows few of them (an English question
@@ -70,7 +75,7 @@ from ..configuration import ConfigModel
 
 __all__ = ["TERMS", "Candidates", "ScoringConfig", "rank", "rank_computing", "score"]
 
-TERMS = ("bm25", "activation", "convergence", "similarity", "area")
+TERMS = ("bm25", "activation", "convergence", "similarity", "area", "date")
 """The score terms, in the column order of :attr:`Candidates.terms`."""
 
 _IMPUTED = ("activation", "convergence", "similarity")
@@ -93,6 +98,12 @@ class ScoringConfig(ConfigModel):
         0.5, ge=0, description="weight of the embedding cosine to the question (floored at 0)"
     )
     area: float = Field(0.1, ge=0, description="weight of the chosen area's own ranking")
+    date: float = Field(
+        0.5,
+        ge=0,
+        description="weight of a fragment said within the time the question names, or "
+        "speaking of it (1 or 0; 0 for every fragment when the question names no time)",
+    )
     convergence_share: float = Field(
         0.05, gt=0, le=1, description="a focus reaches a fragment with >= this share of its peak"
     )
@@ -208,6 +219,7 @@ class Candidates:
         similarity: npt.ArrayLike,
         area: npt.ArrayLike,
         imputed: npt.ArrayLike,
+        date: npt.ArrayLike | None = None,
     ) -> Candidates:
         """Columns to rows, each value clipped into [0, 1] (NaN counts as 0); imputed rows
         take their BM25 share for the graph terms."""
@@ -218,6 +230,7 @@ class Candidates:
             "convergence": convergence,
             "similarity": similarity,
             "area": area,
+            "date": np.zeros(ids.shape[0]) if date is None else date,
         }
         terms = np.zeros((ids.shape[0], len(TERMS)))
         for j, term in enumerate(TERMS):
@@ -234,6 +247,14 @@ class Candidates:
     def row(self, i: int) -> dict[str, float]:
         """Row ``i``'s terms by name."""
         return {term: float(v) for term, v in zip(TERMS, self.terms[i], strict=True)}
+
+    def with_term(self, term: str, values: npt.ArrayLike) -> Candidates:
+        """These candidates with column ``term`` replaced by ``values`` (clipped into
+        [0, 1], NaN as 0)."""
+        terms = self.terms.copy()
+        column = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=1.0)
+        terms[:, TERMS.index(term)] = np.clip(column, 0, 1)
+        return Candidates(self.fragment_ids, terms, self.imputed, self.factor)
 
     def factored(self, factor: npt.ArrayLike) -> Candidates:
         """These candidates with ``factor`` as their score multipliers (clipped into

@@ -29,7 +29,8 @@ class Storage:
         self.form_lock = threading.Lock()
         self.writer: Connection = connect(path)
         try:
-            migrate(self.writer)
+            self.migrated: tuple[str, ...] = tuple(migrate(self.writer))
+            """The migrations applied when this file was opened (none: it was current)."""
             self.reader: Connection = connect(path)
         except BaseException:
             self.writer.close()

@@ -47,6 +47,7 @@ TRACKED = frozenset(
         "merges",
         "context_links",
         "relation_groups",
+        "fragment_dates",
     }
 )
 """The tables of derived memory: what snapshots cover and a rollback restores."""

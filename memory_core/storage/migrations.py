@@ -460,6 +460,35 @@ def _m012_word_vectors(conn: Connection) -> None:
     )
 
 
+def _m013_fragment_dates(conn: Connection) -> None:
+    """The time expressions of each fragment with the days they mean
+    (:mod:`memory_core.storage.tables.dates`): "yesterday" said on 8 May 2023 kept with
+    2023-05-07, beside the words, which stay as they were said. Derived memory (formed
+    from the fragment's text and its turn's date; snapshots cover it). ``first_day`` and
+    ``last_day`` are ISO dates (they compare as text); the index serves a question's
+    range, and ``fragments_ts`` the fragments said within it."""
+    conn.execute(
+        """
+        CREATE TABLE fragment_dates (
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id),
+            position INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            words TEXT NOT NULL,
+            first_day TEXT NOT NULL,
+            last_day TEXT NOT NULL,
+            granularity TEXT NOT NULL,
+            approximate INTEGER NOT NULL DEFAULT 0,
+            relative INTEGER NOT NULL DEFAULT 1,
+            PRIMARY KEY (fragment_id, position),
+            CHECK (first_day <= last_day)
+        ) WITHOUT ROWID;
+        CREATE INDEX fragment_dates_days ON fragment_dates (first_day, last_day);
+        CREATE INDEX fragments_ts ON fragments (ts);
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -473,6 +502,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("010_user_controls", _m010_user_controls),
     ("011_fragment_kinds", _m011_fragment_kinds),
     ("012_word_vectors", _m012_word_vectors),
+    ("013_fragment_dates", _m013_fragment_dates),
 )
 
 

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from ..dream import DreamConfig, Judge
 from ..errors import EncoderChangedError, MemoryChangedError, StorageError
 from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from ..formation.dates import BACKFILLED_BY, date_formed
 from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
@@ -49,6 +50,7 @@ from ..retrieval.strategies import STRATEGIES
 from ..storage import Connection, Storage, read_snapshot, retry_busy, transaction
 from ..storage.tables import history as history_rows
 from ..storage.tables import question_vectors, receipts, reformation, stats
+from ..text.dates import day_of
 from ..text.question import Question, question_excerpt
 from ..text.tokens import TokenCounter, counter_for
 from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
@@ -155,6 +157,9 @@ class MemoryStore(StoreHistory, StoreControls):
         self._write_lock, self._writer = storage.write_lock, storage.writer
         self._read_lock, self._reader = storage.read_lock, storage.reader
         self._form_lock, self._forming = storage.form_lock, storage.forming
+        if BACKFILLED_BY in storage.migrated:
+            with self._form_lock:
+                date_formed(self._forming)
         self.names = self._load_names()
         self._encoder_checked = False
         self.reencoded: tuple[tuple[str, ...], int] | None = None
@@ -292,9 +297,12 @@ class MemoryStore(StoreHistory, StoreControls):
         """How the graph is traversed and areas scored (``retrieval:``)."""
         return self._settings
 
-    def question(self, text: str) -> Question:
-        """The :class:`Question` ``text`` asks, as this store's lookups read it."""
-        return ask(text, self._reconstruction.coverage)
+    def question(self, text: str, asked_at: float | None = None) -> Question:
+        """The :class:`Question` ``text`` asks at ``asked_at`` (default: now, by the
+        store's clock; its time words are resolved against that day), as this store's
+        lookups read it."""
+        when = self._clock() if asked_at is None else asked_at
+        return ask(text, self._reconstruction.coverage, day_of(when))
 
     def retrieve(
         self,
@@ -305,14 +313,17 @@ class MemoryStore(StoreHistory, StoreControls):
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
+        asked_at: float | None = None,
     ) -> Recall:
         """Retrieve and reconstruct by the strategy registered as ``strategy``
         (:data:`.retrieval.strategies.STRATEGIES`: ``area`` is :meth:`recall_area`,
-        ``bm25`` :meth:`recall`); the budget is counted with ``model``'s tokenizer."""
+        ``bm25`` :meth:`recall`); the budget is counted with ``model``'s tokenizer;
+        ``asked_at``: when the question is asked (see :meth:`question`)."""
         run = STRATEGIES.get(strategy).run
         if not self._encoder_checked:
             self._get_backends()  # never a lookup over vectors of another encoder
-        return run(self, self.question(question), limit, budget_tokens, exclude_hashes, model)
+        asked = self.question(question, asked_at)
+        return run(self, asked, limit, budget_tokens, exclude_hashes, model)
 
     def recall(
         self,
@@ -322,12 +333,13 @@ class MemoryStore(StoreHistory, StoreControls):
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
+        asked_at: float | None = None,
     ) -> Recall:
         """BM25 retrieval and reconstruction: :meth:`retrieve` by ``bm25``
         (:func:`.retrieval.recall.recall_bm25`)."""
         return self.retrieve(
             "bm25", question, limit=limit, budget_tokens=budget_tokens,
-            exclude_hashes=exclude_hashes, model=model,
+            exclude_hashes=exclude_hashes, model=model, asked_at=asked_at,
         )  # fmt: skip
 
     def recall_area(
@@ -338,12 +350,13 @@ class MemoryStore(StoreHistory, StoreControls):
         budget_tokens: int,
         exclude_hashes: Collection[str] = (),
         model: str | None = None,
+        asked_at: float | None = None,
     ) -> Recall:
         """Area retrieval (graph activation fused with BM25) and reconstruction:
         :meth:`retrieve` by ``area`` (:func:`.retrieval.recall.recall_area`)."""
         return self.retrieve(
             "area", question, limit=limit, budget_tokens=budget_tokens,
-            exclude_hashes=exclude_hashes, model=model,
+            exclude_hashes=exclude_hashes, model=model, asked_at=asked_at,
         )  # fmt: skip
 
     def render(

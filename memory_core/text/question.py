@@ -16,11 +16,18 @@ configuration adds; at most :data:`.words.MAX_QUERY_TERMS`. Each keeps its stem 
 case-folded, diacritics-free text, so "Málaga" meets "malaga") and whether the question
 writes it as a name (capitalised past the start of a sentence). What a focus means for
 the block is :mod:`memory_core.reconstruction.coverage`'s business.
+
+*Times* are the question's own time words resolved against when it is asked ("in May",
+"last year", "em maio", "el año pasado") and the dates it writes out ("7 May 2023", "in
+December 2023"), as :mod:`.dates` reads them: retrieval favours the fragments said within
+them or speaking of them. A question asked at no known time has only the times it writes
+out with their year.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -30,12 +37,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .acts import unstated
+from .dates import Span, find
 from .language import detect_language
 from .lexicon import is_function_word
 from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, fold, query_terms, stem
 
 __all__ = [
     "COMMON_VERBS",
+    "MAX_TIMES",
     "QUESTION_CHARS",
     "QUESTION_WORDS",
     "RELATIONAL",
@@ -45,6 +54,7 @@ __all__ = [
     "focus_words",
     "fold",
     "question_excerpt",
+    "times_of",
 ]
 
 QUESTION_CHARS = 2_000
@@ -190,6 +200,21 @@ def focus_words(text: str, *, min_chars: int = 3, limit: int = 4096) -> list[str
     return list(out)
 
 
+def times_of(text: str, at: dt.date | None) -> tuple[Span, ...]:
+    """The distinct spans of time ``text`` names, asked on ``at`` (see the module
+    docstring). Without a day to resolve against, only what means the same whatever the
+    day: dates written out with their year (the spans found against two far-apart days)."""
+    if at is not None:
+        return tuple(dict.fromkeys(e.span for e in find(text, at)))[:MAX_TIMES]
+    one = {e.span for e in find(text, _FAR[0]) if not e.relative}
+    return tuple(dict.fromkeys(e.span for e in find(text, _FAR[1]) if e.span in one))[:MAX_TIMES]
+
+
+MAX_TIMES = 8
+"""The most times a question names that retrieval reads (each is a lookup)."""
+_FAR = (dt.date(1970, 1, 1), dt.date(2400, 6, 15))
+
+
 def question_excerpt(text: str, limit: int = QUESTION_CHARS) -> str:
     """What retrieval reads of a question: all of it up to ``limit`` characters; past
     that its first quarter and last three quarters of ``limit``, joined by `` … `` (people
@@ -237,6 +262,9 @@ class Question:
     (:mod:`memory_core.retrieval.bridge`); they are in ``terms``, ``stems`` and
     ``content`` too."""
 
+    times: tuple[Span, ...] = ()
+    """The spans of time the question names (see the module docstring), in text order."""
+
     def bridging(self, matched: tuple[tuple[str, tuple[str, ...]], ...]) -> Question:
         """This question with ``matched`` words (question word, memory words) added to its
         terms, stems and content; its foci stay its own."""
@@ -261,9 +289,15 @@ class Question:
 
     @classmethod
     def of(
-        cls, text: str, *, min_focus_chars: int = 3, ignore_foci: Collection[str] = ()
+        cls,
+        text: str,
+        *,
+        min_focus_chars: int = 3,
+        ignore_foci: Collection[str] = (),
+        at: dt.date | None = None,
     ) -> Question:
-        """The question ``text`` asks, read as its :func:`question_excerpt`."""
+        """The question ``text`` asks on day ``at`` (None: unknown), read as its
+        :func:`question_excerpt`."""
         excerpt = question_excerpt(text)
         terms = tuple(query_terms(excerpt))
         stems = tuple(dict.fromkeys(map(stem, terms)))
@@ -281,6 +315,7 @@ class Question:
             every,
             detect_language(excerpt),
             noted=noted,
+            times=times_of(excerpt, at),
         )
 
     def encoding(self, encoded: Callable[[], Vector | None]) -> Question:

@@ -1,0 +1,160 @@
+"""The time expressions of fragments with the days they mean, and the fragments of a span.
+
+Formation writes, for each fragment, the expressions :func:`memory_core.text.dates.find`
+resolved against its turn's date (``fragment_dates``, migration 013): the words as said,
+where they are in the text, and the first and last day they mean (ISO dates, which
+compare as text). The fragment's own text is never changed. Retrieval asks which of its
+candidates were said within a question's span or speak of a day within it
+(:func:`matching`), and which live fragments speak of it (:func:`dated_within`).
+
+Invariant: ``first_day <= last_day`` (a CHECK); every read leaves out the fragments
+retrieval leaves out (superseded, forgotten: :func:`.fragments.hidden_ids`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Sequence
+from typing import NamedTuple
+
+from ..db import JSON_IN, Connection, json_array, reading
+from ..values import stored_text, stored_timestamp
+from .fragments import hidden_ids
+
+__all__ = ["DateRow", "Days", "dated_within", "expressions_of", "insert", "matching", "said_within",
+           "undated"]
+
+_DAY_SECONDS = 86_400.0
+
+
+class Days(NamedTuple):
+    """The first and last day of a span, inclusive (``first <= last``)."""
+
+    first: dt.date
+    last: dt.date
+
+
+class DateRow(NamedTuple):
+    """One time expression of a fragment's text (:class:`memory_core.text.dates
+    .TimeExpression`, as stored): where it is, its words, the days it means."""
+
+    start: int
+    end: int
+    words: str
+    days: Days
+    granularity: str
+    approximate: bool
+    relative: bool
+
+
+def insert(conn: Connection, fragment_id: int, expressions: Sequence[DateRow]) -> None:
+    """Keep ``expressions`` (of the fragment's text, in text order) beside the fragment."""
+    conn.executemany(
+        "INSERT INTO fragment_dates (fragment_id, position, start, end, words, first_day,"
+        " last_day, granularity, approximate, relative) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [
+            (
+                fragment_id,
+                position,
+                e.start,
+                e.end,
+                e.words,
+                e.days.first.isoformat(),
+                e.days.last.isoformat(),
+                e.granularity,
+                int(e.approximate),
+                int(e.relative),
+            )
+            for position, e in enumerate(expressions)
+        ],
+    )
+
+
+def undated(conn: Connection, after: int, limit: int) -> list[tuple[int, str, float | None]]:
+    """``(id, text, ts)`` of up to ``limit`` fragments with an id above ``after`` and no
+    expression kept, in id order (what :mod:`memory_core.formation.dates` dates)."""
+    with reading("cannot read fragments"):
+        return [
+            (int(i), stored_text(text), stored_timestamp(ts))
+            for i, text, ts in conn.execute(
+                "SELECT id, text, ts FROM fragments f WHERE id > ? AND NOT EXISTS"
+                " (SELECT 1 FROM fragment_dates d WHERE d.fragment_id = f.id)"
+                " ORDER BY id LIMIT ?",
+                (after, limit),
+            )
+        ]
+
+
+def expressions_of(conn: Connection, fragment_id: int) -> list[tuple[str, str, str, str]]:
+    """``(words, first_day, last_day, granularity)`` of each expression kept for the
+    fragment, in text order."""
+    with reading("cannot read fragment dates"):
+        return [
+            (str(w), str(a), str(b), str(g))
+            for w, a, b, g in conn.execute(
+                "SELECT words, first_day, last_day, granularity FROM fragment_dates"
+                " WHERE fragment_id = ? ORDER BY position",
+                (fragment_id,),
+            )
+        ]
+
+
+def dated_within(conn: Connection, span: Days, *, limit: int) -> list[int]:
+    """Up to ``limit`` live fragments with an expression meaning a day of ``span``, the
+    narrowest expressions first (a day before a month), then the newest fragment."""
+    with reading("cannot read fragment dates"):
+        found = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT fragment_id FROM fragment_dates WHERE first_day <= ? AND last_day >= ?"
+                " GROUP BY fragment_id ORDER BY min(julianday(last_day) - julianday(first_day)),"
+                " fragment_id DESC LIMIT ?",
+                (span.last.isoformat(), span.first.isoformat(), limit),
+            )
+        ]
+    hidden = hidden_ids(conn, found)
+    return [f for f in found if f not in hidden]
+
+
+def said_within(conn: Connection, span: Days, *, limit: int) -> list[int]:
+    """Up to ``limit`` live fragments said on a day of ``span`` (their turn's UTC day),
+    the earliest first."""
+    low, high = _seconds(span.first), _seconds(span.last) + _DAY_SECONDS
+    with reading("cannot read fragments"):
+        found = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT id FROM fragments WHERE ts >= ? AND ts < ? ORDER BY ts, id LIMIT ?",
+                (low, high, limit),
+            )
+        ]
+    hidden = hidden_ids(conn, found)
+    return [f for f in found if f not in hidden]
+
+
+def matching(
+    conn: Connection, fragment_ids: Collection[int], spans: Sequence[Days]
+) -> set[int]:
+    """Those of ``fragment_ids`` said on a day of one of ``spans`` (their turn's UTC day)
+    or with an expression meaning one."""
+    if not fragment_ids or not spans:
+        return set()
+    ids = json_array(fragment_ids)
+    out: set[int] = set()
+    with reading("cannot read fragment dates"):
+        for span in spans:
+            low, high = _seconds(span.first), _seconds(span.last) + _DAY_SECONDS
+            out.update(
+                int(row[0])
+                for row in conn.execute(
+                    f"SELECT id FROM fragments WHERE id {JSON_IN} AND ts >= ? AND ts < ?"
+                    " UNION SELECT fragment_id FROM fragment_dates"
+                    f" WHERE fragment_id {JSON_IN} AND first_day <= ? AND last_day >= ?",
+                    (ids, low, high, ids, span.last.isoformat(), span.first.isoformat()),
+                )
+            )
+    return out
+
+
+def _seconds(day: dt.date) -> float:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()
