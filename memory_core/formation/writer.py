@@ -26,6 +26,7 @@ from ..text.words import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
 from .interfaces import Backends, Vectors
 from .items import Failure, Item
+from .stages.addressing import VOCATIVE, Address, addressee, addresses
 from .stages.contexts import ContextCache, ContextState
 from .stages.linking import EntityCache, EntityState, normalise_name
 from .stages.mutations import record_relation
@@ -128,6 +129,7 @@ class GraphWriter:
         else:
             segment_id, context_id = open_row.segment_id, open_row.context_id
         context_rows.extend_segment(self._conn, segment_id, item.fragment_id)
+        item.previous = previous
         context = self._contexts.contexts[context_id]
         own = float(context.centroid @ item.topic) if context.size else None
         context.absorb(item.topic, item.ts)
@@ -194,11 +196,17 @@ class GraphWriter:
         ner, linker = self._b.ner.interpretation.label, "linking:alias-fuzzy-context@1"
         if item.name:  # a named speaker is an entity from the first turn it speaks
             self._speaker(item)
+        called = self._addresses(item)
         for mention, vec in zip(item.mentions, item.mention_vectors, strict=True):
             label = self._entities.label_for(mention.surface, mention.label, item.claims)
-            entity_id, score, reason = self._resolve(
-                mention.surface, label, vec, item, protected=False
-            )
+            address = called.pop((mention.start, mention.end), None)
+            if address is not None:
+                entity_id, score, reason = self._addressed(address, vec, item)
+                label = "PER"
+            else:
+                entity_id, score, reason = self._resolve(
+                    mention.surface, label, vec, item, protected=False
+                )
             entity_rows.insert_mention(
                 self._conn,
                 fragment_id=item.fragment_id,
@@ -214,6 +222,8 @@ class GraphWriter:
                 linker=linker,
             )
             item.entity_ids.append(entity_id)
+        for address in called.values():  # vocatives NER did not read as names
+            self._vocative_mention(address, item, ner, linker)
         self._translated_aliases(item)
         cued = self._entities.cued_relations(item.mentions, item.entity_ids, item.claims)
         if item.kind != "stated" or not cued:
@@ -236,6 +246,46 @@ class GraphWriter:
                 abandoned=item.superseded,
             )
             self.counts["relations"] += 1
+
+    def _addresses(self, item: Item) -> dict[tuple[int, int], Address]:
+        """The turn's vocatives that call the speaker it replies to, by span (see
+        :mod:`.stages.addressing`)."""
+        if not item.name or item.previous is None or item.kind != "stated":
+            return {}
+        previous = fragment_rows.speaker_of(self._conn, item.previous)
+        listener = addressee(self._entities, item.name, previous)
+        found = addresses(self._canonical(item), listener, self._entities, item.mentions)
+        return {(a.vocative.start, a.vocative.end): a for a in found}
+
+    def _addressed(
+        self, address: Address, vec: Vectors | None, item: Item
+    ) -> tuple[int, float, str]:
+        """Link a vocative to the speaker it calls; a new name becomes a ``vocative``
+        alias of that speaker, from this fragment."""
+        name, entity_id = address.vocative.name, address.entity_id
+        if self._entities.add_addressed(entity_id, name):
+            self._alias(entity_id, name, item, VOCATIVE)
+        self._entities.entities[entity_id].absorb(vec, item.fragment_id)
+        listener = self._entities.entities[entity_id].name
+        return entity_id, 1.0, f"{VOCATIVE} ({address.vocative.cue}): addresses {listener}"
+
+    def _vocative_mention(self, address: Address, item: Item, ner: str, linker: str) -> None:
+        entity_id, score, reason = self._addressed(address, None, item)
+        vocative = address.vocative
+        entity_rows.insert_mention(
+            self._conn,
+            fragment_id=item.fragment_id,
+            entity_id=entity_id,
+            start=vocative.start,
+            end=vocative.end,
+            surface=vocative.name,
+            label="PER",
+            confidence=1.0,
+            link_score=score,
+            link_reason=reason,
+            ner=ner,
+            linker=linker,
+        )
 
     def _resolve(
         self,
@@ -263,11 +313,16 @@ class GraphWriter:
         if entity_id is None:
             entity_id = self._found(name, label, item)
             self.counts["entities"] += 1
-        elif self._entities.add_alias(entity_id, name):
+        elif not self._addressed_as(entity_id, name) and self._entities.add_alias(entity_id, name):
             self._alias(entity_id, name, item, "mention")
         if absorb:
             self._entities.entities[entity_id].absorb(vec, item.fragment_id)
         return entity_id, decision.score, decision.reason
+
+    def _addressed_as(self, entity_id: int, name: str) -> bool:
+        """Whether ``name`` is how the speaker ``entity_id`` is addressed (it stays such,
+        not an alias, when a question names the speaker by it)."""
+        return entity_id in self._entities.addressed.get(normalise_name(name), set())
 
     def _found(self, name: str, label: str, item: Item) -> int:
         entity_id = entity_rows.insert(

@@ -52,6 +52,7 @@ __all__ = [
     "restated_sources",
     "search",
     "set_superseded",
+    "speaker_of",
 ]
 
 FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None, str]
@@ -233,6 +234,12 @@ def describe(conn: Connection, fragment_id: int) -> FragmentLabel | None:
             (fragment_id,),
         ).fetchone()
     return None if row is None else FragmentLabel(*row)
+
+
+def speaker_of(conn: Connection, fragment_id: int) -> str | None:
+    """The named speaker of a fragment (None: unnamed, or no such fragment)."""
+    row = conn.execute("SELECT speaker FROM fragments WHERE id = ?", (fragment_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def head(conn: Connection, fragment_id: int, chars: int) -> tuple[str, str] | None:
