@@ -38,7 +38,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -111,6 +111,10 @@ class MemoryGraph:
     every other node); None: every fragment states."""
     words: Words = NO_WORDS
     """The words memory uses with their vectors (:mod:`.words`: the word bridge's)."""
+    addressed: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+    """Normalised name -> {entity node: speaker name} of the speakers the other speaker
+    addresses by that name (``vocative`` aliases: :mod:`memory_core.formation.stages
+    .addressing`); they are in :attr:`aliases` too."""
 
     def act_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
         """What the fragments of ``nodes`` (nodes of this version) do, as :data:`ACTS`
@@ -190,6 +194,7 @@ class MemoryGraphIndex:
         self._term_df: dict[str, int] = {}
         self._first_user: dict[str, tuple[int, int]] = {}  # word used once: (node, id)
         self._aliases: dict[str, list[int]] = {}
+        self._addressed: dict[str, dict[int, str]] = {}
         self._names = NameIndex()
         self._fragments = 0
         self._lexical = LexicalIndex()
@@ -242,9 +247,11 @@ class MemoryGraphIndex:
         batch = _Batch(first_node=len(self._node_keys))
         self._read_nodes(conn, batch)
         self._read_edges(conn, batch)
-        for _, eid, alias in self._rows(conn, "aliases", entities.aliases_since):
-            nodes = self._aliases.setdefault(normalise_name(alias), [])
-            nodes.append(self._node("entity", self._entity_nodes, eid))
+        for _, eid, alias, source, name in self._rows(conn, "aliases", entities.aliases_since):
+            key, node = normalise_name(alias), self._node("entity", self._entity_nodes, eid)
+            self._aliases.setdefault(key, []).append(node)
+            if source == entities.VOCATIVE:
+                self._addressed.setdefault(key, {})[node] = str(name)
             batch.names.append(alias)
         batch.words = self._word_index.read(conn)
         return batch
@@ -431,6 +438,7 @@ class MemoryGraphIndex:
             generation,
             self._acts.view(),
             self._word_index.publish(batch.words),
+            self._addressed,
         )
         return self._snapshot
 
