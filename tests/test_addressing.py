@@ -1,0 +1,189 @@
+"""Names as people use them (issue 29, item 3): the names a speaker is addressed by.
+
+Through a real :class:`MemoryStore` in a temp folder: the other speaker's vocatives
+("Hey Kate!", "Oi Bia, tudo bem?", "¿Qué tal, Pepa?") make the name an alias of the
+speaker they reply to, with the fragments it was used in; a question by that name finds
+the speaker's own turns; a third person of the same name keeps their own entity; junk
+("Hey, what?", "Oh God,", "¡Dios mío!", very long or odd names) makes no alias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from memory_core import LogMessage, MemoryStore
+from memory_core.formation import Backends
+from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.views import EntityView
+
+
+def _turns(speakers: Sequence[str], lines: Sequence[str], start: float = 1.7e9) -> list[LogMessage]:
+    """Alternating named turns (the speakers in turn), one minute apart."""
+    return [
+        LogMessage(
+            {"role": "user", "name": speakers[i % len(speakers)], "content": text}, start + 60 * i
+        )
+        for i, text in enumerate(lines)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path: Path, backends: Backends) -> Iterator[MemoryStore]:
+    memory = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def _formed(store: MemoryStore, turns: list[LogMessage], conversation: str = "c1") -> None:
+    store.append(turns, conversation=conversation, source="ingest")
+    store.form_all()
+
+
+def _vocatives(store: MemoryStore) -> dict[str, tuple[str, list[int]]]:
+    """Each vocative alias (case-folded) with its entity's name and where it was used."""
+    return {
+        alias.alias.casefold(): (entity.name, alias.used_in)
+        for entity in store.entities(limit=1000)
+        for alias in entity.aliases
+        if alias.source == VOCATIVE
+    }
+
+
+def _entity(store: MemoryStore, name: str) -> list[EntityView]:
+    return [e for e in store.entities(limit=1000) if e.name.casefold() == name.casefold()]
+
+
+KATE = [
+    "I just finished a long shift at the hospital, I work as a nurse in the cardiology ward.",
+    "Hey Kate! That sounds exhausting. How many hours was it?",
+    "Twelve hours. I also volunteer at the animal shelter on Sundays.",
+    "Thanks, Kate. I admire that. I am learning to play the cello these days.",
+    "Oh nice, a cello! My grandfather played the violin.",
+    "That's lovely, Kate! I should practise more.",
+]
+
+
+def test_a_nickname_question_finds_the_speakers_own_turns(store: MemoryStore) -> None:
+    """Tom calls Katarzyna "Kate": "Kate" becomes her alias, from the turns where Tom
+    says it, and "What does Kate do?" finds her turn about her job as "What does
+    Katarzyna do?" does."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    found = _vocatives(store)
+    assert set(found) == {"kate"}
+    owner, used = found["kate"]
+    assert owner == "Katarzyna" and len(used) == 3
+    recall = store.recall_area("What does Kate do for work?", limit=3, budget_tokens=800)
+    texts = [h.text for h in recall.hits]
+    assert "nurse" in texts[0], texts
+    assert recall.area is not None and recall.area["named"] == {"Kate": ["Katarzyna"]}
+    by_label = store.recall_area("What does Katarzyna do for work?", limit=3, budget_tokens=800)
+    assert [h.fragment_id for h in by_label.hits] == [h.fragment_id for h in recall.hits]
+
+
+def test_a_third_person_with_the_same_name_keeps_her_own_entity(store: MemoryStore) -> None:
+    """After Tom calls Katarzyna "Kate", "I saw Kate yesterday" talks about somebody
+    else: a Kate of her own, not merged into Katarzyna; the name is then ambiguous, so a
+    question by it adds neither's label."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    later = [
+        "By the way, my neighbour Kate is a baker, I saw Kate yesterday at the market.",
+        "Oh, your neighbour Kate bakes? Great.",
+    ]
+    _formed(store, _turns(["Katarzyna", "Tom"], later, start=1.8e9))
+    kates = _entity(store, "Kate")
+    assert len(kates) == 1 and not kates[0].is_speaker
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert katarzyna.is_speaker and kates[0].id != katarzyna.id
+    assert [a.source for a in katarzyna.aliases if a.alias.casefold() == "kate"] == [VOCATIVE]
+    recall = store.recall_area("What does Kate do?", limit=3, budget_tokens=800)
+    assert recall.area is not None and "named" not in recall.area
+
+
+def test_the_vocative_alias_survives_a_reopened_store(tmp_path: Path, backends: Backends) -> None:
+    """Formation reloads its entities from the database: the name stays a vocative one
+    (a later non-vocative "Kate" is still somebody else)."""
+    first = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        _formed(first, _turns(["Katarzyna", "Tom"], KATE))
+    finally:
+        first.close()
+    again = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        _formed(again, _turns(["Tom"], ["I told Kate about it at the party."], start=1.8e9))
+        assert len(_entity(again, "Kate")) == 1
+        assert set(_vocatives(again)) == {"kate"}
+    finally:
+        again.close()
+
+
+PORTUGUESE = [
+    "Passei o dia todo no estúdio a gravar o meu novo disco de fado.",
+    "Oi Bia, tudo bem? Que bom saber do disco!",
+    "Tudo ótimo. Amanhã vou ao Porto tocar num bar.",
+    "Obrigado, Bia, vou tentar ir ver-te.",
+]
+SPANISH = [
+    "Hoy terminé mi turno en la panadería muy temprano.",
+    "¿Qué tal, Pepa? ¿Sigues haciendo pan de centeno?",
+    "Sí, y ahora también hago croissants los domingos.",
+    "Hola Pepa, ¡me encantan los croissants!",
+]
+
+
+@pytest.mark.parametrize(
+    ("speakers", "lines", "name", "owner", "question", "word"),
+    [
+        (["Beatriz", "Rui"], PORTUGUESE, "bia", "Beatriz", "O que a Bia grava?", "fado"),
+        (["Josefa", "Carlos"], SPANISH, "pepa", "Josefa", "¿Qué hace Pepa los domingos?", "croissants"),
+    ],
+)
+def test_portuguese_and_spanish_vocatives(
+    store: MemoryStore,
+    speakers: list[str],
+    lines: list[str],
+    name: str,
+    owner: str,
+    question: str,
+    word: str,
+) -> None:
+    _formed(store, _turns(speakers, lines))
+    found = _vocatives(store)
+    assert len(found[name][1]) == 2
+    assert set(found) == {name} and found[name][0] == owner
+    recall = store.recall_area(question, limit=3, budget_tokens=800)
+    assert any(word in h.text for h in recall.hits), [h.text for h in recall.hits]
+
+
+HOSTILE = [
+    "Hey, what? I did not get that.",
+    "Oh God, that is a lot of work.",
+    "¡Dios mío! ¡Qué sorpresa!",
+    "Hey, What? Say it again.",
+    "Thanks, Everyone! Hi guys!",
+    "Hey " + "Abcdefghij" * 6 + "!",
+    "Hey \u200bK\u200bate! Hey 😀😀! Hey Ωμέγα1!",
+    "Hey KATE!!! Hola Señor, ¿qué tal?",
+    "I saw my sister, Kate. Paris, France.",
+    "Oi Mãe, tudo bem? Obrigado, Deus.",
+]
+
+
+@pytest.mark.parametrize("reply", HOSTILE)
+def test_hostile_vocatives_make_no_alias(store: MemoryStore, reply: str) -> None:
+    _formed(store, _turns(["Katarzyna", "Tom"], ["I work as a nurse.", reply]))
+    assert _vocatives(store) == {}
+
+
+def test_unanswered_turns_and_another_speakers_name_make_no_alias(store: MemoryStore) -> None:
+    """A turn that replies to nobody (a conversation's first, or one after the speaker's
+    own turn) teaches nothing, nor does a vocative calling another speaker's name (Tom
+    greets Marek, who is not the speaker Tom replies to)."""
+    _formed(store, _turns(["Tom"], ["Hey Jo! Long time."]), conversation="c1")
+    _formed(store, _turns(["Marek"], ["I moved flats.", "Hi Jo, are you there?"]), "c2")
+    _formed(store, _turns(["Ana", "Tom"], ["I got a new bike.", "Hey Marek!"]), "c3")
+    assert _vocatives(store) == {}
