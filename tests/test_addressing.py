@@ -139,7 +139,7 @@ SPANISH = [
     ("speakers", "lines", "name", "owner", "question", "word"),
     [
         (["Beatriz", "Rui"], PORTUGUESE, "bia", "Beatriz", "O que a Bia grava?", "fado"),
-        (["Josefa", "Carlos"], SPANISH, "pepa", "Josefa", "¿Qué hace Pepa los domingos?", "croissants"),
+        (["Josefa", "Carlos"], SPANISH, "pepa", "Josefa", "¿Qué hace Pepa los domingos?", "croiss"),
     ],
 )
 def test_portuguese_and_spanish_vocatives(
@@ -166,7 +166,7 @@ HOSTILE = [
     "Hey, What? Say it again.",
     "Thanks, Everyone! Hi guys!",
     "Hey " + "Abcdefghij" * 6 + "!",
-    "Hey \u200bK\u200bate! Hey 😀😀! Hey Ωμέγα1!",
+    "Hey \u200bK\u200bate! Hey 😀😀! Hey \u03a9\u03bc\u03ad\u03b3\u03b11!",
     "Hey KATE!!! Hola Señor, ¿qué tal?",
     "I saw my sister, Kate. Paris, France.",
     "Oi Mãe, tudo bem? Obrigado, Deus.",

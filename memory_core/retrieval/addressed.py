@@ -54,5 +54,5 @@ def as_named(question: Question) -> str:
     text = question.text
     for name, speakers in question.named:
         pattern = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
-        text = pattern.sub(lambda _: " / ".join(speakers), text)
+        text = pattern.sub(" / ".join(speakers).replace("\\", "\\\\"), text)
     return text

@@ -7,7 +7,9 @@ places only:
 
 * after a greeting or thanks that opens a sentence: "Hey Kate!", "Thanks, Jo.", "Oi
   Bia, tudo bem?", "Obrigada Zé", "Hola Carlitos", "¿Qué tal, Pepa?", "Bom dia, Rui";
-* at the start of the turn, before a comma: "Kate, did you ...", "Bia, olha isto";
+* at the start of the turn, one word before a comma and what goes on talking to the
+  listener: "Kate, did you ...", "Bia, olha isto" (not "Edinburgh, Scotland would be
+  great", nor "Emma Watson, she's a big supporter");
 * after a comma, ending a sentence with ``!``, ``?`` or ``.``: "That's great, Mel!",
   "¿Vienes mañana, Pepa?" (not after a possessive or an article, which makes an
   apposition: "I saw my sister, Kate.").
@@ -52,7 +54,7 @@ _NAME = rf"(?P<name>{_WORD}(?:[ ]{_WORD})?)"
 _AFTER = r"(?=[,.!?;:…)\s]|$|[^\w\s])"
 _OPENS = r"(?:^|(?<=[.!?…\n])\s*|(?<=[.!?…]))[¡¿\s]*"
 _GREETED = re.compile(rf"{_OPENS}(?:{_GREETINGS})\b,?\s+{_NAME}{_AFTER}", re.IGNORECASE)
-_LEADING = re.compile(rf"^[¡¿\s]*{_NAME},")
+_LEADING = re.compile(rf"^[¡¿\s]*(?P<name>{_WORD}),\s*(?P<next>[^\W\d_]+)?")
 _TRAILING = re.compile(rf"[^\W\d_]\s*,\s*{_NAME}\s*[!?.]+(?=\s|$|[^\w\s])")
 _BEFORE = re.compile(r"[^\W\d_]+")
 _DETERMINERS = frozenset(
@@ -101,12 +103,18 @@ def vocatives(text: str) -> list[Vocative]:
     for match in _GREETED.finditer(head):
         _keep(found, match, "greeting")
     leading = _LEADING.match(head)
-    if leading is not None:
+    if leading is not None and _goes_on(leading.group("next")):
         _keep(found, leading, "leading")
     for match in _TRAILING.finditer(head):
         if _addressing(head[max(0, match.start() - 80) : match.start() + 1]):
             _keep(found, match, "trailing")
     return [found[start] for start in sorted(found)]
+
+
+def _goes_on(following: str | None) -> bool:
+    """Whether the word after "Name," goes on talking to the listener ("Kate, did you",
+    "Kate, I think") rather than naming more ("Edinburgh, Scotland")."""
+    return following is None or following[0].islower() or is_function_word(following)
 
 
 def _addressing(before: str) -> bool:
@@ -139,6 +147,8 @@ def _is_name(word: str) -> bool:
     """A capitalised word that can call a person (see the module)."""
     if not word[:1].isupper() or not 2 <= len(word) <= MAX_WORD:
         return False
+    if word.endswith(("'s", "\u2019s")):
+        return False  # a possessive ("Aragorn's brave attitude") talks about someone
     if len(word) > 3 and word.isupper():
         return False  # shouting ("HEY JOHN") is not a name's spelling we can trust
     key = word.casefold()
