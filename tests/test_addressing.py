@@ -187,3 +187,44 @@ def test_unanswered_turns_and_another_speakers_name_make_no_alias(store: MemoryS
     _formed(store, _turns(["Marek"], ["I moved flats.", "Hi Jo, are you there?"]), "c2")
     _formed(store, _turns(["Ana", "Tom"], ["I got a new bike.", "Hey Marek!"]), "c3")
     assert _vocatives(store) == {}
+
+
+def test_a_conversations_opening_vocative_calls_whoever_answers(store: MemoryStore) -> None:
+    """"Hey Mel!" opening a conversation calls nobody known yet: the name founds no
+    entity, and the answer tells whom it called (Melanie, from that first fragment)."""
+    lines = [
+        "Hey Mel! Good to see you! How have you been?",
+        "Hey Caroline! Busy with the kids and my pottery class.",
+        "Pottery sounds fun, Mel! What do you make?",
+    ]
+    _formed(store, _turns(["Caroline", "Melanie"], lines[:1]))
+    assert _vocatives(store) == {} and not _entity(store, "Mel")
+    _formed(store, _turns(["Melanie", "Caroline"], lines[1:], start=1.7e9 + 60))
+    found = _vocatives(store)
+    assert set(found) == {"mel"} and found["mel"][0] == "Melanie"
+    (melanie,) = _entity(store, "Melanie")
+    (alias,) = [a for a in melanie.aliases if a.source == VOCATIVE]
+    assert alias.used_in[0] == alias.fragment_id == 1 and len(alias.used_in) == 2
+    assert not _entity(store, "Mel")
+
+
+def test_the_name_in_a_reply_to_the_speaker_still_names_them(store: MemoryStore) -> None:
+    """Once Tom calls Katarzyna "Kate", "Kate" in Tom's reply to her that is no vocative
+    ("you rock Kate") is still her, not a new Kate; in her own turn it would not be."""
+    more = ["I got a promotion to head nurse today.", "No way, you rock Kate"]
+    _formed(store, _turns(["Katarzyna", "Tom"], [*KATE, *more]))
+    assert not _entity(store, "Kate")
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert katarzyna.mentions >= 5
+
+
+def test_a_vocative_after_the_speakers_own_turn_waits_for_the_reply(store: MemoryStore) -> None:
+    """A session Caroline opens after her own last turn ("Hey Mel, what's up?") replies
+    to nobody: the name, already Melanie's, founds no Mel of its own."""
+    lines = ["Hey Mel! How are you?", "Great, Caroline! I painted a lake.", "Lovely, Mel!"]
+    _formed(store, _turns(["Caroline", "Melanie"], lines))
+    _formed(store, _turns(["Caroline"], ["Bye for now!"], start=1.7e9 + 600))
+    again = ["Hey Mel, what's up? Long week.", "Hi! I went camping with the kids."]
+    _formed(store, _turns(["Caroline", "Melanie"], again, start=1.8e9))
+    assert not _entity(store, "Mel")
+    assert len(_vocatives(store)["mel"][1]) == 3

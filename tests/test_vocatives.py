@@ -27,6 +27,10 @@ from memory_core.text.vocatives import MAX_WORD, vocatives
         ("Gracias, Lucía.", ["Lucía"]),
         ("Oye Nacho, ¿vienes?", ["Nacho"]),
         ("Hey Jo-Ann!", ["Jo-Ann"]),
+        ("Yeah Mel, let's go!", ["Mel"]),
+        ("Whoa, Mel, that sign looks serious.", ["Mel"]),
+        ("Cool, thanks Mel! Can't wait.", ["Mel"]),
+        ("Claro, Bia!", ["Bia"]),
     ],
 )
 def test_vocatives_in_three_languages(text: str, names: list[str]) -> None:
@@ -58,6 +62,8 @@ def test_vocatives_in_three_languages(text: str, names: list[str]) -> None:
         "Hey Kate2!",
         "Wow, Amazing!",
         "Olá, Obrigado!",
+        "Shure, I will send it later.",
+        "Wow, Chicago sounds great!",
     ],
 )
 def test_no_vocative(text: str) -> None:

@@ -5,11 +5,15 @@ them by that name. What the other speaker calls them is the evidence: a *vocativ
 name set apart to address someone, in English, Portuguese or Spanish, in one of three
 places only:
 
-* after a greeting or thanks that opens a sentence: "Hey Kate!", "Thanks, Jo.", "Oi
-  Bia, tudo bem?", "Obrigada Zé", "Hola Carlitos", "¿Qué tal, Pepa?", "Bom dia, Rui";
+* after a greeting, thanks or an interjection that opens a sentence or follows a comma
+  ("Cool, thanks Mel!"), an interjection's name set apart by punctuation ("Whoa, Mel,
+  that's serious", not "Wow, Chicago sounds great"): "Hey Kate!",
+  "Thanks, Jo.", "Yeah Mel, let's go", "Oi Bia, tudo bem?", "Obrigada Zé", "Hola
+  Carlitos", "¿Qué tal, Pepa?", "Bom dia, Rui";
 * at the start of the turn, one word before a comma and what goes on talking to the
   listener: "Kate, did you ...", "Bia, olha isto" (not "Edinburgh, Scotland would be
-  great", nor "Emma Watson, she's a big supporter");
+  great", nor "Emma Watson, she's a big supporter", nor a function word with a letter
+  too many: "Shure, I will");
 * after a comma, ending a sentence with ``!``, ``?`` or ``.``: "That's great, Mel!",
   "¿Vienes mañana, Pepa?" (not after a possessive or an article, which makes an
   apposition: "I saw my sister, Kate.").
@@ -49,11 +53,18 @@ _GREETINGS = (
     r"|hola|gracias|oye|qué\s+tal|que\s+tal|buen[oa]s\s+(?:días|dias|tardes|noches)"
     r"|felicidades|adiós|adios|chao|chau"
 )
+_INTERJECTIONS = (
+    r"yeah|yes|yep|oh|aw+|wow|whoa|woah|ok|okay|sure|hmm+|haha|gosh|sim|claro|nossa|uau"
+    r"|sí|vale|bueno|guau|vaya"
+)
 _WORD = rf"[^\W\d_](?:[^\W\d_]|['\u2019-](?=[^\W\d_])){{0,{MAX_WORD - 1}}}"
 _NAME = rf"(?P<name>{_WORD}(?:[ ]{_WORD})?)"
 _AFTER = r"(?=[,.!?;:…)\s]|$|[^\w\s])"
-_OPENS = r"(?:^|(?<=[.!?…\n])\s*|(?<=[.!?…]))[¡¿\s]*"
+_OPENS = r"(?:^|(?<=[.!?…\n,]))[¡¿\s]*"
 _GREETED = re.compile(rf"{_OPENS}(?:{_GREETINGS})\b,?\s+{_NAME}{_AFTER}", re.IGNORECASE)
+_EXCLAIMED = re.compile(
+    rf"{_OPENS}(?:{_INTERJECTIONS})\b,?\s+(?P<name>{_WORD})\s*[,.!?…]", re.IGNORECASE
+)
 _LEADING = re.compile(rf"^[¡¿\s]*(?P<name>{_WORD}),\s*(?P<next>[^\W\d_]+)?")
 _TRAILING = re.compile(rf"[^\W\d_]\s*,\s*{_NAME}\s*[!?.]+(?=\s|$|[^\w\s])")
 _BEFORE = re.compile(r"[^\W\d_]+")
@@ -67,7 +78,11 @@ sister, Kate."; "the advice, Mel!" is lost with it: a wrong name is the worse er
 _LISTING = frozenset({"and", "e", "y", "or", "ou", "o", "called", "named", "chamado"})
 _LISTING |= {"chamada", "llamado", "llamada"}
 """A word just before ", Name." that makes it one of a list or a name given."""
-_GREETING = re.compile(rf"(?:{_GREETINGS})", re.IGNORECASE)
+_REPLY_WORDS = frozenset(
+    {"sure", "yeah", "yes", "well", "okay", "right", "thanks", "totally", "agreed", "great"}
+    | {"exactly", "nice", "cool", "awesome", "claro", "vale", "bueno", "valeu", "obrigado"}
+)
+_GREETING = re.compile(rf"(?:{_GREETINGS}|{_INTERJECTIONS})", re.IGNORECASE)
 _NOT_NAMES = frozenset(
     {"god", "dios", "deus", "jesus", "jesús", "lord", "christ", "cristo", "senhor", "señor"}
     | {"dude", "bro", "sis", "mate", "babe", "baby", "buddy", "bud", "pal", "bestie", "dear"}
@@ -102,13 +117,23 @@ def vocatives(text: str) -> list[Vocative]:
     found: dict[int, Vocative] = {}
     for match in _GREETED.finditer(head):
         _keep(found, match, "greeting")
+    for match in _EXCLAIMED.finditer(head):
+        _keep(found, match, "greeting")
     leading = _LEADING.match(head)
-    if leading is not None and _goes_on(leading.group("next")):
+    if leading is not None and _goes_on(leading.group("next")) and not _typo(leading["name"]):
         _keep(found, leading, "leading")
     for match in _TRAILING.finditer(head):
         if _addressing(head[max(0, match.start() - 80) : match.start() + 1]):
             _keep(found, match, "trailing")
     return [found[start] for start in sorted(found)]
+
+
+def _typo(word: str) -> bool:
+    """Whether a word of five letters or more is a word that opens replies with one
+    letter too many ("Shure, I will", "Yeahh, ..."): a turn's first word is a typo more
+    often than a name nobody has used yet."""
+    key = word.casefold()
+    return len(key) >= 5 and any(key[:i] + key[i + 1 :] in _REPLY_WORDS for i in range(len(key)))
 
 
 def _goes_on(following: str | None) -> bool:

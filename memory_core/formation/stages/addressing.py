@@ -17,7 +17,15 @@ The evidence must be consistent; a vocative is left to ordinary linking when:
 * NER reads the name as a place or an organisation ("Paris, France is lovely").
 
 Only then is it taken, and it is then kept apart from the entity's other aliases
-(:class:`.linking.EntityCache`): a later "I saw Kate yesterday" is about somebody else.
+(:class:`.linking.EntityCache`). Later, the name in the other speaker's reply to the
+speaker still names them when nobody else has it ("Love you Kate"); anywhere else (the
+speaker's own turn: "my neighbour Kate") it is somebody else, who founds an entity of
+their own. A turn that replies to nobody (a conversation's opening "Hey Mel!") holds
+back a vocative of a name memory does not know, and the reply that follows it tells whom
+it called (the first turn then holds the alias's provenance).
+
+Known limit: the other speaker, replying to A, telling of *another* Kate never mentioned
+before ("I saw Kate yesterday" to the Kate it is) is taken for A.
 """
 
 from __future__ import annotations

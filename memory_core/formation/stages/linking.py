@@ -12,9 +12,10 @@ context disagrees with them (see :class:`..config.LinkingConfig`). Names of spea
 
 Names a speaker is addressed by ("Hey Kate!" to the speaker labelled A: see
 :mod:`.addressing`) are kept apart from the other aliases (:attr:`EntityCache.addressed`):
-the other speaker's vocatives link to that speaker, but any other mention of the name in
-a statement ("I saw Kate yesterday") is about somebody else (nobody tells Kate they saw
-Kate), so it never links to the speaker by that name. A question or an answer restating
+the other speaker's vocatives link to that speaker, and so does the name in the other
+speaker's reply to them ("Love you Mel"), but a mention of the name anywhere else (the
+speaker's own turn: "my neighbour Kate") is about somebody else, so :meth:`EntityCache
+.link` never links to the speaker by that name. A question or an answer restating
 memory (``protected``) does: "What does Kate do?" asks about the speaker.
 
 Context vectors are fragment embeddings with the name's own direction projected out, so
@@ -148,6 +149,12 @@ class EntityCache:
         addressed by."""
         key = normalise_name(name)
         return self.aliases.get(key, set()) | self.addressed.get(key, set())
+
+    def addressed_only(self, entity_id: int, name: str) -> bool:
+        """Whether ``name`` names nobody but the speaker ``entity_id``, as a name they are
+        addressed by."""
+        key = normalise_name(name)
+        return self.addressed.get(key) == {entity_id} and not self.aliases.get(key)
 
     def speaker_named(self, name: str) -> int | None:
         """The one speaker entity with the alias ``name``, or None."""

@@ -33,6 +33,7 @@ __all__ = [
     "insert_alias",
     "insert_mention",
     "mark_speaker",
+    "mention_spans",
     "mentions_by_reason",
     "mentions_since",
     "name_of",
@@ -210,6 +211,16 @@ def insert_mention(
 def entity_ids_since(conn: Connection, after: int) -> list[tuple[int]]:
     """``(id,)`` of the entities with an id above ``after``, in id order."""
     return list(conn.execute("SELECT id FROM entities WHERE id > ? ORDER BY id", (after,)))
+
+
+def mention_spans(conn: Connection, fragment_id: int) -> set[tuple[int, int]]:
+    """``(start, end)`` of the fragment's mentions."""
+    return {
+        (int(a), int(b))
+        for a, b in conn.execute(
+            "SELECT start, end FROM mentions WHERE fragment_id = ?", (fragment_id,)
+        )
+    }
 
 
 def mentions_since(conn: Connection, after: int) -> list[MentionRow]:
