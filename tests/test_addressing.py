@@ -16,6 +16,7 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
+from memory_core.storage.tables.dream import alias_shares
 from memory_core.storage.tables.entities import VOCATIVE
 from memory_core.views import EntityView
 
@@ -228,3 +229,20 @@ def test_a_vocative_after_the_speakers_own_turn_waits_for_the_reply(store: Memor
     _formed(store, _turns(["Caroline", "Melanie"], again, start=1.8e9))
     assert not _entity(store, "Mel")
     assert len(_vocatives(store)["mel"][1]) == 3
+
+
+def test_a_consolidation_cycle_does_not_merge_the_third_person_into_the_speaker(
+    store: MemoryStore,
+) -> None:
+    """The Dreamer judges pairs of entities that share a name; a name a speaker is only
+    addressed by is not shared (no candidate pair), so the neighbour Kate stays apart
+    from Katarzyna whatever a judge would say of their contexts."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    neighbour = ["My neighbour Kate is a baker and works at the market every day."]
+    _formed(store, _turns(["Katarzyna"], neighbour, start=1.8e9))
+    (kate,) = _entity(store, "Kate")
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert alias_shares(store._reader, [kate.id, katarzyna.id], limit=10) == []
+    store.dream()
+    assert [e.id for e in _entity(store, "Kate")] == [kate.id]
+    assert [a.source for a in katarzyna.aliases if a.alias == "Kate"] == [VOCATIVE]
