@@ -217,6 +217,12 @@ class AreaSummary(_View):
         description="Each question word memory never uses with the words of memory in another "
         "language it was matched to (the word bridge); empty when none.",
     )
+    named: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each name the question calls a speaker by that the other speaker "
+        "addresses them with (\"Kate\"), with the speakers' own names, read as if the "
+        "question had named them; empty when none.",
+    )
 
 
 # --- explanation (GET /memory/area) -------------------------------------------------------
@@ -288,6 +294,12 @@ class AreaExplanation(_View):
         description="Each question word memory never uses with the words of memory in another "
         "language it was matched to (the word bridge); empty when none.",
     )
+    named: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each name the question calls a speaker by that the other speaker "
+        "addresses them with (\"Kate\"), with the speakers' own names, read as if the "
+        "question had named them; empty when none.",
+    )
 
 
 # --- inspection views --------------------------------------------------------------------
@@ -298,7 +310,18 @@ class EntityAlias(_View):
 
     alias: str = Field(description="The alias as written.")
     lang: str | None = Field(description="Its language, when known.")
-    source: str = Field(description="Where the alias came from (``name``, ``speaker``, …).")
+    source: str = Field(
+        description="Where the alias came from (``name``, ``mention``, ``translation``,"
+        " ``alias-statement``, ``vocative``: how the other speaker addresses a speaker)."
+    )
+    fragment_id: int | None = Field(
+        default=None, description="The fragment the alias was first learned from."
+    )
+    used_in: list[int] = Field(
+        default_factory=list,
+        description="For a ``vocative`` alias: the fragments (at most 20) where the other"
+        " speaker called the entity by it.",
+    )
 
 
 class EntityContext(_View):

@@ -349,3 +349,23 @@ def test_a_speaker_called_by_a_function_word_is_not_named_by_it(
     assert named.area is not None
     assert named.hits[0].text == "I love painting horses."
     assert {f["factor"] for f in named.area["fragments"]} == {1.0, 0.6}  # Caroline's alone
+
+
+def test_a_speaker_called_by_a_nickname_is_the_speaker_named(
+    tmp_path: Path, backends: Backends
+) -> None:
+    path = tmp_path / "m.db"
+    turns = [
+        ("Katarzyna", "I love painting horses in the countryside."),
+        ("Bruno", "Hey Kate! I love painting boats in the harbour."),
+        ("Katarzyna", "Horses are my favourite thing to paint."),
+        ("Bruno", "Boats are mine, I paint them every weekend."),
+    ]
+    _formed(path, backends, turns)
+    recall = _recall(path, backends, "What does Kate love painting?")
+    assert recall.area is not None
+    assert recall.area.get("named") == {"Kate": ["Katarzyna"]}
+    by_id = {f["id"]: f["factor"] for f in recall.area["fragments"]}
+    factors = {h.text: by_id[h.fragment_id] for h in recall.hits}
+    assert {t: factors[t] for _, t in turns[::2]} == {t: 1.0 for _, t in turns[::2]}
+    assert {t: factors[t] for _, t in turns[1::2]} == {t: 0.6 for _, t in turns[1::2]}

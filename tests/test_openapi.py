@@ -403,6 +403,7 @@ def test_views_refuse_drift() -> None:
         "fragments": ranked,
         "visited": None,
         "bridged": {},
+        "named": {},
     }
     with pytest.raises(ValidationError):  # bare ids are no longer a ranked fragment
         AreaExplanation.model_validate({**explained, "fragments": [3]})
@@ -452,7 +453,7 @@ async def test_a_receipt_stored_before_the_typed_contract_is_still_served(
     _check(schema["content"]["application/json"]["schema"], document["components"], served, "old")
     area = served["graph_area"]
     assert area.pop("fragments") == [] and area.pop("visited") is None
-    assert area.pop("bridged") == {}
+    assert area.pop("bridged") == {} and area.pop("named") == {}
     added = {"statements": [], "citations": [], "coverage": None, "tokenizer": "", "as_of": None}
     assert {k: served.pop(k) for k in added} == added  # fields receipts gained since: empty
     assert served == old

@@ -33,6 +33,8 @@ class Item:
     claims: list[RelationCandidate] = field(default_factory=list)
     new_segment: bool = False
     fragment_id: int = 0
+    previous: int | None = None
+    """The conversation's fragment before this one (set when the fragment is placed)."""
     entity_ids: list[int] = field(default_factory=list)
     attempts: int = 0
     """Formation attempts counted against the row, this one included once claimed."""

@@ -11,6 +11,7 @@ from ..storage import Connection
 from ..storage.tables import contexts as context_rows
 from ..storage.tables import entities as entity_rows
 from .interfaces import Vectors
+from .stages.addressing import VOCATIVE
 from .stages.contexts import ContextCache, ContextState
 from .stages.linking import EntityCache, EntityState
 
@@ -31,8 +32,11 @@ def load_entities(conn: Connection) -> EntityCache:
         cache.entities[eid] = EntityState(eid, name, label, vector(vsum), count, mentions)
         if speaker:
             cache.speakers.add(eid)
-    for eid, alias in entity_rows.all_aliases(conn):
-        cache.add_alias(eid, alias)
+    for eid, alias, source in entity_rows.all_aliases(conn):
+        if source == VOCATIVE:
+            cache.add_addressed(eid, alias)
+        else:
+            cache.add_alias(eid, alias)
     return cache
 
 

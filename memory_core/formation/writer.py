@@ -23,11 +23,13 @@ from ..storage.tables import fragments as fragment_rows
 from ..storage.tables import log as log_rows
 from ..storage.tables import relations as relation_rows
 from ..storage.tables.evidence import CHANGE_LINK, TOPIC_LINK, TURN_ORDER_LINK
+from ..text.vocatives import vocatives
 from ..text.words import content_stems, opens_as_correction, query_terms
 from .config import FormationConfig
 from .dates import date_rows_of
-from .interfaces import Backends, Vectors
+from .interfaces import Backends, Mention, Vectors
 from .items import Failure, Item
+from .stages.addressing import VOCATIVE, Address, addressee, addresses
 from .stages.contexts import ContextCache, ContextState
 from .stages.linking import EntityCache, EntityState, normalise_name
 from .stages.mutations import record_relation
@@ -138,6 +140,7 @@ class GraphWriter:
         else:
             segment_id, context_id = open_row.segment_id, open_row.context_id
         context_rows.extend_segment(self._conn, segment_id, item.fragment_id)
+        item.previous = previous
         context = self._contexts.contexts[context_id]
         own = float(context.centroid @ item.topic) if context.size else None
         context.absorb(item.topic, item.ts)
@@ -204,11 +207,20 @@ class GraphWriter:
         ner, linker = self._b.ner.interpretation.label, "linking:alias-fuzzy-context@1"
         if item.name:  # a named speaker is an entity from the first turn it speaks
             self._speaker(item)
+        listener, called = self._addresses(item)
         for mention, vec in zip(item.mentions, item.mention_vectors, strict=True):
             label = self._entities.label_for(mention.surface, mention.label, item.claims)
-            entity_id, score, reason = self._resolve(
-                mention.surface, label, vec, item, protected=False
-            )
+            address = called.pop((mention.start, mention.end), None)
+            if address is not None:
+                entity_id, score, reason = self._addressed(address, vec, item, item.fragment_id)
+                label = "PER"
+            elif listener is not None and self._calls(listener, mention):
+                entity_id, score, reason = self._to_listener(listener, vec, item)
+                label = "PER"
+            else:
+                entity_id, score, reason = self._resolve(
+                    mention.surface, label, vec, item, protected=False
+                )
             entity_rows.insert_mention(
                 self._conn,
                 fragment_id=item.fragment_id,
@@ -224,6 +236,8 @@ class GraphWriter:
                 linker=linker,
             )
             item.entity_ids.append(entity_id)
+        for address in called.values():  # vocatives NER did not read as names
+            self._vocative_mention(address, item, item.fragment_id)
         self._translated_aliases(item)
         cued = self._entities.cued_relations(item.mentions, item.entity_ids, item.claims)
         if item.kind != "stated" or not cued:
@@ -246,6 +260,106 @@ class GraphWriter:
                 abandoned=item.superseded,
             )
             self.counts["relations"] += 1
+
+    def _addresses(self, item: Item) -> tuple[int | None, dict[tuple[int, int], Address]]:
+        """The speaker the turn replies to, and the turn's vocatives that call them, by
+        span (see :mod:`.stages.addressing`). A turn that replies to nobody holds back
+        the vocatives of names no entity has as an alias (they found no entity): the
+        reply that follows tells whom they call (:meth:`_answered`)."""
+        if not item.name or item.kind != "stated":
+            return None, {}
+        previous = self._speaker_before(item.previous)
+        listener = addressee(self._entities, item.name, previous)
+        if listener is None:
+            self._hold_back(item)
+            return None, {}
+        self._answered(item, previous)
+        found = addresses(self._canonical(item), listener, self._entities, item.mentions)
+        return listener, {(a.vocative.start, a.vocative.end): a for a in found}
+
+    def _calls(self, listener: int, mention: Mention) -> bool:
+        """Whether a mention in a reply to ``listener`` that is no vocative ("Love you
+        Mel") still names them: a name only they are addressed by, not one the turn
+        gives a relation ("my cousin Mel")."""
+        return mention.relation is None and self._entities.addressed_only(
+            listener, mention.surface
+        )
+
+    def _to_listener(
+        self, listener: int, vec: Vectors | None, item: Item
+    ) -> tuple[int, float, str]:
+        self._entities.entities[listener].absorb(vec, item.fragment_id)
+        name = self._entities.entities[listener].name
+        return listener, 1.0, f"a name {name} is addressed by, in a reply to {name}"
+
+    def _speaker_before(self, fragment_id: int | None) -> str | None:
+        return None if fragment_id is None else fragment_rows.speaker_of(self._conn, fragment_id)
+
+    def _hold_back(self, item: Item) -> None:
+        """Drop the mentions of the turn's vocatives whose names are no entity's alias
+        (unknown, or only the name a speaker is addressed by): the reply decides."""
+        held = {
+            (v.start, v.end)
+            for v in vocatives(self._canonical(item))
+            if not self._entities.aliases.get(normalise_name(v.name))
+        }
+        if not held:
+            return
+        kept = [
+            (m, v)
+            for m, v in zip(item.mentions, item.mention_vectors, strict=True)
+            if (m.start, m.end) not in held
+        ]
+        item.mentions = [m for m, _ in kept]
+        item.mention_vectors = [v for _, v in kept]
+
+    def _answered(self, item: Item, previous: str | None) -> None:
+        """The previous turn replied to nobody (its conversation's first, or after its
+        speaker's own turn): its held-back vocatives call this turn's speaker."""
+        before = item.previous
+        assert before is not None and previous is not None
+        earlier = fragment_rows.turn_before(self._conn, before)
+        if addressee(self._entities, previous, self._speaker_before(earlier)) is not None:
+            return
+        listener = self._entities.speaker_named(item.name or "")
+        row = fragment_rows.head(self._conn, before, self._config.max_text_chars)
+        if listener is None or row is None:
+            return
+        linked = entity_rows.mention_spans(self._conn, before)
+        for address in addresses(row[1], listener, self._entities, ()):
+            if (address.vocative.start, address.vocative.end) not in linked:
+                self._vocative_mention(address, item, before)
+
+    def _addressed(
+        self, address: Address, vec: Vectors | None, item: Item, fragment_id: int
+    ) -> tuple[int, float, str]:
+        """Link a vocative (of ``fragment_id``) to the speaker it calls; a new name
+        becomes a ``vocative`` alias of that speaker, from that fragment."""
+        name, entity_id = address.vocative.name, address.entity_id
+        if self._entities.add_addressed(entity_id, name):
+            self._alias(entity_id, name, item, VOCATIVE, fragment_id=fragment_id)
+        self._entities.entities[entity_id].absorb(vec, fragment_id)
+        listener = self._entities.entities[entity_id].name
+        return entity_id, 1.0, f"{VOCATIVE} ({address.vocative.cue}): addresses {listener}"
+
+    def _vocative_mention(self, address: Address, item: Item, fragment_id: int) -> None:
+        """The mention of a vocative NER did not read, or one held back, linked."""
+        entity_id, score, reason = self._addressed(address, None, item, fragment_id)
+        vocative = address.vocative
+        entity_rows.insert_mention(
+            self._conn,
+            fragment_id=fragment_id,
+            entity_id=entity_id,
+            start=vocative.start,
+            end=vocative.end,
+            surface=vocative.name,
+            label="PER",
+            confidence=1.0,
+            link_score=score,
+            link_reason=reason,
+            ner=self._b.ner.interpretation.label,
+            linker=_LINKER,
+        )
 
     def _resolve(
         self,
@@ -273,11 +387,16 @@ class GraphWriter:
         if entity_id is None:
             entity_id = self._found(name, label, item)
             self.counts["entities"] += 1
-        elif self._entities.add_alias(entity_id, name):
+        elif not self._addressed_as(entity_id, name) and self._entities.add_alias(entity_id, name):
             self._alias(entity_id, name, item, "mention")
         if absorb:
             self._entities.entities[entity_id].absorb(vec, item.fragment_id)
         return entity_id, decision.score, decision.reason
+
+    def _addressed_as(self, entity_id: int, name: str) -> bool:
+        """Whether ``name`` is how the speaker ``entity_id`` is addressed (it stays such,
+        not an alias, when a question names the speaker by it)."""
+        return entity_id in self._entities.addressed.get(normalise_name(name), set())
 
     def _found(self, name: str, label: str, item: Item) -> int:
         entity_id = entity_rows.insert(
@@ -294,7 +413,14 @@ class GraphWriter:
         return entity_id
 
     def _alias(
-        self, entity_id: int, alias: str, item: Item, source: str, lang: str | None = None
+        self,
+        entity_id: int,
+        alias: str,
+        item: Item,
+        source: str,
+        lang: str | None = None,
+        *,
+        fragment_id: int | None = None,
     ) -> None:
         lang = lang or (item.normalised.lang if item.normalised else None)
         entity_rows.insert_alias(
@@ -304,7 +430,7 @@ class GraphWriter:
             normalized=normalise_name(alias),
             lang=lang,
             source=source,
-            fragment_id=item.fragment_id,
+            fragment_id=item.fragment_id if fragment_id is None else fragment_id,
         )
 
     def _translated_aliases(self, item: Item) -> None:

@@ -122,6 +122,10 @@ class MemoryGraph:
     speaker_codes: Mapping[str, int] = field(default_factory=dict)
     """normalised speaker name (:func:`~memory_core.text.words.normalise_name`) -> its
     code (from 1; shared, only gains keys)"""
+    addressed: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+    """Normalised name -> {entity node: speaker name} of the speakers the other speaker
+    addresses by that name (``vocative`` aliases: :mod:`memory_core.formation.stages
+    .addressing`); they are in :attr:`aliases` too."""
 
     def speaker_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         """The speaker codes of the fragments of ``nodes`` (0: none)."""
@@ -212,6 +216,7 @@ class MemoryGraphIndex:
         self._term_df: dict[str, int] = {}
         self._first_user: dict[str, tuple[int, int]] = {}  # word used once: (node, id)
         self._aliases: dict[str, list[int]] = {}
+        self._addressed: dict[str, dict[int, str]] = {}
         self._names = NameIndex()
         self._fragments = 0
         self._lexical = LexicalIndex()
@@ -264,9 +269,11 @@ class MemoryGraphIndex:
         batch = _Batch(first_node=len(self._node_keys))
         self._read_nodes(conn, batch)
         self._read_edges(conn, batch)
-        for _, eid, alias in self._rows(conn, "aliases", entities.aliases_since):
-            nodes = self._aliases.setdefault(normalise_name(alias), [])
-            nodes.append(self._node("entity", self._entity_nodes, eid))
+        for _, eid, alias, source, name in self._rows(conn, "aliases", entities.aliases_since):
+            key, node = normalise_name(alias), self._node("entity", self._entity_nodes, eid)
+            self._aliases.setdefault(key, []).append(node)
+            if source == entities.VOCATIVE:
+                self._addressed.setdefault(key, {})[node] = str(name)
             batch.names.append(alias)
         batch.words = self._word_index.read(conn)
         return batch
@@ -483,6 +490,7 @@ class MemoryGraphIndex:
             self._word_index.publish(batch.words),
             self._speakers.view(),
             self._speaker_codes,
+            self._addressed,
         )
         return self._snapshot
 

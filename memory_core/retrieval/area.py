@@ -262,15 +262,18 @@ def retrieve_area(
 def _named_speaker(memory: MemoryGraph, question: Question) -> int:
     """The code of the one speaker of memory's conversations the question names (by a
     word or two of its text, as :func:`normalise_name` writes them), or 0 when it names
-    none or several ("What did Caroline tell Melanie?" is about both). A speaker called by
-    a function word ("What", "Hey": a client's ``name`` is anything) is never named by
-    that word."""
+    none or several ("What did Caroline tell Melanie?" is about both); a speaker called
+    by the name the other speaker addresses them with (:mod:`.addressed`) is named too.
+    A speaker called by a function word ("What", "Hey": a client's ``name`` is
+    anything) is never named by that word."""
     codes = memory.speaker_codes
     if not codes:
         return 0
     words = normalise_name(question.text).split()
     named = {codes[w] for w in words if w in codes and not is_function_word(w)}
     named |= {codes[f"{a} {b}"] for a, b in itertools.pairwise(words) if f"{a} {b}" in codes}
+    for _, labels in question.named:  # called by the name the other speaker uses ("Mel")
+        named |= {codes[key] for key in map(normalise_name, labels) if key in codes}
     return named.pop() if len(named) == 1 else 0
 
 

@@ -40,6 +40,7 @@ from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import stem
 from ..views import AreaExplanation
+from .addressed import addressed, as_named
 from .area import AreaResult, explain, retrieve_area, summary
 from .bm25 import Hit, fetch_hits, search
 from .bridge import bridge
@@ -196,6 +197,8 @@ def recall_area(
     area = summary(graph, result, kept=[h.fragment_id for h in kept])
     if question.bridged:
         area["bridged"] = {word: list(words) for word, words in question.bridged}
+    if question.named:
+        area["named"] = {name: list(speakers) for name, speakers in question.named}
     return _rendered(memory, question, kept, evidence, budget_tokens, model, similarity, area, held)
 
 
@@ -231,6 +234,7 @@ def explain_area(memory: Memory, question: Question, *, limit: int) -> AreaExpla
         graph, question, result = _area(memory, conn, question, limit)
         report = explain(conn, graph, result)
         report["bridged"] = {word: list(words) for word, words in question.bridged}
+        report["named"] = {name: list(speakers) for name, speakers in question.named}
         return AreaExplanation.model_validate(report)
 
 
@@ -246,6 +250,9 @@ def _area(
     graph = memory.pinned_graph(conn)
     settings = memory.graph_settings
     bridging = time.perf_counter()
+    question = addressed(question, graph)
+    if question.named:  # encoded as if it named the speakers (see .addressed)
+        encoding = memory.encode(dataclasses.replace(question, text=as_named(question)))
     question = bridge(question, graph.words, memory.encode_words, settings.bridge)
     bridged_ms = (time.perf_counter() - bridging) * 1000
     result = retrieve_area(

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
+from ..formation.stages.addressing import VOCATIVE
 from ..formation.stages.linking import normalise_name
 from ..log.messages import stored_timestamp
 from ..storage import Connection
@@ -26,6 +27,7 @@ _TIMES = frozenset({"ts", "first_ts", "last_ts", "first_seen", "last_seen", "cre
 _SOURCE = ("fragment_id", "fragment_text", "conversation_id", "ts", "speaker")
 _CONTEXTS_PER_ENTITY = 5
 _SAMPLES_PER_CONTEXT = 3
+_VOCATIVE_FRAGMENTS = 20
 
 
 def _value(name: str, value: Any) -> Any:
@@ -49,11 +51,30 @@ def list_entities(
     found = [_plain(e) for e in entities.summaries(conn, limit=limit, normalized=normalized)]
     for entity in found:
         entity["is_speaker"] = bool(entity["is_speaker"])
-        entity["aliases"] = [_plain(a) for a in entities.aliases_of(conn, entity["id"])]
+        entity["aliases"] = _aliases(conn, entity["id"])
         entity["contexts"] = [
             _plain(c) for c in entities.contexts_of(conn, entity["id"], _CONTEXTS_PER_ENTITY)
         ]
     return [EntityView.model_validate(entity) for entity in found]
+
+
+def _aliases(conn: Connection, entity_id: int) -> list[dict[str, Any]]:
+    """The entity's aliases; a vocative one with the fragments that used it (the
+    mentions linked as vocatives, :mod:`memory_core.formation.stages.addressing`)."""
+    aliases = [_plain(a) for a in entities.aliases_of(conn, entity_id)]
+    if not any(a["source"] == VOCATIVE for a in aliases):
+        return aliases
+    used: dict[str, list[int]] = {}
+    for fragment_id, surface in entities.mentions_by_reason(
+        conn, entity_id, VOCATIVE, _VOCATIVE_FRAGMENTS * 4
+    ):
+        fragments = used.setdefault(normalise_name(surface), [])
+        if len(fragments) < _VOCATIVE_FRAGMENTS and fragment_id not in fragments:
+            fragments.append(fragment_id)
+    for alias in aliases:
+        if alias["source"] == VOCATIVE:
+            alias["used_in"] = used.get(normalise_name(alias["alias"]), [])
+    return aliases
 
 
 def list_contexts(conn: Connection, *, limit: int = 100) -> list[ContextView]:

@@ -278,6 +278,26 @@ class Question:
             bridged=matched,
         )
 
+    named: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Each name the question calls a speaker by that is not the speaker's label but how
+    the other speaker addresses them ("Kate" for the turns labelled A), with the
+    speakers' names (:mod:`memory_core.retrieval.addressed`); in ``terms``, ``stems``
+    and ``content`` the speakers' names stand in place of the name asked, as if the
+    question had written them."""
+
+    def naming(self, named: tuple[tuple[str, tuple[str, ...]], ...]) -> Question:
+        """This question with the speaker names of ``named`` (name asked, speakers'
+        names) in place of the names asked in its terms, stems and content; its foci
+        stay its own (the coverage note is about what the question wrote)."""
+        asked = {t for name, _ in named for t in query_terms(name)}
+        extra = [t for _, names in named for name in names for t in query_terms(name)]
+        terms = tuple(dict.fromkeys([*(t for t in self.terms if t not in asked), *extra]))
+        gone = {stem(t) for t in asked} - {stem(t) for t in terms}
+        stems = tuple(dict.fromkeys([*(s for s in self.stems if s not in gone), *map(stem, extra)]))
+        return dataclasses.replace(
+            self, terms=terms, stems=stems, content=frozenset(stems), named=named
+        )
+
     def translations(self, word: str) -> tuple[str, ...]:
         """The memory words ``word`` was matched to (none when memory uses it)."""
         return next((words for asked, words in self.bridged if asked == word), ())

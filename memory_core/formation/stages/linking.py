@@ -10,6 +10,14 @@ entity's own contexts agree with each other (it is about one thing) and the ment
 context disagrees with them (see :class:`..config.LinkingConfig`). Names of speakers
 (entities that have spoken in any conversation) are never split.
 
+Names a speaker is addressed by ("Hey Kate!" to the speaker labelled A: see
+:mod:`.addressing`) are kept apart from the other aliases (:attr:`EntityCache.addressed`):
+the other speaker's vocatives link to that speaker, and so does the name in the other
+speaker's reply to them ("Love you Mel"), but a mention of the name anywhere else (the
+speaker's own turn: "my neighbour Kate") is about somebody else, so :meth:`EntityCache
+.link` never links to the speaker by that name. A question or an answer restating
+memory (``protected``) does: "What does Kate do?" asks about the speaker.
+
 Context vectors are fragment embeddings with the name's own direction projected out, so
 two sentences are not judged alike merely because they contain the same name.
 """
@@ -106,6 +114,8 @@ class EntityCache:
     aliases: dict[str, set[int]] = field(default_factory=dict)
     _buckets: dict[str, set[str]] = field(default_factory=dict)
     speakers: set[int] = field(default_factory=set)
+    addressed: dict[str, set[int]] = field(default_factory=dict)
+    """Normalised name -> the speakers the other speaker addresses by it."""
     _index: NameIndex = field(default_factory=NameIndex)
 
     def add_alias(self, entity_id: int, alias: str) -> bool:
@@ -122,6 +132,34 @@ class EntityCache:
         thing = entity is not None and entity.label == "MISC" and entity_id not in self.speakers
         self._index.add([alias], capitalised=thing and " " not in key)
         return True
+
+    def add_addressed(self, entity_id: int, name: str) -> bool:
+        """Record that ``name`` addresses the speaker ``entity_id``; True if new."""
+        key = normalise_name(name)
+        if not key:
+            return False
+        owners = self.addressed.setdefault(key, set())
+        if entity_id in owners:
+            return False
+        owners.add(entity_id)
+        return True
+
+    def owners(self, name: str) -> set[int]:
+        """Every entity ``name`` names: by an alias, or as the name a speaker is
+        addressed by."""
+        key = normalise_name(name)
+        return self.aliases.get(key, set()) | self.addressed.get(key, set())
+
+    def addressed_only(self, entity_id: int, name: str) -> bool:
+        """Whether ``name`` names nobody but the speaker ``entity_id``, as a name they are
+        addressed by."""
+        key = normalise_name(name)
+        return self.addressed.get(key) == {entity_id} and not self.aliases.get(key)
+
+    def speaker_named(self, name: str) -> int | None:
+        """The one speaker entity with the alias ``name``, or None."""
+        found = self.aliases.get(normalise_name(name), set()) & self.speakers
+        return next(iter(found)) if len(found) == 1 else None
 
     def known_in(self, text: str) -> list[str]:
         """Known aliases that occur in ``text`` (whole words, any case; a one-word name of
@@ -177,6 +215,8 @@ class EntityCache:
         """Decide which entity ``name`` (with context ``vector``) denotes."""
         key = normalise_name(name)
         exact = self.aliases.get(key, set())
+        if not exact and protected:
+            exact = self.addressed.get(key, set())
         if exact:
             return self._choose_exact(key, exact, vector, config, protected)
         strong, weak = self._spelled_like(key, config)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..db import JSON_IN, Connection, json_array
+from .entities import VOCATIVE
 
 __all__ = [
     "WATERMARKS",
@@ -183,12 +184,15 @@ def touched_entities(
 
 def alias_shares(conn: Connection, entity_ids: Sequence[int], *, limit: int) -> list[AliasShare]:
     """Pairs ``a < b`` of distinct entities sharing a normalised name, one of them among
-    ``entity_ids`` (at most ``limit``, by the index on normalised names)."""
+    ``entity_ids`` (at most ``limit``, by the index on normalised names). A name a speaker
+    is only addressed by (a ``vocative`` alias) is not shared: a third person of that
+    name is somebody else (:mod:`memory_core.formation.stages.addressing`)."""
     rows = conn.execute(
         "SELECT DISTINCT min(x.entity_id, y.entity_id), max(x.entity_id, y.entity_id),"
         " x.normalized FROM aliases x JOIN aliases y ON y.normalized = x.normalized"
-        f" AND y.entity_id <> x.entity_id WHERE x.entity_id {JSON_IN} LIMIT ?",
-        (json_array(entity_ids), limit),
+        f" AND y.entity_id <> x.entity_id WHERE x.entity_id {JSON_IN}"
+        " AND x.source <> ? AND y.source <> ? LIMIT ?",
+        (json_array(entity_ids), VOCATIVE, VOCATIVE, limit),
     )
     return [AliasShare(int(a), int(b), str(n)) for a, b, n in rows]
 

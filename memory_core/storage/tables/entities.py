@@ -15,6 +15,7 @@ from typing import cast
 from ..db import Connection, reading
 
 __all__ = [
+    "VOCATIVE",
     "AliasRow",
     "EntityAlias",
     "EntityContext",
@@ -32,17 +33,23 @@ __all__ = [
     "insert_alias",
     "insert_mention",
     "mark_speaker",
+    "mention_spans",
+    "mentions_by_reason",
     "mentions_since",
     "name_of",
     "summaries",
     "update",
 ]
 
+VOCATIVE = "vocative"
+"""The source of an alias learned from how the other speaker addresses a speaker
+(:mod:`memory_core.formation.stages.addressing`)."""
+
 EntityRow = tuple[int, str, str, bytes | None, int, int, int]
 """``(id, name, label, vector_sum blob, vectors, mentions, is_speaker)``: an entity as
 formation loads it (plain tuples: formation loads every entity of a store)."""
-AliasRow = tuple[int, int, str]
-"""``(id, entity_id, alias)`` of an ``aliases`` row."""
+AliasRow = tuple[int, int, str, str, str]
+"""``(id, entity_id, alias, source, entity name)`` of an ``aliases`` row."""
 MentionRow = tuple[int, int, int]
 """``(id, fragment_id, entity_id)`` of a ``mentions`` row."""
 
@@ -63,11 +70,13 @@ class EntitySummary:
 
 @dataclass(frozen=True, slots=True)
 class EntityAlias:
-    """One name of an entity, its language and where it was learned."""
+    """One name of an entity, its language, where it was learned and the fragment it
+    was first learned from."""
 
     alias: str
     lang: str | None
     source: str
+    fragment_id: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +98,10 @@ def all_entities(conn: Connection) -> list[EntityRow]:
         )
 
 
-def all_aliases(conn: Connection) -> list[tuple[int, str]]:
-    """``(entity_id, alias)`` of every alias."""
+def all_aliases(conn: Connection) -> list[tuple[int, str, str]]:
+    """``(entity_id, alias, source)`` of every alias."""
     with reading("cannot read aliases"):
-        return list(conn.execute("SELECT entity_id, alias FROM aliases"))
+        return list(conn.execute("SELECT entity_id, alias, source FROM aliases"))
 
 
 def alias_names(conn: Connection) -> list[str]:
@@ -204,6 +213,16 @@ def entity_ids_since(conn: Connection, after: int) -> list[tuple[int]]:
     return list(conn.execute("SELECT id FROM entities WHERE id > ? ORDER BY id", (after,)))
 
 
+def mention_spans(conn: Connection, fragment_id: int) -> set[tuple[int, int]]:
+    """``(start, end)`` of the fragment's mentions."""
+    return {
+        (int(a), int(b))
+        for a, b in conn.execute(
+            "SELECT start, end FROM mentions WHERE fragment_id = ?", (fragment_id,)
+        )
+    }
+
+
 def mentions_since(conn: Connection, after: int) -> list[MentionRow]:
     """Mentions with an id above ``after``, in id order."""
     return list(
@@ -214,9 +233,13 @@ def mentions_since(conn: Connection, after: int) -> list[MentionRow]:
 
 
 def aliases_since(conn: Connection, after: int) -> list[AliasRow]:
-    """Aliases with an id above ``after``, in id order."""
+    """Aliases with an id above ``after``, in id order, with their entity's name."""
     return list(
-        conn.execute("SELECT id, entity_id, alias FROM aliases WHERE id > ? ORDER BY id", (after,))
+        conn.execute(
+            "SELECT a.id, a.entity_id, a.alias, a.source, e.name FROM aliases a"
+            " JOIN entities e ON e.id = a.entity_id WHERE a.id > ? ORDER BY a.id",
+            (after,),
+        )
     )
 
 
@@ -248,8 +271,25 @@ def aliases_of(conn: Connection, entity_id: int) -> list[EntityAlias]:
         return [
             EntityAlias(*row)
             for row in conn.execute(
-                "SELECT alias, lang, source FROM aliases WHERE entity_id = ? ORDER BY id",
+                "SELECT alias, lang, source, fragment_id FROM aliases WHERE entity_id = ?"
+                " ORDER BY id",
                 (entity_id,),
+            )
+        ]
+
+
+def mentions_by_reason(
+    conn: Connection, entity_id: int, reason_prefix: str, limit: int
+) -> list[tuple[int, str]]:
+    """``(fragment_id, surface)`` of the entity's first ``limit`` mentions whose link
+    reason starts with ``reason_prefix``, in id order."""
+    with reading("inspection query failed"):
+        return [
+            (int(row[0]), str(row[1]))
+            for row in conn.execute(
+                "SELECT fragment_id, surface FROM mentions WHERE entity_id = ?"
+                " AND substr(link_reason, 1, ?) = ? ORDER BY id LIMIT ?",
+                (entity_id, len(reason_prefix), reason_prefix, limit),
             )
         ]
 

@@ -52,6 +52,8 @@ __all__ = [
     "restated_sources",
     "search",
     "set_superseded",
+    "speaker_of",
+    "turn_before",
 ]
 
 FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None, str]
@@ -233,6 +235,21 @@ def describe(conn: Connection, fragment_id: int) -> FragmentLabel | None:
             (fragment_id,),
         ).fetchone()
     return None if row is None else FragmentLabel(*row)
+
+
+def speaker_of(conn: Connection, fragment_id: int) -> str | None:
+    """The named speaker of a fragment (None: unnamed, or no such fragment)."""
+    row = conn.execute("SELECT speaker FROM fragments WHERE id = ?", (fragment_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def turn_before(conn: Connection, fragment_id: int) -> int | None:
+    """The fragment the conversation said just before ``fragment_id`` (its ``next``
+    link), or None."""
+    row = conn.execute(
+        "SELECT dst FROM fragment_links WHERE src = ? AND kind = 'next' LIMIT 1", (fragment_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def head(conn: Connection, fragment_id: int, chars: int) -> tuple[str, str] | None:

@@ -1,0 +1,248 @@
+"""Names as people use them (issue 29, item 3): the names a speaker is addressed by.
+
+Through a real :class:`MemoryStore` in a temp folder: the other speaker's vocatives
+("Hey Kate!", "Oi Bia, tudo bem?", "¿Qué tal, Pepa?") make the name an alias of the
+speaker they reply to, with the fragments it was used in; a question by that name finds
+the speaker's own turns; a third person of the same name keeps their own entity; junk
+("Hey, what?", "Oh God,", "¡Dios mío!", very long or odd names) makes no alias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from memory_core import LogMessage, MemoryStore
+from memory_core.formation import Backends
+from memory_core.storage.tables.dream import alias_shares
+from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.views import EntityView
+
+
+def _turns(speakers: Sequence[str], lines: Sequence[str], start: float = 1.7e9) -> list[LogMessage]:
+    """Alternating named turns (the speakers in turn), one minute apart."""
+    return [
+        LogMessage(
+            {"role": "user", "name": speakers[i % len(speakers)], "content": text}, start + 60 * i
+        )
+        for i, text in enumerate(lines)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path: Path, backends: Backends) -> Iterator[MemoryStore]:
+    memory = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def _formed(store: MemoryStore, turns: list[LogMessage], conversation: str = "c1") -> None:
+    store.append(turns, conversation=conversation, source="ingest")
+    store.form_all()
+
+
+def _vocatives(store: MemoryStore) -> dict[str, tuple[str, list[int]]]:
+    """Each vocative alias (case-folded) with its entity's name and where it was used."""
+    return {
+        alias.alias.casefold(): (entity.name, alias.used_in)
+        for entity in store.entities(limit=1000)
+        for alias in entity.aliases
+        if alias.source == VOCATIVE
+    }
+
+
+def _entity(store: MemoryStore, name: str) -> list[EntityView]:
+    return [e for e in store.entities(limit=1000) if e.name.casefold() == name.casefold()]
+
+
+KATE = [
+    "I just finished a long shift at the hospital, I work as a nurse in the cardiology ward.",
+    "Hey Kate! That sounds exhausting. How many hours was it?",
+    "Twelve hours. I also volunteer at the animal shelter on Sundays.",
+    "Thanks, Kate. I admire that. I am learning to play the cello these days.",
+    "Oh nice, a cello! My grandfather played the violin.",
+    "That's lovely, Kate! I should practise more.",
+]
+
+
+def test_a_nickname_question_finds_the_speakers_own_turns(store: MemoryStore) -> None:
+    """Tom calls Katarzyna "Kate": "Kate" becomes her alias, from the turns where Tom
+    says it, and "What does Kate do?" finds her turn about her job as "What does
+    Katarzyna do?" does."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    found = _vocatives(store)
+    assert set(found) == {"kate"}
+    owner, used = found["kate"]
+    assert owner == "Katarzyna" and len(used) == 3
+    recall = store.recall_area("What does Kate do for work?", limit=3, budget_tokens=800)
+    texts = [h.text for h in recall.hits]
+    assert "nurse" in texts[0], texts
+    assert recall.area is not None and recall.area["named"] == {"Kate": ["Katarzyna"]}
+    by_label = store.recall_area("What does Katarzyna do for work?", limit=3, budget_tokens=800)
+    assert [h.fragment_id for h in by_label.hits] == [h.fragment_id for h in recall.hits]
+
+
+def test_a_third_person_with_the_same_name_keeps_her_own_entity(store: MemoryStore) -> None:
+    """After Tom calls Katarzyna "Kate", "I saw Kate yesterday" talks about somebody
+    else: a Kate of her own, not merged into Katarzyna; the name is then ambiguous, so a
+    question by it adds neither's label."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    later = [
+        "By the way, my neighbour Kate is a baker, I saw Kate yesterday at the market.",
+        "Oh, your neighbour Kate bakes? Great.",
+    ]
+    _formed(store, _turns(["Katarzyna", "Tom"], later, start=1.8e9))
+    kates = _entity(store, "Kate")
+    assert len(kates) == 1 and not kates[0].is_speaker
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert katarzyna.is_speaker and kates[0].id != katarzyna.id
+    assert [a.source for a in katarzyna.aliases if a.alias.casefold() == "kate"] == [VOCATIVE]
+    recall = store.recall_area("What does Kate do?", limit=3, budget_tokens=800)
+    assert recall.area is not None and "named" not in recall.area
+
+
+def test_the_vocative_alias_survives_a_reopened_store(tmp_path: Path, backends: Backends) -> None:
+    """Formation reloads its entities from the database: the name stays a vocative one
+    (a later non-vocative "Kate" is still somebody else)."""
+    first = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        _formed(first, _turns(["Katarzyna", "Tom"], KATE))
+    finally:
+        first.close()
+    again = MemoryStore(tmp_path / "m.db", backends=backends)
+    try:
+        _formed(again, _turns(["Tom"], ["I told Kate about it at the party."], start=1.8e9))
+        assert len(_entity(again, "Kate")) == 1
+        assert set(_vocatives(again)) == {"kate"}
+    finally:
+        again.close()
+
+
+PORTUGUESE = [
+    "Passei o dia todo no estúdio a gravar o meu novo disco de fado.",
+    "Oi Bia, tudo bem? Que bom saber do disco!",
+    "Tudo ótimo. Amanhã vou ao Porto tocar num bar.",
+    "Obrigado, Bia, vou tentar ir ver-te.",
+]
+SPANISH = [
+    "Hoy terminé mi turno en la panadería muy temprano.",
+    "¿Qué tal, Pepa? ¿Sigues haciendo pan de centeno?",
+    "Sí, y ahora también hago croissants los domingos.",
+    "Hola Pepa, ¡me encantan los croissants!",
+]
+
+
+@pytest.mark.parametrize(
+    ("speakers", "lines", "name", "owner", "question", "word"),
+    [
+        (["Beatriz", "Rui"], PORTUGUESE, "bia", "Beatriz", "O que a Bia grava?", "fado"),
+        (["Josefa", "Carlos"], SPANISH, "pepa", "Josefa", "¿Qué hace Pepa los domingos?", "croiss"),
+    ],
+)
+def test_portuguese_and_spanish_vocatives(
+    store: MemoryStore,
+    speakers: list[str],
+    lines: list[str],
+    name: str,
+    owner: str,
+    question: str,
+    word: str,
+) -> None:
+    _formed(store, _turns(speakers, lines))
+    found = _vocatives(store)
+    assert len(found[name][1]) == 2
+    assert set(found) == {name} and found[name][0] == owner
+    recall = store.recall_area(question, limit=3, budget_tokens=800)
+    assert any(word in h.text for h in recall.hits), [h.text for h in recall.hits]
+
+
+HOSTILE = [
+    "Hey, what? I did not get that.",
+    "Oh God, that is a lot of work.",
+    "¡Dios mío! ¡Qué sorpresa!",
+    "Hey, What? Say it again.",
+    "Thanks, Everyone! Hi guys!",
+    "Hey " + "Abcdefghij" * 6 + "!",
+    "Hey \u200bK\u200bate! Hey 😀😀! Hey \u03a9\u03bc\u03ad\u03b3\u03b11!",
+    "Hey KATE!!! Hola Señor, ¿qué tal?",
+    "I saw my sister, Kate. Paris, France.",
+    "Oi Mãe, tudo bem? Obrigado, Deus.",
+]
+
+
+@pytest.mark.parametrize("reply", HOSTILE)
+def test_hostile_vocatives_make_no_alias(store: MemoryStore, reply: str) -> None:
+    _formed(store, _turns(["Katarzyna", "Tom"], ["I work as a nurse.", reply]))
+    assert _vocatives(store) == {}
+
+
+def test_unanswered_turns_and_another_speakers_name_make_no_alias(store: MemoryStore) -> None:
+    """A turn that replies to nobody (a conversation's first, or one after the speaker's
+    own turn) teaches nothing, nor does a vocative calling another speaker's name (Tom
+    greets Marek, who is not the speaker Tom replies to)."""
+    _formed(store, _turns(["Tom"], ["Hey Jo! Long time."]), conversation="c1")
+    _formed(store, _turns(["Marek"], ["I moved flats.", "Hi Jo, are you there?"]), "c2")
+    _formed(store, _turns(["Ana", "Tom"], ["I got a new bike.", "Hey Marek!"]), "c3")
+    assert _vocatives(store) == {}
+
+
+def test_a_conversations_opening_vocative_calls_whoever_answers(store: MemoryStore) -> None:
+    """"Hey Mel!" opening a conversation calls nobody known yet: the name founds no
+    entity, and the answer tells whom it called (Melanie, from that first fragment)."""
+    lines = [
+        "Hey Mel! Good to see you! How have you been?",
+        "Hey Caroline! Busy with the kids and my pottery class.",
+        "Pottery sounds fun, Mel! What do you make?",
+    ]
+    _formed(store, _turns(["Caroline", "Melanie"], lines[:1]))
+    assert _vocatives(store) == {} and not _entity(store, "Mel")
+    _formed(store, _turns(["Melanie", "Caroline"], lines[1:], start=1.7e9 + 60))
+    found = _vocatives(store)
+    assert set(found) == {"mel"} and found["mel"][0] == "Melanie"
+    (melanie,) = _entity(store, "Melanie")
+    (alias,) = [a for a in melanie.aliases if a.source == VOCATIVE]
+    assert alias.used_in[0] == alias.fragment_id == 1 and len(alias.used_in) == 2
+    assert not _entity(store, "Mel")
+
+
+def test_the_name_in_a_reply_to_the_speaker_still_names_them(store: MemoryStore) -> None:
+    """Once Tom calls Katarzyna "Kate", "Kate" in Tom's reply to her that is no vocative
+    ("you rock Kate") is still her, not a new Kate; in her own turn it would not be."""
+    more = ["I got a promotion to head nurse today.", "No way, you rock Kate"]
+    _formed(store, _turns(["Katarzyna", "Tom"], [*KATE, *more]))
+    assert not _entity(store, "Kate")
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert katarzyna.mentions >= 5
+
+
+def test_a_vocative_after_the_speakers_own_turn_waits_for_the_reply(store: MemoryStore) -> None:
+    """A session Caroline opens after her own last turn ("Hey Mel, what's up?") replies
+    to nobody: the name, already Melanie's, founds no Mel of its own."""
+    lines = ["Hey Mel! How are you?", "Great, Caroline! I painted a lake.", "Lovely, Mel!"]
+    _formed(store, _turns(["Caroline", "Melanie"], lines))
+    _formed(store, _turns(["Caroline"], ["Bye for now!"], start=1.7e9 + 600))
+    again = ["Hey Mel, what's up? Long week.", "Hi! I went camping with the kids."]
+    _formed(store, _turns(["Caroline", "Melanie"], again, start=1.8e9))
+    assert not _entity(store, "Mel")
+    assert len(_vocatives(store)["mel"][1]) == 3
+
+
+def test_a_consolidation_cycle_does_not_merge_the_third_person_into_the_speaker(
+    store: MemoryStore,
+) -> None:
+    """The Dreamer judges pairs of entities that share a name; a name a speaker is only
+    addressed by is not shared (no candidate pair), so the neighbour Kate stays apart
+    from Katarzyna whatever a judge would say of their contexts."""
+    _formed(store, _turns(["Katarzyna", "Tom"], KATE))
+    neighbour = ["My neighbour Kate is a baker and works at the market every day."]
+    _formed(store, _turns(["Katarzyna"], neighbour, start=1.8e9))
+    (kate,) = _entity(store, "Kate")
+    (katarzyna,) = _entity(store, "Katarzyna")
+    assert alias_shares(store._reader, [kate.id, katarzyna.id], limit=10) == []
+    store.dream()
+    assert [e.id for e in _entity(store, "Kate")] == [kate.id]
+    assert [a.source for a in katarzyna.aliases if a.alias == "Kate"] == [VOCATIVE]
