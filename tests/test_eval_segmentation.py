@@ -404,7 +404,8 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["data"] == str(data)
     assert report["min_k"] == 1
-    assert list(report["methods"]) == ["segmenter", "texttiling", "none"]
+    assert list(report["methods"]) == ["trained", "segmenter", "texttiling", "none"]
+    assert report["methods"]["trained"]["pk"] == 0.0
     assert report["methods"]["segmenter"]["pk"] == 0.0
     assert report["methods"]["texttiling"]["pk"] == 0.0
     assert report["methods"]["texttiling"]["windowdiff"] == 0.0
@@ -412,6 +413,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     assert report["methods"]["none"]["pk"] == pytest.approx(3 / 9)
     assert report["methods"]["none"]["dialogues"] == 2
     assert "segmenter: segmentation:embedding:" in result.stdout
+    assert "trained: segmentation:trained:" in result.stdout
     assert "Lower is better" in result.stdout
 
 
