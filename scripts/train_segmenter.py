@@ -18,6 +18,15 @@ folds, every training dialogue is segmented out of fold, and the candidate, rule
 threshold with the lowest mean Pk over TIAGE train and the SuperDialseg first half win
 (DialSeg711's out-of-fold Pk is printed too). The winner is then fitted on all of it.
 
+Beside the model the weights keep a cosine cut (``dip``, see
+:mod:`memory_core.formation.stages.boundary_model`). By default (``--dip heuristic``) it
+is the cut of the ``embedding`` heuristic (0.30 on MiniLM's scale, through the encoder's
+cosine scale): the models learn the cues of these corpora (a new question, a greeting)
+and, alone, miss a plain change of subject between statements (four turns about bread,
+then four about football), which formation must not merge into one context. The rule and
+threshold are then chosen by cross-validation *with* that cut. ``--dip cv`` lets the
+cross-validation choose the cut too (none, or a low quantile of the training cosines).
+
 Features: :mod:`memory_core.formation.stages.gap_features` over the encoder's vectors of
 each turn as formation sees it (the text without its ``user:``/``agent:`` prefix).
 
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -63,8 +73,14 @@ from memory_core.formation.stages.boundary_model import (
     probabilities,
     write_boundary_model,
 )
-from memory_core.formation.stages.gap_features import FEATURE_VERSION, gap_features
+from memory_core.formation.stages.gap_features import (
+    FEATURE_VERSION,
+    cosine_column,
+    gap_features,
+)
+from memory_core.formation.stages.segmenter import DEFAULT_THRESHOLD
 from memory_core.text.embeddings import Encoder, EncoderUnavailableError
+from memory_core.text.similarity import IDENTITY
 
 FILES = {
     "tiage_train": "tiage_train.jsonl",
@@ -74,6 +90,9 @@ FILES = {
 SELECTED_ON = ("tiage_train", "superseg_first_half")
 """The corpora whose mean out-of-fold Pk chooses the model, rule and threshold."""
 THRESHOLDS = tuple(round(t, 3) for t in np.arange(0.05, 0.951, 0.025))
+DIP_QUANTILES = (0.005, 0.01, 0.02, 0.05)
+"""``--dip cv``: candidate ``dip`` cosines, these quantiles of ``cos_w2`` over the training
+gaps, or none."""
 MAX_ITER = 300
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "memory_core/formation/weights"
 
@@ -82,21 +101,22 @@ Matrix = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Candidate:
-    """One model to cross-validate: ``hidden`` tanh units (0: logistic) and its L2."""
+    """One model to cross-validate: ``hidden`` tanh units (0: logistic), its L2, and
+    whether each corpus weighs the same in the loss (``balanced``) or each gap does."""
 
     hidden: int
     l2: float
+    balanced: bool = False
 
     @property
     def label(self) -> str:
         kind = "logistic" if self.hidden == 0 else f"mlp{self.hidden}"
-        return f"{kind}-l2={self.l2:g}"
+        return f"{kind}-l2={self.l2:g}" + ("-balanced" if self.balanced else "")
 
 
-_LOGISTIC = (Candidate(0, 1e-3), Candidate(0, 1e-2), Candidate(0, 1e-1))
 GRIDS = {
-    "full": (*_LOGISTIC, Candidate(8, 1e-2)),
-    "logistic": _LOGISTIC,
+    "full": (Candidate(0, 0.1, True), Candidate(0, 1.0, True), Candidate(16, 0.01, True)),
+    "logistic": (Candidate(0, 0.1, True), Candidate(0, 1.0, True)),
     "quick": (Candidate(0, 1e-2),),
 }
 """Candidates to cross-validate (``--grid``)."""
@@ -109,11 +129,27 @@ class Corpus:
     dialogues: list[Dialogue]
     sources: list[str]
     features: list[Matrix]
+    cosines: list[Matrix]
 
-    def stacked(self, chosen: Sequence[int]) -> tuple[Matrix, Matrix]:
+    def dips(self, how: str, encoder: Encoder) -> list[float | None]:
+        """``heuristic``: the cut of formation's ``embedding`` heuristic (its threshold on
+        the encoder's cosine scale), so that the trained segmenter never misses a change
+        the heuristic sees; ``cv``: none or a :data:`DIP_QUANTILES` of ``cos_w2``."""
+        if how == "heuristic":
+            scale = getattr(encoder, "cosine_scale", IDENTITY)
+            return [round(scale.threshold(DEFAULT_THRESHOLD), 4)]
+        quantiles = np.quantile(np.concatenate(self.cosines), DIP_QUANTILES)
+        return [None, *(round(float(q), 4) for q in quantiles)]
+
+    def stacked(self, chosen: Sequence[int]) -> tuple[Matrix, Matrix, Matrix]:
+        """Features, labels and source index of every gap of the ``chosen`` dialogues."""
         x = np.concatenate([self.features[i] for i in chosen])
         y = np.concatenate([_labels(self.dialogues[i]) for i in chosen])
-        return x, y
+        names = list(dict.fromkeys(self.sources))
+        source = np.concatenate(
+            [np.full(len(self.features[i]), names.index(self.sources[i])) for i in chosen]
+        )
+        return x, y, source.astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -123,6 +159,7 @@ class Choice:
     candidate: Candidate
     rule: str
     threshold: float
+    dip: float | None
     pk: dict[str, float]
 
     @property
@@ -145,7 +182,8 @@ def main(argv: Sequence[str] | None = None, encoder: Encoder | None = None) -> i
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with threadpool_limits(1):
-        choice, choices = _cross_validate(corpus, GRIDS[args.grid], args.folds, args.seed)
+        dips = corpus.dips(args.dip, encoder)
+        choice, choices = _cross_validate(corpus, GRIDS[args.grid], dips, args.folds, args.seed)
         arrays = _fit(*corpus.stacked(range(len(corpus.dialogues))), choice.candidate, args.seed)
     training = _in_sample(corpus, arrays, choice)
     print(_report(choices, choice, training))
@@ -168,6 +206,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="full")
+    parser.add_argument(
+        "--dip",
+        choices=["heuristic", "cv"],
+        default="heuristic",
+        help="the cosine cut kept beside the model (default: the heuristic's)",
+    )
     return parser.parse_args(argv)
 
 
@@ -191,7 +235,8 @@ def _corpus(sources: dict[str, list[Dialogue]], encoder: Encoder, cache: Path) -
                 dialogues.append(dialogue)
                 names.append(name)
                 features.append(gap_features(texts_of(dialogue), rows))
-    return Corpus(dialogues, names, features)
+    column = cosine_column(encoder.dimension)
+    return Corpus(dialogues, names, features, [f[:, column] for f in features])
 
 
 def _labels(dialogue: Dialogue) -> Matrix:
@@ -201,7 +246,11 @@ def _labels(dialogue: Dialogue) -> Matrix:
 
 
 def _cross_validate(
-    corpus: Corpus, grid: Sequence[Candidate], folds: int, seed: int
+    corpus: Corpus,
+    grid: Sequence[Candidate],
+    dips: Sequence[float | None],
+    folds: int,
+    seed: int,
 ) -> tuple[Choice, list[Choice]]:
     fold_of = np.random.default_rng(seed).permutation(len(corpus.dialogues)) % folds
     choices = []
@@ -212,19 +261,23 @@ def _cross_validate(
             arrays = _fit(*corpus.stacked(train), candidate, seed)
             for i in np.flatnonzero(fold_of == fold):
                 out_of_fold[i] = probabilities(arrays, corpus.features[i])
-        choices.append(_best_decision(corpus, candidate, out_of_fold))
+        choices.append(_best_decision(corpus, candidate, out_of_fold, dips))
         print(f"  {candidate.label}: {_figures(choices[-1])}", file=sys.stderr)
     return min(choices, key=lambda c: c.objective), choices
 
 
-def _best_decision(corpus: Corpus, candidate: Candidate, out_of_fold: list[Matrix]) -> Choice:
+def _best_decision(
+    corpus: Corpus, candidate: Candidate, out_of_fold: list[Matrix], dips: Sequence[float | None]
+) -> Choice:
     best: Choice | None = None
-    for rule in RULES:
-        for threshold in THRESHOLDS:
-            pk = _pk_by_source(corpus, [decide(p, rule, threshold) for p in out_of_fold])
-            choice = Choice(candidate, rule, threshold, pk)
-            if best is None or choice.objective < best.objective:
-                best = choice
+    for rule, threshold, dip in itertools.product(RULES, THRESHOLDS, dips):
+        hypotheses = [
+            decide(p, rule, threshold, c, dip)
+            for p, c in zip(out_of_fold, corpus.cosines, strict=True)
+        ]
+        choice = Choice(candidate, rule, threshold, dip, _pk_by_source(corpus, hypotheses))
+        if best is None or choice.objective < best.objective:
+            best = choice
     assert best is not None
     return best
 
@@ -238,8 +291,15 @@ def _pk_by_source(corpus: Corpus, hypotheses: list[list[int]]) -> dict[str, floa
     return pk
 
 
-def _fit(x: Matrix, y: Matrix, candidate: Candidate, seed: int) -> dict[str, Matrix]:
-    """Weights minimising the mean log loss plus ``l2 / 2`` of the squared weights."""
+def _fit(
+    x: Matrix, y: Matrix, source: Matrix, candidate: Candidate, seed: int
+) -> dict[str, Matrix]:
+    """Weights minimising the (weighted) mean log loss plus ``l2 / 2`` of the squared
+    weights; ``balanced`` weighs each gap by one over its corpus's gap count."""
+    weight = np.ones(len(y))
+    if candidate.balanced:
+        counts = np.bincount(source.astype(np.int64))
+        weight = len(y) / (len(counts) * counts[source.astype(np.int64)])
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-6] = 1.0
@@ -249,7 +309,7 @@ def _fit(x: Matrix, y: Matrix, candidate: Candidate, seed: int) -> dict[str, Mat
     result = minimize(
         _loss_and_gradient,
         theta0,
-        args=(z, y, shapes, candidate.l2),
+        args=(z, y, weight, shapes, candidate.l2),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": MAX_ITER},
@@ -284,16 +344,21 @@ def _unpack(theta: Matrix, shapes: dict[str, tuple[int, ...]]) -> dict[str, Matr
 
 
 def _loss_and_gradient(
-    theta: Matrix, z: Matrix, y: Matrix, shapes: dict[str, tuple[int, ...]], l2: float
+    theta: Matrix,
+    z: Matrix,
+    y: Matrix,
+    weight: Matrix,
+    shapes: dict[str, tuple[int, ...]],
+    l2: float,
 ) -> tuple[float, Matrix]:
     p = _unpack(theta, shapes)
-    n = len(y)
+    n = float(np.sum(weight))
     hidden = np.tanh(z @ p["w0"] + p["b0"]) if "w1" in p else None
     logits = (hidden @ p["w1"] + p["b1"] if hidden is not None else z @ p["w0"] + p["b0"])[:, 0]
-    loss = float(np.mean(np.logaddexp(0.0, logits) - y * logits))
+    loss = float(np.sum(weight * (np.logaddexp(0.0, logits) - y * logits)) / n)
     weights = [p["w0"]] + ([p["w1"]] if "w1" in p else [])
     loss += 0.5 * l2 * sum(float(np.sum(w * w)) for w in weights)
-    error = (expit(logits) - y)[:, None] / n
+    error = (weight * (expit(logits) - y))[:, None] / n
     grads: dict[str, Matrix] = {}
     if hidden is not None:
         grads["w1"] = hidden.T @ error + l2 * p["w1"]
@@ -308,14 +373,16 @@ def _in_sample(corpus: Corpus, arrays: dict[str, Matrix], choice: Choice) -> dic
     """Pk of the final weights on their own training dialogues (optimistic, for reference)."""
     float32 = {k: v.astype(np.float32).astype(np.float64) for k, v in arrays.items()}
     hypotheses = [
-        decide(probabilities(float32, f), choice.rule, choice.threshold) for f in corpus.features
+        decide(probabilities(float32, f), choice.rule, choice.threshold, c, choice.dip)
+        for f, c in zip(corpus.features, corpus.cosines, strict=True)
     ]
     return _pk_by_source(corpus, hypotheses)
 
 
 def _figures(choice: Choice) -> str:
     pk = ", ".join(f"{name} {value:.3f}" for name, value in choice.pk.items())
-    return f"{choice.rule} >= {choice.threshold:.3f}: Pk {pk} (objective {choice.objective:.4f})"
+    rule = f"{choice.rule} >= {choice.threshold:.3f}, dip {choice.dip}"
+    return f"{rule}: Pk {pk} (objective {choice.objective:.4f})"
 
 
 def _report(choices: list[Choice], choice: Choice, training: dict[str, float]) -> str:
@@ -348,14 +415,17 @@ def _manifest_fields(
         "dimension": encoder.dimension,
         "threshold": choice.threshold,
         "rule": choice.rule,
+        "dip": choice.dip,
         "training": {
             "script": "scripts/train_segmenter.py",
             "features": FEATURE_VERSION,
             "data": data,
             "split": "superseg_first_half: ids sorted as strings, the first n // 2",
+            "grid": args.grid,
             "model": asdict(choice.candidate),
             "seed": args.seed,
             "folds": args.folds,
+            "dip": args.dip,
             "cv_pk": {c.candidate.label: c.pk for c in choices},
             "chosen_cv_pk": choice.pk,
             "in_sample_pk": training,

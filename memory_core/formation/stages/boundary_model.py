@@ -16,8 +16,15 @@ logistic regression (``w0`` of shape ``(F, 1)``) or one tanh hidden layer (``w0`
 
 Decision (``rule``): ``threshold`` puts a boundary at every gap whose probability is at
 least ``threshold``; ``peaks`` only at those that are also no lower than the gap before
-and higher than the gap after, so two boundaries are never adjacent. Either way the
-boundaries are sorted, distinct, and within ``0 .. n - 2``.
+and higher than the gap after (no two of them adjacent). ``dip`` (or null)
+adds every valley of the two exchanges' cosine (the ``cos_w2`` feature: lower than the
+gap before, no higher than the gap after) below it: the model learns the cues of the
+training dialogues (a new question, a greeting) and can miss a plain change of subject
+that the cosine shows (four statements about bread, then four about football), so the
+cosine keeps the last word where it dips below the heuristic's cut (the shipped weights'
+``dip``: the ``embedding`` backend's threshold on the encoder's scale; ``rule`` and
+``threshold`` are chosen by cross-validation on the training data with it in place).
+The boundaries are sorted, distinct, and within ``0 .. n - 2``.
 
 The shipped sets live in this package's ``weights/`` folder (package data);
 :func:`shipped_manifest` finds the one made for an encoder, or None.
@@ -69,6 +76,7 @@ class BoundaryModel:
     dimension: int
     threshold: float
     rule: str
+    dip: float | None
     sha256: str
     arrays: Mapping[str, Matrix]
 
@@ -76,9 +84,10 @@ class BoundaryModel:
         """P(boundary) of each feature row (rows from :func:`~.gap_features.gap_features`)."""
         return probabilities(self.arrays, features)
 
-    def decide(self, probabilities: Matrix) -> list[int]:
-        """The gaps that are boundaries under this model's rule and threshold."""
-        return decide(probabilities, self.rule, self.threshold)
+    def decide(self, probabilities: Matrix, cosines: Matrix) -> list[int]:
+        """The gaps that are boundaries under this model's rule, threshold and dip, given
+        each gap's probability and ``cos_w2`` feature."""
+        return decide(probabilities, self.rule, self.threshold, cosines, self.dip)
 
 
 def probabilities(arrays: Mapping[str, Matrix], features: npt.ArrayLike) -> Matrix:
@@ -92,18 +101,32 @@ def probabilities(arrays: Mapping[str, Matrix], features: npt.ArrayLike) -> Matr
     return result
 
 
-def decide(probabilities: Matrix, rule: str, threshold: float) -> list[int]:
-    """The gaps that are boundaries under ``rule`` (one of :data:`RULES`) and ``threshold``."""
+def decide(
+    probabilities: Matrix,
+    rule: str,
+    threshold: float,
+    cosines: Matrix | None = None,
+    dip: float | None = None,
+) -> list[int]:
+    """The gaps that are boundaries under ``rule`` (one of :data:`RULES`), ``threshold``
+    and, given the gaps' ``cosines``, ``dip`` (see the module)."""
     chosen = probabilities >= threshold
     if rule == "peaks":
         chosen[1:] &= probabilities[1:] >= probabilities[:-1]
         chosen[:-1] &= probabilities[:-1] > probabilities[1:]
+    if dip is not None and cosines is not None:
+        valley = cosines < dip
+        valley[1:] &= cosines[1:] < cosines[:-1]
+        valley[:-1] &= cosines[:-1] <= cosines[1:]
+        chosen |= valley
     return [int(gap) for gap in np.flatnonzero(chosen)]
 
 
 def shipped_manifest(encoder: str) -> Path | None:
     """The manifest of the shipped weights made for the encoder named ``encoder``."""
     folder = resources.files("memory_core.formation").joinpath("weights")
+    if not folder.is_dir():
+        return None
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.startswith("segmenter-") and entry.name.endswith(".json"):
             path = Path(str(entry))
@@ -126,6 +149,7 @@ def load_boundary_model(manifest: Path, encoder: str, dimension: int) -> Boundar
         dimension,
         float(fields["threshold"]),
         str(fields["rule"]),
+        None if fields.get("dip") is None else float(fields["dip"]),
         str(fields["sha256"]),
         arrays,
     )
@@ -136,14 +160,15 @@ def write_boundary_model(
 ) -> None:
     """Write ``arrays`` (float32) to ``<manifest stem>.npz`` and the manifest beside it.
 
-    ``fields`` gives ``encoder``, ``dimension``, ``threshold``, ``rule`` and anything else
+    ``fields`` gives ``encoder``, ``dimension``, ``threshold``, ``rule``, ``dip`` and anything else
     to keep (``training``); the format, feature version, file name, size and sha256 are
     added here. The ``.npz`` bytes depend only on the arrays (zip entries carry a fixed
     date), so the same weights give the same sha256.
     """
     weights = manifest.with_suffix(".npz")
     with weights.open("wb") as handle:
-        np.savez_compressed(handle, **{k: np.asarray(v, np.float32) for k, v in arrays.items()})
+        stored: dict[str, Any] = {k: np.asarray(v, np.float32) for k, v in arrays.items()}
+        np.savez_compressed(handle, **stored)
     data = weights.read_bytes()
     document = {
         "format": FORMAT,
@@ -179,8 +204,13 @@ def _check_fields(path: Path, fields: Mapping[str, Any], encoder: str, dimension
             f"weights for the features {fields.get('feature_version')!r}, this version"
             f" computes {FEATURE_VERSION!r}: train them again (scripts/train_segmenter.py)",
         )
-    if fields.get("rule") not in RULES or not isinstance(fields.get("threshold"), float | int):
-        raise SegmenterWeightsError(path, "the manifest's rule or threshold is invalid")
+    dip = fields.get("dip")
+    if (
+        fields.get("rule") not in RULES
+        or not isinstance(fields.get("threshold"), float | int)
+        or not (dip is None or isinstance(dip, float | int))
+    ):
+        raise SegmenterWeightsError(path, "the manifest's rule, threshold or dip is invalid")
     if not isinstance(fields.get("weights"), str) or "/" in fields["weights"]:
         raise SegmenterWeightsError(path, "the manifest names no weights file beside it")
 

@@ -33,7 +33,15 @@ import numpy.typing as npt
 
 from ...text.words import words as words_of
 
-__all__ = ["FEATURE_VERSION", "SCALARS", "WINDOW", "WINDOWS", "feature_count", "gap_features"]
+__all__ = [
+    "FEATURE_VERSION",
+    "SCALARS",
+    "WINDOW",
+    "WINDOWS",
+    "cosine_column",
+    "feature_count",
+    "gap_features",
+]
 
 FEATURE_VERSION = "gaps-1"
 """The feature layout this module computes (stored in every weights manifest)."""
@@ -57,6 +65,11 @@ Matrix = npt.NDArray[np.float64]
 def feature_count(dimension: int) -> int:
     """Columns of a feature row over vectors of ``dimension``."""
     return 3 * dimension + len(SCALARS)
+
+
+def cosine_column(dimension: int) -> int:
+    """The column of ``cos_w2`` (the two exchanges' cosine) over vectors of ``dimension``."""
+    return 3 * dimension + SCALARS.index(f"cos_w{WINDOW}")
 
 
 def gap_features(utterances: Sequence[str], vectors: npt.ArrayLike) -> Matrix:

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from ...text.embeddings import Encoder
 from ..interfaces import BackendError, Interpretation, Vectors
 from .boundary_model import BoundaryModel, Matrix
-from .gap_features import FEATURE_VERSION, gap_features
+from .gap_features import FEATURE_VERSION, cosine_column, gap_features
 
 __all__ = ["TrainedSegmenter"]
 
@@ -44,7 +44,8 @@ class TrainedSegmenter:
             "segmentation",
             "trained",
             encoder.name,
-            f"{FEATURE_VERSION}-{model.rule}-t{model.threshold:.3g}-{model.sha256[:12]}",
+            f"{FEATURE_VERSION}-{model.rule}-t{model.threshold:.3g}-dip{model.dip}"
+            f"-{model.sha256[:12]}",
         )
 
     def boundaries(self, utterances: Sequence[str], vectors: Vectors | None = None) -> list[int]:
@@ -59,12 +60,10 @@ class TrainedSegmenter:
                 f"{rows.shape} vectors for {len(utterances)} utterances"
                 f" (the weights read {self._model.dimension} dimensions)"
             )
-        return self.decide(self.probabilities(utterances, rows))
+        features = gap_features(utterances, rows)
+        cosines = features[:, cosine_column(self._model.dimension)]
+        return self._model.decide(self._model.probabilities(features), cosines)
 
     def probabilities(self, utterances: Sequence[str], vectors: npt.ArrayLike) -> Matrix:
         """P(boundary) at each of the ``n - 1`` gaps."""
         return self._model.probabilities(gap_features(utterances, vectors))
-
-    def decide(self, probabilities: Matrix) -> list[int]:
-        """The boundaries the model's rule and threshold place given ``probabilities``."""
-        return self._model.decide(probabilities)
