@@ -220,3 +220,24 @@ def test_the_training_script_reproduces_its_weights(tmp_path: Path) -> None:
     assert all(any(abs(c - t) <= 1 for c in cuts) for t in truth), (cuts, truth)
     with pytest.raises(SegmenterWeightsError, match="fake-topics"):
         load_boundary_model(out, E5Encoder.name, 384)
+
+
+@pytest.mark.parametrize("backend", ["trained", "embedding"])
+def test_formation_records_the_segmenter_it_used(tmp_path: Path, backend: str) -> None:
+    """The store's formation segments with the trained backend by default, the heuristic
+    when asked; two topics told one after the other become two segments either way."""
+    from memory_core import LogMessage, MemoryStore
+
+    config = parse_formation({"encoder": {"words": "off"}, "segmentation": {"backend": backend}})
+    store = MemoryStore(tmp_path / "m.db", formation=config)
+    try:
+        history = [
+            LogMessage({"role": "user", "content": text}, 1_700_000_000.0 + 60 * i)
+            for i, text in enumerate(COOKING + FOOTBALL)
+        ]
+        store.append(history, conversation="c1", source="ingest")
+        store.form_all()
+        rows = list(store._reader.execute("SELECT interpretation FROM segments"))
+        assert {r[0].split(":")[1] for r in rows} == {backend} and len(rows) >= 2, rows
+    finally:
+        store.close()
