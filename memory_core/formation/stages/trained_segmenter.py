@@ -4,12 +4,15 @@ Each gap of the run is described by :func:`~.gap_features.gap_features` (the exc
 either side, the turn after it, cosines and their depths, question marks, lengths) and
 scored by a small model trained offline by ``scripts/train_segmenter.py`` on public
 training splits (TIAGE train, DialSeg711, the first half of SuperDialseg validation by
-dialogue id); its weights ship per encoder (:mod:`.boundary_model`). Pk on the held-out
-sets is in the weights' manifest and in the README of ``scripts/eval_segmentation.py``.
+dialogue id); its weights ship per encoder (:mod:`.boundary_model`). The cross-validated
+Pk is in the weights' manifest, the held-out Pk (TIAGE validation, the second half of
+SuperDialseg validation) in ``docs/evaluation.md``.
 
 Why a trained model: the cosine-dip heuristic (:mod:`.segmenter`) is barely better than
 placing no boundary, and with e5, whose cosines of dialogue turns all lie near 0.85, it
-placed almost none. A model reads the whole difference of the two sides, not one cosine.
+placed almost none. A model reads the whole difference of the two sides, not one cosine;
+the heuristic's own cut is kept beside it (the weights' ``dip``), because the model alone
+learns the cues of its training dialogues and misses a plain change of subject.
 
 Invariants: as every :class:`~memory_core.formation.interfaces.Segmenter`, boundaries are
 sorted, distinct and within ``0 .. n - 2``; given vectors are used as they are (the
