@@ -8,6 +8,7 @@ __all__ = [
     "InvalidInputError",
     "MemoryChangedError",
     "MemoryCoreError",
+    "SegmenterWeightsError",
     "SnapshotNotFoundError",
     "StorageBusyError",
     "StorageError",
@@ -47,3 +48,14 @@ class EncoderChangedError(MemoryCoreError):
     """The store's vectors were made by another encoder than the configured one, and
     ``formation.encoder.on_change`` is ``refuse``: a lookup would compare vectors of two
     spaces. The message names both encoders and how to form memory again."""
+
+
+class SegmenterWeightsError(MemoryCoreError):
+    """A trained segmenter's weights cannot be used: the file or its manifest is missing,
+    unreadable, truncated or edited (its sha256 differs from the manifest's), or made for
+    another sentence encoder or feature version. ``path`` names the offending file."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason

@@ -10,18 +10,31 @@ better. Conventions and the metric code live in
 
 Methods:
 
-- ``segmenter``: the project's segmenter, the offline default of formation
-  (:class:`memory_core.formation.stages.segmenter.EmbeddingSegmenter` over MiniLM), plugged in
-  by :func:`project_segmenter`: a boundary at each dip of the similarity between the two
+- ``trained``: formation's default segmenter
+  (:class:`memory_core.formation.stages.trained_segmenter.TrainedSegmenter`) with the
+  weights shipped for ``--encoder`` (trained by ``scripts/train_segmenter.py`` on TIAGE
+  train, DialSeg711 and the first half of SuperDialseg validation: scores on those are
+  training figures). Left out, with a note, when no weights are shipped for the encoder.
+- ``segmenter``: the cosine-dip heuristic, formation's ``embedding`` backend
+  (:class:`memory_core.formation.stages.segmenter.EmbeddingSegmenter`), plugged in by
+  :func:`project_segmenter`: a boundary at each dip of the similarity between the two
   utterances before a gap and the two after it that falls below an absolute cosine of
-  0.30. Its interpretation label (method and parameters) is printed and kept in the JSON.
+  0.30 on MiniLM's scale (read through the encoder's cosine scale).
 - ``texttiling``: TextTiling (Hearst, 1997) over TF-IDF vectors of the utterances (IDF
   fitted on all utterances of the file; no labels are used), blocks of 4 utterances,
   one smoothing step, boundaries at valleys deeper than mean - std/2.
-- ``texttiling_embedding``: the same over MiniLM vectors (``memory_core.text.embeddings``).
-  The whole file is encoded once (about 200 utterances/s on 2 CPU cores) and the
-  vectors are shared with ``segmenter``.
+- ``texttiling_embedding``: the same over the encoder's vectors.
 - ``none``: no boundaries at all.
+
+The vector methods share one encoding of the file with ``--encoder`` (``e5``, formation's
+default, or ``minilm``), of each turn as formation reads it: without the ``user:`` /
+``agent:`` prefix of TIAGE and SuperDialseg (:mod:`evaluation.segmentation_splits`);
+``--cache-dir`` keeps the vectors between runs. Each interpretation label (method and
+parameters) is printed and kept in the JSON.
+
+``--half first|second`` keeps half of the file's dialogues by id (sorted as strings, the
+first ``n // 2`` or the rest): the trained segmenter is trained on the first half of
+SuperDialseg validation and measured on the second.
 
 The JSON holds ``{"data", "format", "min_k", "methods": {key: scores}, "note"}``, the
 note naming the segmenter's interpretation.
@@ -35,6 +48,8 @@ Usage (from the project root, with the project's virtual environment)::
         --format dialseg711 --json seg.json
     python scripts/eval_segmentation.py --data ../shared/data/segmentation/tiage_validation.jsonl \\
         --format defdts --texttiling tfidf
+    python scripts/eval_segmentation.py \\
+        --data ../shared/data/segmentation/superseg_validation.jsonl --format defdts --half second
 
 Exit status: 0 on success, 1 when the embedding model cannot be loaded, 2 for a malformed
 data file or bad arguments.
@@ -67,16 +82,21 @@ from evaluation.segmentation import (
     texttiling_from_vectors,
     tfidf_vectors,
 )
+from evaluation.segmentation_splits import HALVES, encode_dialogues, half, texts_of
 from tqdm import tqdm
 
-from memory_core.formation.stages.segmenter import EmbeddingSegmenter
-from memory_core.text.embeddings import Encoder, EncoderUnavailableError, MiniLMEncoder
+from memory_core.formation.backends import sentence_encoder
+from memory_core.formation.config import EncoderConfig
+from memory_core.formation.stages.boundary_model import load_boundary_model, shipped_manifest
+from memory_core.formation.stages.segmenter import DEFAULT_THRESHOLD, EmbeddingSegmenter
+from memory_core.formation.stages.trained_segmenter import TrainedSegmenter
+from memory_core.text.embeddings import Encoder, EncoderUnavailableError
+from memory_core.text.similarity import IDENTITY
 
 LOADERS: dict[str, Callable[[Path], list[Dialogue]]] = {
     "dialseg711": load_dialseg711,
     "defdts": load_defdts,
 }
-ENCODE_CHUNK = 256
 SCORE_NOTE = (
     "Lower is better. Pk and WindowDiff are means over dialogues, each dialogue with its own\n"
     "window k: half its mean reference segment length (rounded half to even, at least {min_k}).\n"
@@ -98,12 +118,18 @@ class Method:
 
 
 def project_segmenter(encoder: Encoder) -> EmbeddingSegmenter:
-    """The project's segmenter as formation builds it by default, over ``encoder``.
+    """The heuristic segmenter as formation's ``embedding`` backend builds it over
+    ``encoder`` (its threshold read through the encoder's cosine scale)."""
+    scale = getattr(encoder, "cosine_scale", IDENTITY)
+    return EmbeddingSegmenter(encoder, threshold=scale.threshold(DEFAULT_THRESHOLD))
 
-    The script scores it first, as ``segmenter``, against the baselines, handing it the
-    vectors the MiniLM TextTiling row uses (so each utterance is encoded once).
-    """
-    return EmbeddingSegmenter(encoder)
+
+def trained_segmenter(encoder: Encoder) -> TrainedSegmenter | None:
+    """Formation's default segmenter with the weights shipped for ``encoder``, or None."""
+    manifest = shipped_manifest(encoder.name)
+    if manifest is None:
+        return None
+    return TrainedSegmenter(encoder, load_boundary_model(manifest, encoder.name, encoder.dimension))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,24 +139,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SegmentationDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    dialogues = half(dialogues, args.half)
     if args.max_dialogues is not None:
         dialogues = dialogues[: args.max_dialogues]
     if not dialogues:
         print(f"error: {args.data}: no dialogues", file=sys.stderr)
         return 2
-    encoder = MiniLMEncoder()
-    segmenter = project_segmenter(encoder)
+    encoder = sentence_encoder(EncoderConfig(model=args.encoder))
+    segmenter, trained = project_segmenter(encoder), trained_segmenter(encoder)
     try:
-        methods = _methods(segmenter, encoder, dialogues, args.texttiling)
+        encoded = _encoded_once(dialogues, encoder, args.cache_dir)
+        methods = _methods(segmenter, trained, encoded, dialogues, args.texttiling)
         results = _score_all(methods, dialogues, args.min_k)
     except EncoderUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    note = f"segmenter: {segmenter.interpretation.label}"
+    note = _note(args, segmenter, trained)
     print(_report(args.data, dialogues, results, note, args.min_k))
     if args.json is not None:
         _write_json(args.json, args, results, note)
     return 0
+
+
+def _note(
+    args: argparse.Namespace, segmenter: EmbeddingSegmenter, trained: TrainedSegmenter | None
+) -> str:
+    lines = [f"half: {args.half} (dialogue ids sorted as strings)"] if args.half != "all" else []
+    if trained is None:
+        lines.append(f"trained: no weights shipped for the encoder {args.encoder}")
+    else:
+        lines.append(f"trained: {trained.interpretation.label}")
+    return "\n".join([*lines, f"segmenter: {segmenter.interpretation.label}"])
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -146,6 +185,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="vectors for the TextTiling baseline (default: both rows)",
     )
+    parser.add_argument("--encoder", choices=["e5", "minilm"], default="e5")
+    parser.add_argument(
+        "--half", choices=HALVES, default="all", help="half of the dialogues by sorted id"
+    )
+    parser.add_argument("--cache-dir", type=Path, help="keep the file's vectors here")
     parser.add_argument(
         "--max-dialogues", type=_positive, metavar="N", help="only the first N dialogues"
     )
@@ -166,17 +210,24 @@ def _positive(text: str) -> int:
 
 
 def _methods(
-    segmenter: EmbeddingSegmenter, encoder: Encoder, dialogues: Sequence[Dialogue], kind: str
+    segmenter: EmbeddingSegmenter,
+    trained: TrainedSegmenter | None,
+    encoded: Encoded,
+    dialogues: Sequence[Dialogue],
+    kind: str,
 ) -> list[Method]:
-    encoded = _encoded_once(dialogues, encoder)
-    methods = [Method("segmenter", "segmenter", _with_vectors(segmenter.boundaries, encoded))]
+    methods = []
+    if trained is not None:
+        methods.append(Method("trained", "trained", _with_vectors(trained.boundaries, encoded)))
+    heuristic = _with_vectors(segmenter.boundaries, encoded)
+    methods.append(Method("segmenter", "segmenter (heuristic)", heuristic))
     if kind in ("tfidf", "both"):
         idf = Idf.from_texts(u for d in dialogues for u in d.utterances)
         tiling = functools.partial(texttiling, vectorize=functools.partial(tfidf_vectors, idf=idf))
         methods.append(Method("texttiling", "texttiling (tf-idf)", _segmenting("tf-idf", tiling)))
     if kind in ("embedding", "both"):
         embedded = _with_vectors(lambda _, vectors: texttiling_from_vectors(vectors), encoded)
-        methods.append(Method("texttiling_embedding", "texttiling (minilm)", embedded))
+        methods.append(Method("texttiling_embedding", "texttiling (encoder)", embedded))
     methods.append(Method("none", "none (no boundaries)", _segmenting("none", no_boundaries)))
     return methods
 
@@ -189,12 +240,12 @@ def _segmenting(label: str, segment: Segmenter) -> Hypotheses:
     return run
 
 
-def _encoded_once(dialogues: Sequence[Dialogue], encoder: Encoder) -> Encoded:
+def _encoded_once(dialogues: Sequence[Dialogue], encoder: Encoder, cache: Path | None) -> Encoded:
     """The corpus's vectors, encoded on the first call and shared by every later one."""
 
     @functools.cache
     def encoded() -> list[Vectors]:
-        return _encode(dialogues, encoder)
+        return encode_dialogues(dialogues, encoder, cache)
 
     return encoded
 
@@ -206,21 +257,9 @@ def _with_vectors(
 
     def run(dialogues: Sequence[Dialogue]) -> list[list[int]]:
         pairs = zip(dialogues, encoded(), strict=True)
-        return [list(segment(list(d.utterances), v)) for d, v in pairs]
+        return [list(segment(texts_of(d), v)) for d, v in pairs]
 
     return run
-
-
-def _encode(dialogues: Sequence[Dialogue], encoder: Encoder) -> list[Vectors]:
-    """Each dialogue's utterance vectors, the whole corpus encoded in large chunks."""
-    texts = [u for d in dialogues for u in d.utterances]
-    chunks = []
-    with tqdm(total=len(texts), desc="minilm", unit="utt", leave=False) as progress:
-        for start in range(0, len(texts), ENCODE_CHUNK):
-            chunks.append(encoder.encode(texts[start : start + ENCODE_CHUNK]))
-            progress.update(len(chunks[-1]))
-    ends = np.cumsum([len(d.utterances) for d in dialogues])
-    return np.split(np.concatenate(chunks), ends[:-1])
 
 
 Results = list[tuple[Method, Scores]]
@@ -256,6 +295,8 @@ def _write_json(out: Path, args: argparse.Namespace, results: Results, note: str
         "data": str(args.data),
         "format": args.format,
         "min_k": args.min_k,
+        "encoder": args.encoder,
+        "half": args.half,
         "methods": {m.key: asdict(s) for m, s in results},
         "note": note,
     }

@@ -15,7 +15,7 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.dream import DreamConfig
-from memory_core.formation import FormationConfig, build_backends
+from memory_core.formation import FormationConfig, build_backends, parse_formation
 from memory_core.formation.config import EncoderConfig
 from memory_core.formation.stages.segmenter import DEFAULT_THRESHOLD
 from memory_core.text.e5 import E5Encoder
@@ -59,7 +59,10 @@ def test_thresholds_are_read_through_the_encoders_cosine_scale() -> None:
     assert dream.entity_similarity == pytest.approx(scale.threshold(0.45))
     assert dream.context_merge == 1.0  # past e5's range: never met but by identity
     assert DreamConfig().scaled(IDENTITY) == DreamConfig()
-    segmenter = build_backends(FormationConfig(encoder=EncoderConfig(words="off"))).segmenter
+    heuristic = parse_formation(
+        {"encoder": {"words": "off"}, "segmentation": {"backend": "embedding"}}
+    )
+    segmenter = build_backends(heuristic).segmenter
     assert f"t{scale.threshold(DEFAULT_THRESHOLD):g}" in segmenter.interpretation.label
 
 

@@ -398,7 +398,7 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     result = _run_script(
         "--data", str(data), "--format", "dialseg711", "--texttiling", "tfidf",
-        "--max-dialogues", "2", "--json", str(out),
+        "--max-dialogues", "2", "--json", str(out), "--encoder", "minilm",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
@@ -412,7 +412,30 @@ def test_eval_script_writes_the_documented_json(tmp_path: Path) -> None:
     assert report["methods"]["none"]["pk"] == pytest.approx(3 / 9)
     assert report["methods"]["none"]["dialogues"] == 2
     assert "segmenter: segmentation:embedding:" in result.stdout
+    assert "trained: no weights shipped for the encoder minilm" in result.stdout
     assert "Lower is better" in result.stdout
+
+
+def test_eval_script_scores_the_trained_segmenter_and_a_half(tmp_path: Path) -> None:
+    """With e5, formation's default, the trained segmenter is the first row; ``--half``
+    keeps half the dialogues by sorted id."""
+    lines = [
+        json.dumps({"id": f"d{i}", "dialogue": "[NEWLINE]".join(COOKING)
+                    + "[NEWLINE][BOUNDARY][NEWLINE]" + "[NEWLINE]".join(FOOTBALL)})
+        for i in range(4)
+    ]
+    data = _write(tmp_path, "d.jsonl", "\n".join(lines) + "\n")
+    out = tmp_path / "out.json"
+    result = _run_script(
+        "--data", str(data), "--format", "defdts", "--texttiling", "tfidf",
+        "--half", "second", "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert list(report["methods"]) == ["trained", "segmenter", "texttiling", "none"]
+    assert report["methods"]["trained"]["dialogues"] == 2 and report["half"] == "second"
+    assert report["methods"]["trained"]["pk"] < report["methods"]["none"]["pk"]
+    assert "trained: segmentation:trained:intfloat" in result.stdout
 
 
 def test_eval_script_rejects_a_malformed_file(tmp_path: Path) -> None:

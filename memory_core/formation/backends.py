@@ -14,10 +14,12 @@ at :func:`build_backends` time, naming the model and its config key.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..registry import Registry
@@ -36,10 +38,12 @@ from .interfaces import (
 )
 from .models.structured import TextGenerator
 from .pipeline import Backends
+from .stages.boundary_model import load_boundary_model, shipped_manifest
 from .stages.ner import LexicalNER
 from .stages.normalise import StopwordNormaliser
 from .stages.relations import PatternRelations
 from .stages.segmenter import DEFAULT_THRESHOLD, EmbeddingSegmenter
+from .stages.trained_segmenter import TrainedSegmenter
 
 __all__ = [
     "MENTION_ENCODERS",
@@ -54,6 +58,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 _Generators = Callable[[str], TextGenerator]
 
 
@@ -160,13 +165,34 @@ def build_backends(config: FormationConfig, encoder: Encoder | None = None) -> B
     )
 
 
-def _embedding_segmenter(context: BuildContext) -> Segmenter:
+def _embedding_segmenter(context: BuildContext) -> EmbeddingSegmenter:
     threshold = context.config.segment_threshold
     scale = context.sentence.cosine_scale
     return EmbeddingSegmenter(
         context.sentence,
         threshold=scale.threshold(DEFAULT_THRESHOLD if threshold is None else threshold),
     )
+
+
+def _trained_segmenter(context: BuildContext) -> Segmenter:
+    """The trained segmenter with the weights for the configured encoder (those of
+    ``formation.segmentation.model_path`` when set, else the shipped ones); the
+    ``embedding`` heuristic, logged and labelled as a fallback, when none are shipped for
+    it. Weights that exist but do not check out raise ``SegmenterWeightsError``."""
+    sentence, path = context.sentence, context.config.stage("segmentation").model_path
+    manifest = Path(path) if path else shipped_manifest(sentence.name)
+    if manifest is None:
+        fallback = _embedding_segmenter(context)
+        _log.warning(
+            "formation.segmentation: no trained segmenter weights for the encoder %r;"
+            " using the embedding heuristic",
+            sentence.name,
+        )
+        version = f"{fallback.interpretation.version}-fallback-no-trained-weights"
+        fallback.interpretation = replace(fallback.interpretation, version=version)
+        return fallback
+    model = load_boundary_model(manifest, sentence.name, sentence.dimension)
+    return TrainedSegmenter(sentence, model)
 
 
 def _generated_segmenter(kind: str) -> _Factory[Segmenter]:
@@ -213,6 +239,7 @@ def _generated_relations(kind: str) -> _Factory[RelationExtractor]:
     return build
 
 
+SEGMENTERS.register("trained", _trained_segmenter)
 SEGMENTERS.register("embedding", _embedding_segmenter)
 SEGMENTERS.register("llm", _generated_segmenter("llm"))
 SEGMENTERS.register("transformers", _generated_segmenter("transformers"))

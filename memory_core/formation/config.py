@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_CAUSAL_LM = "mistralai/Ministral-3-3B-Instruct-2512"
 STAGES = ("segmentation", "normalisation", "ner", "mentions", "relations")
 _DEFAULT_BACKEND = {
-    "segmentation": "embedding",
+    "segmentation": "trained",
     "normalisation": "none",
     "ner": "lexical",
     "mentions": "minilm",
@@ -52,7 +52,8 @@ STAGE_CHOICES: Mapping[str, Names] = {
     "segmentation": Names(
         "segmentation backend",
         {
-            "embedding": "MiniLM topic shifts (offline)",
+            "trained": "a boundary model over the encoder's vectors (offline; shipped weights)",
+            "embedding": "cosine dips between exchanges (offline heuristic)",
             "llm": "the served LLM",
             "transformers": "a local causal LM",
         },
@@ -323,6 +324,14 @@ class _StageSection(ConfigModel):
 
 
 class _Segmentation(_StageSection):
+    """``backend``: ``trained`` (the default: a boundary model trained offline on public
+    segmentation data, :mod:`.stages.trained_segmenter`, with the weights shipped for the
+    configured encoder, or those of the manifest ``model_path`` names; with no weights for
+    the encoder it falls back to ``embedding`` and says so in the log and in the
+    interpretation label), ``embedding`` (the cosine-dip heuristic,
+    :mod:`.stages.segmenter`; ``threshold`` is its cosine on MiniLM's scale), ``llm`` or
+    ``transformers``."""
+
     stage = "segmentation"
     backend: str = _DEFAULT_BACKEND["segmentation"]
     threshold: float | None = Field(None, ge=-1, le=1)

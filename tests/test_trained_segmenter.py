@@ -1,0 +1,243 @@
+"""The trained segmenter: shipped weights, their checks, the training script, the wiring."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import train_segmenter
+
+from memory_core.errors import MemoryCoreError, SegmenterWeightsError
+from memory_core.formation import FormationConfig, build_backends, parse_formation
+from memory_core.formation.stages.boundary_model import (
+    load_boundary_model,
+    shipped_manifest,
+)
+from memory_core.formation.stages.gap_features import feature_count, gap_features
+from memory_core.formation.stages.segmenter import EmbeddingSegmenter
+from memory_core.formation.stages.trained_segmenter import TrainedSegmenter
+from memory_core.text.e5 import E5Encoder
+from memory_core.text.embeddings import MiniLMEncoder
+
+DIMENSION = 16
+COOKING = [
+    "I baked sourdough bread this morning with a new starter.",
+    "The crust came out dark and crackly, the crumb very open.",
+    "Next time I will add rye flour and let the dough rise longer.",
+    "My oven runs hot, so I lowered it to 230 degrees for the bake.",
+]
+FOOTBALL = [
+    "Benfica won the derby two nil on Saturday night.",
+    "The second goal was a header from a corner in the last minute.",
+    "Our striker has scored in five matches in a row now.",
+    "The league title will be decided in the final round in May.",
+]
+
+
+class TopicEncoder:
+    """Deterministic fake: ``"<topic> <words>"`` maps near the topic's axis."""
+
+    name = "fake-topics"
+    dimension = DIMENSION
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = [_vector(text) for text in texts]
+        return np.stack(rows) if rows else np.zeros((0, DIMENSION), np.float32)
+
+
+def _vector(text: str) -> npt.NDArray[np.float32]:
+    rng = np.random.default_rng(sum(map(ord, text)))
+    vector = rng.normal(scale=0.3, size=DIMENSION)
+    vector[int(text.split()[0]) % DIMENSION] += 1.0
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def _e5_manifest() -> Path:
+    manifest = shipped_manifest(E5Encoder.name)
+    assert manifest is not None, "no weights shipped for e5"
+    return manifest
+
+
+def _copy_weights(tmp_path: Path) -> tuple[Path, Path]:
+    manifest = _e5_manifest()
+    weights = manifest.with_suffix(".npz")
+    shutil.copy(manifest, tmp_path / manifest.name)
+    shutil.copy(weights, tmp_path / weights.name)
+    return tmp_path / manifest.name, tmp_path / weights.name
+
+
+# -- features -------------------------------------------------------------------------------
+
+
+def test_features_are_local_to_their_gap() -> None:
+    """A gap scores the same whether the run starts two or six turns before it."""
+    texts = [f"{i // 4} turn number {i}?" for i in range(12)]
+    vectors = TopicEncoder().encode(texts)
+    whole = gap_features(texts, vectors)
+    assert whole.shape == (11, feature_count(DIMENSION)) and np.all(np.isfinite(whole))
+    tail = gap_features(texts[4:], vectors[4:])
+    np.testing.assert_allclose(tail[4:6], whole[8:10])
+    assert gap_features(texts[:1], vectors[:1]).shape == (0, feature_count(DIMENSION))
+
+
+# -- the shipped weights ---------------------------------------------------------------------
+
+
+def test_shipped_weights_load_offline_and_segment_two_topics() -> None:
+    encoder = E5Encoder()
+    model = load_boundary_model(_e5_manifest(), encoder.name, encoder.dimension)
+    segmenter = TrainedSegmenter(encoder, model)
+    texts = COOKING + FOOTBALL
+    cuts = segmenter.boundaries(texts)
+    assert 3 in cuts and len(cuts) <= 2, cuts
+    assert segmenter.boundaries(texts, encoder.encode(texts)) == cuts
+    assert segmenter.boundaries(texts[:1]) == []
+    assert segmenter.interpretation.label.startswith("segmentation:trained:intfloat")
+
+
+def test_truncated_weights_are_refused_naming_the_file(tmp_path: Path) -> None:
+    manifest, weights = _copy_weights(tmp_path)
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(SegmenterWeightsError, match="truncated") as caught:
+        load_boundary_model(manifest, E5Encoder.name, 384)
+    assert caught.value.path == str(weights) and str(weights) in str(caught.value)
+
+
+def test_edited_weights_are_refused(tmp_path: Path) -> None:
+    manifest, weights = _copy_weights(tmp_path)
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(SegmenterWeightsError, match="sha256"):
+        load_boundary_model(manifest, E5Encoder.name, 384)
+
+
+def test_a_corrupt_manifest_is_refused(tmp_path: Path) -> None:
+    manifest, _ = _copy_weights(tmp_path)
+    manifest.write_text(manifest.read_text()[:40])
+    with pytest.raises(SegmenterWeightsError, match="manifest") as caught:
+        load_boundary_model(manifest, E5Encoder.name, 384)
+    assert caught.value.path == str(manifest)
+    assert isinstance(caught.value, MemoryCoreError)
+
+
+def test_weights_for_another_encoder_are_refused(tmp_path: Path) -> None:
+    manifest, _ = _copy_weights(tmp_path)
+    with pytest.raises(SegmenterWeightsError, match="not for the configured") as caught:
+        load_boundary_model(manifest, MiniLMEncoder.name, 384)
+    assert str(manifest) in str(caught.value)
+    config = parse_formation(
+        {"encoder": {"model": "minilm"}, "segmentation": {"model_path": str(manifest)}}
+    )
+    with pytest.raises(SegmenterWeightsError, match="multilingual-e5-small"):
+        build_backends(config)
+
+
+# -- the wiring ------------------------------------------------------------------------------
+
+
+def test_formation_uses_the_trained_segmenter_by_default() -> None:
+    config = FormationConfig()
+    assert config.stage("segmentation").backend == "trained"
+    segmenter = build_backends(config).segmenter
+    assert isinstance(segmenter, TrainedSegmenter)
+    assert segmenter.interpretation.label.startswith("segmentation:trained:")
+
+
+def test_the_heuristic_when_asked() -> None:
+    config = parse_formation({"segmentation": {"backend": "embedding"}})
+    segmenter = build_backends(config).segmenter
+    assert isinstance(segmenter, EmbeddingSegmenter)
+    assert segmenter.interpretation.label.startswith("segmentation:embedding:")
+    assert "fallback" not in segmenter.interpretation.label
+
+
+def test_the_heuristic_when_no_weights_match_the_encoder(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        segmenter = build_backends(FormationConfig(), encoder=TopicEncoder()).segmenter
+    assert isinstance(segmenter, EmbeddingSegmenter)
+    assert "fallback" in segmenter.interpretation.label
+    assert "no trained segmenter weights for the encoder 'fake-topics'" in caplog.text
+
+
+# -- the training script ---------------------------------------------------------------------
+
+
+def _dialogue(rng: np.random.Generator, dialogue: int) -> tuple[list[str], list[int]]:
+    turns, lengths = [], [int(n) for n in rng.integers(2, 6, size=3)]
+    for segment, length in enumerate(lengths):
+        topic = (dialogue + 5 * segment) % DIMENSION
+        turns += [f"{topic} says thing {dialogue} {segment} {i}" for i in range(length)]
+    return turns, lengths
+
+
+def _write_sample(folder: Path) -> None:
+    rng = np.random.default_rng(7)
+    lines, dialseg, superseg = [], [], []
+    for d in range(40):
+        turns, lengths = _dialogue(rng, d)
+        parts, start = [], 0
+        for length in lengths:
+            parts.append("[NEWLINE]".join(f"user: {t}" for t in turns[start : start + length]))
+            start += length
+        line = json.dumps({"id": f"d{d}", "dialogue": "[NEWLINE][BOUNDARY][NEWLINE]".join(parts)})
+        (lines if d < 14 else superseg if d < 30 else dialseg).append((line, turns, lengths))
+    (folder / "tiage_train.jsonl").write_text("\n".join(x[0] for x in lines) + "\n")
+    (folder / "superseg_validation.jsonl").write_text("\n".join(x[0] for x in superseg) + "\n")
+    items = [
+        {"dial_id": f"s{i}", "utterances": t, "segments": s, "set": "test"}
+        for i, (_, t, s) in enumerate(dialseg)
+    ]
+    (folder / "dialseg_711.json").write_text(json.dumps(items))
+
+
+def test_the_training_script_reproduces_its_weights(tmp_path: Path) -> None:
+    _write_sample(tmp_path)
+    args = ["--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")]
+    args += ["--grid", "quick", "--folds", "2"]
+    digests = []
+    for run in ("a", "b"):
+        out = tmp_path / run / "segmenter-fake.json"
+        out.parent.mkdir()
+        assert train_segmenter.main([*args, "--out", str(out)], encoder=TopicEncoder()) == 0
+        digests.append(hashlib.sha256(out.with_suffix(".npz").read_bytes()).hexdigest())
+        assert out.read_text() == (tmp_path / "a" / "segmenter-fake.json").read_text()
+    assert digests[0] == digests[1]
+    manifest = json.loads(out.read_text())
+    assert manifest["encoder"] == "fake-topics" and manifest["sha256"] == digests[0]
+    assert manifest["training"]["data"]["superseg_first_half"]["dialogues"] == 8
+    model = load_boundary_model(out, "fake-topics", DIMENSION)
+    turns, lengths = _dialogue(np.random.default_rng(1), 99)
+    cuts = TrainedSegmenter(TopicEncoder(), model).boundaries(turns)
+    truth = [lengths[0] - 1, lengths[0] + lengths[1] - 1]
+    assert all(any(abs(c - t) <= 1 for c in cuts) for t in truth), (cuts, truth)
+    with pytest.raises(SegmenterWeightsError, match="fake-topics"):
+        load_boundary_model(out, E5Encoder.name, 384)
+
+
+@pytest.mark.parametrize("backend", ["trained", "embedding"])
+def test_formation_records_the_segmenter_it_used(tmp_path: Path, backend: str) -> None:
+    """The store's formation segments with the trained backend by default, the heuristic
+    when asked; two topics told one after the other become two segments either way."""
+    from memory_core import LogMessage, MemoryStore
+
+    config = parse_formation({"encoder": {"words": "off"}, "segmentation": {"backend": backend}})
+    store = MemoryStore(tmp_path / "m.db", formation=config)
+    try:
+        history = [
+            LogMessage({"role": "user", "content": text}, 1_700_000_000.0 + 60 * i)
+            for i, text in enumerate(COOKING + FOOTBALL)
+        ]
+        store.append(history, conversation="c1", source="ingest")
+        store.form_all()
+        rows = list(store._reader.execute("SELECT interpretation FROM segments"))
+        assert {r[0].split(":")[1] for r in rows} == {backend} and len(rows) >= 2, rows
+    finally:
+        store.close()
