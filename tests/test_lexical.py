@@ -257,3 +257,25 @@ def test_a_turn_is_found_by_the_words_of_the_turn_it_answers(
     fts = search_scores(store._reader, "painting", limit=10)
     assert ids[answer] not in {fid for fid, _ in fts}  # FTS5's rows stay the text itself
     store.close()
+
+
+def test_a_long_turn_lends_the_next_one_only_its_first_words(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_graph, "_LENT_WORDS", 5)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    pasted = " ".join(f"word{i}" for i in range(2000)) + " zebra"
+    store.append(_chat([pasted, "Thanks, that is plenty."]), conversation="c1")
+    store.form_all()
+    memory = store.warm_graph()
+    tokenize = fragments.fts_tokenizer(store._reader)
+    thanks = next(
+        h.fragment_id
+        for h in store.recall_area("plenty", limit=5, budget_tokens=900).hits
+        if h.text.startswith("Thanks")
+    )
+    first = memory.lexical.search([tokenize("word0", True)], 10)
+    last = memory.lexical.search([tokenize("zebra", True)], 10)
+    assert first is not None and thanks in {fid for fid, _ in first}  # lent
+    assert last is not None and thanks not in {fid for fid, _ in last}  # past the cap
+    store.close()

@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -77,6 +78,9 @@ the epoch, None for fragments whose stored time is unknown (see
 
 _MAX_WORD_SHARE = 0.05
 _DAY = 86_400
+_LENT_WORDS = 64
+"""The most words a turn lends the next one's BM25 document (its first distinct ones: a
+pasted megabyte must not make the reply match every question, nor be kept)."""
 _CONVERSATIONS_KEPT = 4096
 """Conversations whose last turn is kept for the next turn's BM25 document (a proxy may
 see a new conversation every request; 4,096 last turns are a few MB)."""
@@ -287,12 +291,14 @@ class MemoryGraphIndex:
         "lake" to "Yes, I made it last summer": the answer is found by the words of the
         turn it answers). The previous turn is the conversation's fragment read last
         (fragments are read in log order); only the :data:`_CONVERSATIONS_KEPT` latest
-        conversations are remembered (a turn of an older one lends nothing)."""
+        conversations are remembered (a turn of an older one lends nothing), and a turn
+        lends at most :data:`_LENT_WORDS` words."""
         own = fragments.document_tokens(tokens, speaker, text)
         if not self._lexical_context:
             return own
         before = self._said_before.pop(conversation, ())
-        self._said_before[conversation] = tokens(stored_text(text), False)
+        said = dict.fromkeys(tokens(stored_text(text), False))
+        self._said_before[conversation] = list(itertools.islice(said, _LENT_WORDS))
         if len(self._said_before) > _CONVERSATIONS_KEPT:
             self._said_before.popitem(last=False)
         have = set(own)
