@@ -21,18 +21,7 @@ from memory_core.formation.stages.segmenter import DEFAULT_THRESHOLD
 from memory_core.text.e5 import E5Encoder
 from memory_core.text.similarity import IDENTITY, CosineScale
 
-COOKING = [
-    "I baked sourdough bread this morning with a new starter.",
-    "The crust came out dark and crackly, the crumb very open.",
-    "Next time I will add rye flour and let the dough rise longer.",
-    "My oven runs hot, so I lowered it to 230 degrees for the bake.",
-]
-FOOTBALL = [
-    "Benfica won the derby two nil on Saturday night.",
-    "The second goal was a header from a corner in the last minute.",
-    "Our striker has scored in five matches in a row now.",
-    "The league title will be decided in the final round in May.",
-]
+from .topics import tell_both
 
 
 def test_e5_is_the_default_encoder_and_minilm_stays_selectable() -> None:
@@ -87,12 +76,7 @@ def test_e5_tells_two_topics_of_one_conversation_apart(tmp_path: Path) -> None:
         tmp_path / "m.db", formation=FormationConfig(encoder=EncoderConfig(words="off"))
     )
     try:
-        history = [
-            LogMessage({"role": "user", "content": text}, 1_700_000_000.0 + 60 * i)
-            for i, text in enumerate(COOKING + FOOTBALL)
-        ]
-        store.append(history, conversation="c1", source="ingest")
-        store.form_all()
+        tell_both(store)
         contexts = store.contexts()
         assert len(contexts) >= 2, [c.label for c in contexts]
         found = store.recall_area("How did the bread turn out?", limit=3, budget_tokens=600)

@@ -26,19 +26,9 @@ from memory_core.formation.stages.trained_segmenter import TrainedSegmenter
 from memory_core.text.e5 import E5Encoder
 from memory_core.text.embeddings import MiniLMEncoder
 
+from .topics import COOKING, FOOTBALL, tell_both
+
 DIMENSION = 16
-COOKING = [
-    "I baked sourdough bread this morning with a new starter.",
-    "The crust came out dark and crackly, the crumb very open.",
-    "Next time I will add rye flour and let the dough rise longer.",
-    "My oven runs hot, so I lowered it to 230 degrees for the bake.",
-]
-FOOTBALL = [
-    "Benfica won the derby two nil on Saturday night.",
-    "The second goal was a header from a corner in the last minute.",
-    "Our striker has scored in five matches in a row now.",
-    "The league title will be decided in the final round in May.",
-]
 
 
 class TopicEncoder:
@@ -226,17 +216,12 @@ def test_the_training_script_reproduces_its_weights(tmp_path: Path) -> None:
 def test_formation_records_the_segmenter_it_used(tmp_path: Path, backend: str) -> None:
     """The store's formation segments with the trained backend by default, the heuristic
     when asked; two topics told one after the other become two segments either way."""
-    from memory_core import LogMessage, MemoryStore
+    from memory_core import MemoryStore
 
     config = parse_formation({"encoder": {"words": "off"}, "segmentation": {"backend": backend}})
     store = MemoryStore(tmp_path / "m.db", formation=config)
     try:
-        history = [
-            LogMessage({"role": "user", "content": text}, 1_700_000_000.0 + 60 * i)
-            for i, text in enumerate(COOKING + FOOTBALL)
-        ]
-        store.append(history, conversation="c1", source="ingest")
-        store.form_all()
+        tell_both(store)
         rows = list(store._reader.execute("SELECT interpretation FROM segments"))
         assert {r[0].split(":")[1] for r in rows} == {backend} and len(rows) >= 2, rows
     finally:
