@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "EmbeddingSegmenter",
     "exchange_similarities",
+    "utterance_vectors",
     "utterance_weights",
 ]
 
@@ -110,14 +111,32 @@ class EmbeddingSegmenter:
         """Sorted gaps ``b`` after which a new topic starts (``0 <= b <= n - 2``)."""
         if len(utterances) < 2:
             return []
-        if vectors is None:
-            vectors = self._encoder.encode(list(utterances))
-        rows = np.asarray(vectors, dtype=np.float64)
-        if rows.ndim != 2 or len(rows) != len(utterances):
-            raise BackendError(f"{rows.shape} vectors for {len(utterances)} utterances")
+        rows = utterance_vectors(self._encoder, utterances, vectors)
         weights = utterance_weights(utterances, self._min_words)
         scores = exchange_similarities(rows * weights[:, None], self._window)
         return [gap for gap in _valleys(scores) if scores[gap] < self._threshold]
+
+
+def utterance_vectors(
+    encoder: Encoder,
+    utterances: Sequence[str],
+    vectors: Vectors | None,
+    dimension: int | None = None,
+) -> npt.NDArray[np.float64]:
+    """One row per utterance: ``vectors`` as given (formation's own), else ``encoder``'s;
+    :class:`BackendError` when they are not one row each (of ``dimension`` numbers, when
+    given)."""
+    if vectors is None:
+        vectors = encoder.encode(list(utterances))
+    rows = np.asarray(vectors, dtype=np.float64)
+    if rows.ndim != 2 or len(rows) != len(utterances):
+        raise BackendError(f"{rows.shape} vectors for {len(utterances)} utterances")
+    if dimension is not None and rows.shape[1] != dimension:
+        raise BackendError(
+            f"{rows.shape} vectors for {len(utterances)} utterances"
+            f" (the weights read {dimension} dimensions)"
+        )
+    return rows
 
 
 def utterance_weights(utterances: Sequence[str], min_words: int) -> npt.NDArray[np.float64]:

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import numpy.typing as npt
 
 from ...text.embeddings import Encoder
-from ..interfaces import BackendError, Interpretation, Vectors
+from ..interfaces import Interpretation, Vectors
 from .boundary_model import BoundaryModel, Matrix
 from .gap_features import FEATURE_VERSION, cosine_column, gap_features
+from .segmenter import utterance_vectors
 
 __all__ = ["TrainedSegmenter"]
 
@@ -55,14 +55,7 @@ class TrainedSegmenter:
         """Sorted gaps ``b`` after which a new topic starts (``0 <= b <= n - 2``)."""
         if len(utterances) < 2:
             return []
-        if vectors is None:
-            vectors = self._encoder.encode(list(utterances))
-        rows = np.asarray(vectors, dtype=np.float64)
-        if rows.ndim != 2 or rows.shape != (len(utterances), self._model.dimension):
-            raise BackendError(
-                f"{rows.shape} vectors for {len(utterances)} utterances"
-                f" (the weights read {self._model.dimension} dimensions)"
-            )
+        rows = utterance_vectors(self._encoder, utterances, vectors, self._model.dimension)
         features = gap_features(utterances, rows)
         cosines = features[:, cosine_column(self._model.dimension)]
         return self._model.decide(self._model.probabilities(features), cosines)
