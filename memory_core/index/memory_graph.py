@@ -56,7 +56,6 @@ from ..storage import Connection, read_snapshot
 from ..storage.tables import contexts, entities, fragments, relations
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
-from ..storage.values import stored_text
 from ..text.names import NameIndex
 from ..text.words import content_stems, normalise_name
 from .buffer import AppendBuffer
@@ -293,11 +292,12 @@ class MemoryGraphIndex:
         (fragments are read in log order); only the :data:`_CONVERSATIONS_KEPT` latest
         conversations are remembered (a turn of an older one lends nothing), and a turn
         lends at most :data:`_LENT_WORDS` words."""
-        own = fragments.document_tokens(tokens, speaker, text)
+        who, words = fragments.document_columns(tokens, speaker, text)
+        own = [*who, *words]
         if not self._lexical_context:
             return own
         before = self._said_before.pop(conversation, ())
-        said = dict.fromkeys(tokens(stored_text(text), False))
+        said = dict.fromkeys(words)
         self._said_before[conversation] = list(itertools.islice(said, _LENT_WORDS))
         if len(self._said_before) > _CONVERSATIONS_KEPT:
             self._said_before.popitem(last=False)

@@ -34,6 +34,7 @@ __all__ = [
     "Hit",
     "LinkRow",
     "describe",
+    "document_columns",
     "document_tokens",
     "documents_using",
     "fetch_hits",
@@ -465,10 +466,18 @@ def formed_after(conn: Connection, after: int, limit: int) -> list[tuple[int, st
         ]
 
 
+def document_columns(
+    tokenize: Tokenizer, speaker: object, canonical: object
+) -> tuple[list[str], list[str]]:
+    """The tokens of a fragment's FTS5 row by column, speaker then text, as stored (read
+    defensively: NULL as empty, bytes decoded), tokenized as FTS5 indexes them."""
+    return tokenize(stored_text(speaker), False), tokenize(stored_text(canonical), False)
+
+
 def document_tokens(tokenize: Tokenizer, speaker: object, canonical: object) -> list[str]:
-    """The tokens of a fragment's FTS5 row: its two columns, as stored (read defensively:
-    NULL as empty, bytes decoded), tokenized as FTS5 indexes them."""
-    return [*tokenize(stored_text(speaker), False), *tokenize(stored_text(canonical), False)]
+    """The tokens of a fragment's FTS5 row: its two columns (:func:`document_columns`)."""
+    who, text = document_columns(tokenize, speaker, canonical)
+    return [*who, *text]
 
 
 def hidden_ids(conn: Connection, fragment_ids: Collection[int]) -> set[int]:
