@@ -304,8 +304,9 @@ def test_the_turn_beside_the_one_with_the_question_words_is_brought_up(
     alone = _ranked(path, backends, question, context=0.0)
     beside = _ranked(path, backends, question, context=0.4)
     assert beside.index(answer) < (alone.index(answer) if answer in alone else 99)
-    assert answer in alone  # found by the graph either way, ranked 8th of 10 alone
-    assert beside.index(answer) <= alone.index(answer) - 2
+    assert answer in alone  # found either way (its document holds the question's words
+    # it answers, lent by the turn before), but only the context puts it right after it
+    assert beside.index(answer) == 1 < alone.index(answer)
     recall = _recall(path, backends, question)
     assert recall.area is not None
     assert all("context" in f["terms"] for f in recall.area["fragments"])  # reported

@@ -279,3 +279,82 @@ def test_a_long_turn_lends_the_next_one_only_its_first_words(
     assert first is not None and thanks in {fid for fid, _ in first}  # lent
     assert last is not None and thanks not in {fid for fid, _ in last}  # past the cap
     store.close()
+
+
+def _words_of(store: MemoryStore, word: str) -> set[int]:
+    memory = store.warm_graph()
+    tokenize = fragments.fts_tokenizer(store._reader)
+    found = memory.lexical.search([tokenize(word, True)], 10)
+    assert found is not None
+    return {fid for fid, _ in found}
+
+
+def _ids(store: MemoryStore) -> dict[str, int]:
+    return {
+        str(text): int(fid)
+        for fid, text in store._reader.execute("SELECT id, canonical FROM fragments")
+    }
+
+
+def test_a_turn_is_found_by_the_words_its_own_voice_said_before_it(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    told = "Yesterday I took the kids to the dinosaur museum."
+    asked = "What did they like best?"
+    went_on = "They were stoked about the bones."
+    store.append(_chat([told, asked, went_on]), conversation="c1")
+    store.form_all()
+    ids = _ids(store)
+    museum = _words_of(store, "museum")
+    # the reply lends its turn before; the user's next turn gets its own voice's words
+    assert {ids[asked], ids[went_on]} <= museum
+    fts = search_scores(store._reader, "museum", limit=10)
+    assert {fid for fid, _ in fts} == {ids[told]}  # FTS5's rows stay the text itself
+    store.close()
+
+
+def test_named_speakers_are_voices_of_their_own_and_a_voice_lends_only_in_its_conversation(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+
+    def said(name: str, text: str, at: float) -> LogMessage:
+        return LogMessage({"role": "user", "name": name, "content": text}, at)
+
+    store.append(
+        [
+            said("Ana", "I adopted a grey kitten on Sunday.", 1_700_000_000),
+            said("Bea", "My brother moved to Lisbon.", 1_700_000_001),
+            said("Caio", "Nice weather today.", 1_700_000_002),
+            said("Ana", "She sleeps on my keyboard all day.", 1_700_000_003),
+        ],
+        conversation="group",
+    )
+    store.append([said("Ana", "Work was long.", 1_700_000_010)], conversation="other")
+    store.form_all()
+    ids = _ids(store)
+    kitten = _words_of(store, "kitten")
+    # Ana's later turn goes on about the kitten; Caio's only answers Bea (the turn before)
+    assert ids["She sleeps on my keyboard all day."] in kitten
+    assert ids["Nice weather today."] not in kitten
+    assert ids["Nice weather today."] in _words_of(store, "lisbon")
+    assert ids["Work was long."] not in kitten | _words_of(store, "keyboard")
+    store.close()
+
+
+def test_voices_are_remembered_for_the_latest_conversations_only(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_graph, "_CONVERSATIONS_KEPT", 2)
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store.append(_chat(["My violin teacher retired."]), conversation="c1")
+    store.form_all()
+    for name in ("c2", "c3"):  # each holds two voices: c1's is forgotten
+        store.append(_chat([f"a note about {name}", "noted"], 1_700_000_100), conversation=name)
+        store.form_all()
+    store.append(_chat(["Anyway.", "ok"], 1_700_000_200), conversation="c1")
+    store.form_all()
+    ids = _ids(store)
+    assert _words_of(store, "violin") == {ids["My violin teacher retired."]}
+    store.close()

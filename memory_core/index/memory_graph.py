@@ -204,6 +204,7 @@ class MemoryGraphIndex:
         self._acts = AppendBuffer(np.int8)
         self._speakers = AppendBuffer(np.int32)
         self._said_before: OrderedDict[str, list[str]] = OrderedDict()
+        self._voice_said: OrderedDict[tuple[str, str, object], list[str]] = OrderedDict()
         self._speaker_codes: dict[str, int] = {}
         self._vectors = AppendBuffer(np.float32, self._dim)
         self._vector_nodes = AppendBuffer(np.int64)
@@ -282,34 +283,46 @@ class MemoryGraphIndex:
         return batch
 
     def _document(
-        self, tokens: fragments.Tokenizer, conversation: str, speaker: object, text: object
+        self,
+        tokens: fragments.Tokenizer,
+        conversation: str,
+        voice: tuple[str, object],
+        speaker: object,
+        text: object,
     ) -> list[str]:
         """A fragment's BM25 document: its FTS5 columns' tokens and, with
-        ``lexical_context``, each word of the turn said just before it in its conversation
-        that it lacks, once ("Is this your own painting of the lake?" lends "painting" and
-        "lake" to "Yes, I made it last summer": the answer is found by the words of the
-        turn it answers). The previous turn is the conversation's fragment read last
-        (fragments are read in log order); only the :data:`_CONVERSATIONS_KEPT` latest
-        conversations are remembered (a turn of an older one lends nothing), and a turn
-        lends at most :data:`_LENT_WORDS` words."""
+        ``lexical_context``, each word it lacks of the turn said just before it in its
+        conversation and of the previous turn of its own voice (``voice``: its speaker's
+        name, else its role), once. The turn before is what it answers ("Is this your own
+        painting of the lake?" lends "painting" and "lake" to "Yes, I made it last
+        summer"); its voice's previous turn is what it goes on telling ("Yesterday I took
+        the kids to the museum." / "What did they like?" / "They were stoked for the
+        dinosaur exhibit!": the kids and the museum are the third turn's too). LoCoMo dev
+        recall@10: 0.756 with neither, 0.779 with the turn before, 0.804 with both; a
+        third turn back, or the turns after, lowered it (0.790, 0.785).
+
+        Fragments are read in log order, so the turns read last are the ones said
+        before; only the :data:`_CONVERSATIONS_KEPT` latest conversations (and as many
+        voices) are remembered (a turn of an older one lends nothing), and a turn lends
+        at most :data:`_LENT_WORDS` words."""
         who, words = fragments.document_columns(tokens, speaker, text)
         own = [*who, *words]
         if not self._lexical_context:
             return own
-        before = self._said_before.pop(conversation, ())
-        said = dict.fromkeys(words)
-        self._said_before[conversation] = list(itertools.islice(said, _LENT_WORDS))
-        if len(self._said_before) > _CONVERSATIONS_KEPT:
-            self._said_before.popitem(last=False)
+        said = list(itertools.islice(dict.fromkeys(words), _LENT_WORDS))
+        before = _remember(self._said_before, conversation, said)
+        told = _remember(self._voice_said, (conversation, *voice), said)
         have = set(own)
-        return [*own, *dict.fromkeys(t for t in before if t not in have)]
+        return [*own, *dict.fromkeys(t for t in (*before, *told) if t not in have)]
 
     def _read_nodes(self, conn: Connection, batch: _Batch) -> None:
         tokens = fragments.fts_tokenizer(conn)
-        for fid, text, conversation, ts, vector, speaker, act in self._rows(
+        for fid, text, conversation, ts, vector, speaker, act, role in self._rows(
             conn, "fragments", fragments.nodes_since
         ):
-            self._lexical.add(fid, self._document(tokens, str(conversation), speaker, text))
+            voice = ("speaker", normalise_name(str(speaker))) if speaker else ("role", role)
+            document = self._document(tokens, str(conversation), voice, speaker, text)
+            self._lexical.add(fid, document)
             node = batch.add(self._node_keys, NodeKind.FRAGMENT, ("fragment", fid))
             self._fragment_nodes[fid] = node
             batch.fragment_of.append((node, fid))
@@ -539,3 +552,16 @@ class _Batch:
             edge_type=np.asarray(etype, np.int16),
             source=np.asarray(source, np.int64),
         )
+
+
+_K = TypeVar("_K")
+
+
+def _remember(said: OrderedDict[_K, list[str]], key: _K, words: list[str]) -> list[str]:
+    """What ``said`` held for ``key`` (nothing when unknown), now ``words``, ``key`` made
+    the latest; the oldest key is dropped past :data:`_CONVERSATIONS_KEPT`."""
+    before = said.pop(key, [])
+    said[key] = words
+    if len(said) > _CONVERSATIONS_KEPT:
+        said.popitem(last=False)
+    return before

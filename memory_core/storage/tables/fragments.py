@@ -57,8 +57,9 @@ __all__ = [
     "turn_before",
 ]
 
-FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None, str]
-"""``(id, canonical, conversation_id, ts as stored, vector blob or None, speaker, kind)``:
+FragmentNodeRow = tuple[int, str, str, object, bytes | None, str | None, str, str]
+"""``(id, canonical, conversation_id, ts as stored, vector blob or None, speaker, kind,
+role)``:
 what the memory graph reads of a fragment (plain tuples: the graph reads every row of a
 store). ``speaker`` and ``canonical`` are the two columns of the fragment's FTS5 row."""
 Tokenizer = Callable[[str, bool], list[str]]
@@ -422,7 +423,7 @@ def nodes_since(conn: Connection, after: int) -> list[FragmentNodeRow]:
     """Fragments with an id above ``after``, in id order (see :data:`FragmentNodeRow`)."""
     return list(
         conn.execute(
-            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector, f.speaker, f.kind"
+            "SELECT f.id, f.canonical, f.conversation_id, f.ts, v.vector, f.speaker, f.kind, f.role"
             " FROM fragments f"
             " LEFT JOIN fragment_vectors v ON v.fragment_id = f.id WHERE f.id > ? ORDER BY f.id",
             (after,),
