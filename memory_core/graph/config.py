@@ -68,8 +68,9 @@ class GraphSettings(ConfigModel):
     scoring: ScoringConfig = ScoringConfig()
     lexical_context: bool = Field(
         True,
-        description="each fragment's BM25 document also holds the words of the turn said "
-        "just before it that it lacks (the answer is found by the words of its question)",
+        description="each fragment's BM25 document also holds the words it lacks of the "
+        "turn said just before it (the answer is found by the words of its question) and of "
+        "its own voice's previous turn (what it goes on telling)",
     )
     bridge: BridgeConfig = BridgeConfig()
 

@@ -298,7 +298,7 @@ class MemoryGraphIndex:
         summer"); its voice's previous turn is what it goes on telling ("Yesterday I took
         the kids to the museum." / "What did they like?" / "They were stoked for the
         dinosaur exhibit!": the kids and the museum are the third turn's too). LoCoMo dev
-        recall@10: 0.756 with neither, 0.779 with the turn before, 0.804 with both; a
+        recall@10: 0.771 with neither, 0.779 with the turn before, 0.804 with both; a
         third turn back, or the turns after, lowered it (0.790, 0.785).
 
         Fragments are read in log order, so the turns read last are the ones said
