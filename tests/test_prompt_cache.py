@@ -19,8 +19,8 @@ import pytest
 from proxy.doors.chat_wire import message_offset
 from proxy.fake_upstream import FakeUpstream
 
-from .conftest import MakeProxy, Proxy
-from .doors import FORCE, remembering
+from .conftest import MakeProxy, Proxy, proxy_config
+from .doors import FACT, FORCE, remembering
 
 pytestmark = pytest.mark.e2e
 
@@ -138,6 +138,27 @@ async def test_each_turn_keeps_the_previous_turns_prefix_up_to_its_memory_block(
         _same_prefix(previous, current)
     turns = [_before_memory(body) for _, body in sent]
     assert turns == sorted(turns) and turns[-1] > turns[0]  # the block moves forward
+
+
+async def test_chat_to_an_anthropic_upstream_through_litellm_keeps_the_system_prompt(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """litellm lifts a leading system message into Anthropic's ``system``; the memory
+    message (a system one, mid-conversation) must not join it there, where it would
+    change the start of every prompt: it stays in the last user turn."""
+    config = proxy_config(
+        upstream.url.removesuffix("/v1"),
+        memory={"retrieval_timeout_ms": 60_000, "formation_workers": 0},
+    )
+    config["upstreams"][0]["provider"] = "anthropic"
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/memory/ingest", json=FACT) as response:
+            assert response.status == 200
+    sent = await _converse(proxy, upstream, "chat")
+    assert all(body["system"] == [{"type": "text", "text": SYSTEM}] for _, body in sent)
+    for previous, current in itertools.pairwise(sent):
+        _same_prefix(previous, current)
 
 
 async def test_chat_history_reaches_the_upstream_as_the_client_wrote_it(
