@@ -26,6 +26,11 @@ natively (the echo of the last user text, as a message or a response, or their e
 streams; ``call-tool`` and ``fail-<status>`` too), recording each request, for tests of
 the proxy's native forwarding.
 
+``record``, a path (``--record FILE`` when run alone), also appends each request it
+receives to that file as one JSON line (``path``, and ``raw``: the body's exact text), so
+a program driving a proxy from outside sees what reached the model byte for byte
+(``scripts/bench_prompt_cache.py``).
+
 Realistic pacing for load tests: ``first_token_s`` before the first byte of any answer
 and ``tokens_per_s`` for the rest (one word is one token; a non-streamed answer waits
 for all of them). Every answer carries the headers a real OpenAI server sends
@@ -50,6 +55,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -88,6 +94,7 @@ class FakeUpstream:
     tokens_per_s: float = 0.0
     in_flight: int = 0
     served: int = 0
+    record: Path | None = None
     _runner: web.AppRunner | None = None
 
     @property
@@ -116,6 +123,14 @@ class FakeUpstream:
             await self._runner.cleanup()
             self._runner = None
 
+    def _keep(self, request: web.Request, body: dict[str, Any], raw: bytes) -> None:
+        """Remember the request (and append it to ``record``, when set)."""
+        self.requests.append(Recorded(dict(request.headers), body, raw, request.query_string))
+        if self.record is not None:
+            line = {"path": request.path, "raw": raw.decode("utf-8", "surrogateescape")}
+            with self.record.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
+
     async def _before_answer(self, request: web.Request, response: web.StreamResponse) -> None:
         if not self.keep_alive:
             response.force_close()
@@ -137,7 +152,7 @@ class FakeUpstream:
     async def _answer_chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body = json.loads(raw)
-        self.requests.append(Recorded(dict(request.headers), body, raw, request.query_string))
+        self._keep(request, body, raw)
         model = str(body.get("model", ""))
         if model.startswith("fail-"):
             status = int(model.removeprefix("fail-"))
@@ -171,7 +186,7 @@ class FakeUpstream:
         """``/v1/messages`` and ``/v1/responses``, answered in their own formats."""
         raw = await request.read()
         body = json.loads(raw)
-        self.requests.append(Recorded(dict(request.headers), body, raw, request.query_string))
+        self._keep(request, body, raw)
         self.served += 1
         model = str(body.get("model", ""))
         anthropic = request.path.endswith("/messages")
@@ -504,6 +519,9 @@ def main() -> None:
     parser.add_argument(
         "--tokens-per-s", type=float, default=0.0, help="pace of the answer's words (0: at once)"
     )
+    parser.add_argument(
+        "--record", type=Path, help="append each request received to FILE (a JSON line each)"
+    )
     args = parser.parse_args()
     print(f"fake upstream on http://{args.host}:{args.port}/v1", flush=True)
     server = FakeUpstream(
@@ -511,6 +529,7 @@ def main() -> None:
         args.port,
         first_token_s=args.first_token_ms / 1000,
         tokens_per_s=args.tokens_per_s,
+        record=args.record,
     )
     web.run_app(
         server.app(),

@@ -265,12 +265,14 @@ class Service:
 class LocalStack:
     """The fake upstream, the proxy and optionally LiteLLM's proxy as child processes on
     free loopback ports; ``serves`` the APIs the upstream's config says it serves itself
-    (besides chat completions)."""
+    (besides chat completions); ``record`` a file the upstream appends each request it
+    receives to (``proxy.fake_upstream --record``)."""
 
     def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False,
                  formation_workers: int = 1, *, serves: Sequence[str] = (),
-                 encoder: str | None = None) -> None:
+                 encoder: str | None = None, record: Path | None = None) -> None:
         self.workdir = workdir
+        self.record = record
         self.encoder = encoder
         self.serves = tuple(serves)
         self.retrieval = retrieval
@@ -300,8 +302,9 @@ class LocalStack:
 
     def __enter__(self) -> LocalStack:
         try:
-            upstream = self.spawn("fake upstream", "-m", "proxy.fake_upstream",
-                                  "--host", HOST, "--port", str(self.upstream_port))
+            recording = ("--record", str(self.record)) if self.record else ()
+            upstream = self.spawn("fake upstream", "-m", "proxy.fake_upstream", "--host", HOST,
+                                  "--port", str(self.upstream_port), *recording)
             wait_ready(upstream, f"{self.upstream_url}/v1/models")
             proxy = self.spawn("proxy", "-m", "proxy", "serve", "--config", str(self.config()),
                                "--port", str(self.proxy_port), "--data-dir", str(self.data_dir))

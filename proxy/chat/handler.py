@@ -61,6 +61,9 @@ CLIENT_CLOSED = 499
 _LARGE_BODY = 256 * 1024
 """Bodies (bytes) past which parsing and splicing run on a worker thread (see
 :func:`.turn.off_the_loop`)."""
+_LIFTS_LEADING_SYSTEM = frozenset({"anthropic"})
+"""Providers litellm sends the leading system messages of as the model's system prompt
+(later ones stay in place, as user text)."""
 
 
 @dataclass
@@ -204,7 +207,7 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
         ex.mark("retrieval_ms", t)
         ex.receipt_id = "rcpt_" + uuid.uuid4().hex[:24]
     turn.note(ex.receipt_id)
-    role = svc.config.memory.role
+    role = memory_role(svc.config.memory.role, upstream.config.provider, chat)
     route = await off_the_loop(large, door.route, parsed, upstream, turn.block, role, raw)
     ex.answers = route.answers
     if route.bridged and isinstance(client, DoorIO):  # a Protocol check costs 0.1 ms
@@ -228,6 +231,20 @@ class _Turns:
     command: commands.Command | None
     drop: frozenset[int]
     unremembered: frozenset[int]
+
+
+def memory_role(configured: str, provider: str, chat: ChatRequest) -> str:
+    """The memory message's role: the configured one, except a system message that would
+    directly follow the leading system messages (a conversation's first user turn) on a
+    provider that lifts those into its system prompt: there it would join the system
+    prompt of that turn only, so the next turn's prompt would differ from its start and
+    miss the prompt cache. It goes as a user message instead (litellm joins it to the
+    user turn, as the Messages door places it)."""
+    before = chat.messages[: chat.last_user_index]
+    leading = all(m.get("role") in ("system", "developer") for m in before)
+    if configured == "system" and provider in _LIFTS_LEADING_SYSTEM and leading:
+        return "user"
+    return configured
 
 
 def _turns(messages: Sequence[Mapping[str, Any]]) -> _Turns:
