@@ -26,12 +26,30 @@ def test_every_relative_link_resolves_inside_the_repository(page: Path) -> None:
         assert resolved.exists(), f"{page.name} links to a missing {target}"
 
 
-def test_the_readme_commands_read_only_what_a_clone_has() -> None:
+def _code_blocks(text: str) -> list[str]:
+    """The fenced code blocks of a Markdown text (a fence opens and closes on a line of
+    its own)."""
+    blocks: list[list[str]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+            if inside:
+                blocks.append([])
+        elif inside:
+            blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks]
+
+
+def test_the_readme_commands_read_outside_the_clone_only_where_a_flag_names_the_path() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
-    blocks = re.findall(r"```(?:sh|bash)?\n(.*?)```", readme, flags=re.S)
-    assert blocks
+    blocks = _code_blocks(readme)
+    assert len(blocks) > 5
     for block in blocks:
-        assert "../" not in block, block
+        words = block.split()
+        for before, word in zip(["", *words], words, strict=False):
+            if "../" in word:
+                assert before.startswith("--"), f"a README command reads {word} outside the clone"
 
 
 def test_the_example_conversation_is_a_locomo_file_the_scripts_read() -> None:
