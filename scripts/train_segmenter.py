@@ -26,6 +26,8 @@ and, alone, miss a plain change of subject between statements (four turns about 
 then four about football), which formation must not merge into one context. The rule and
 threshold are then chosen by cross-validation *with* that cut. ``--dip cv`` lets the
 cross-validation choose the cut too (none, or a low quantile of the training cosines).
+``--dip-gaps statements`` (the default) lets the cut fire only between two turns without
+a question mark, where the corpora's cue for a new topic is absent; ``all`` everywhere.
 
 Features: :mod:`memory_core.formation.stages.gap_features` over the encoder's vectors of
 each turn as formation sees it (the text without its ``user:``/``agent:`` prefix).
@@ -68,6 +70,7 @@ from threadpoolctl import threadpool_limits
 from memory_core.formation.backends import sentence_encoder
 from memory_core.formation.config import EncoderConfig
 from memory_core.formation.stages.boundary_model import (
+    DIP_GAPS,
     RULES,
     decide,
     probabilities,
@@ -75,6 +78,7 @@ from memory_core.formation.stages.boundary_model import (
 )
 from memory_core.formation.stages.gap_features import (
     FEATURE_VERSION,
+    between_statements,
     cosine_column,
     gap_features,
 )
@@ -97,6 +101,9 @@ MAX_ITER = 300
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "memory_core/formation/weights"
 
 Matrix = npt.NDArray[np.float64]
+Statements = list[npt.NDArray[np.bool_]] | None
+"""Per training dialogue, the gaps between two statements where the cut may fire (None:
+anywhere)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,7 @@ class Corpus:
     sources: list[str]
     features: list[Matrix]
     cosines: list[Matrix]
+    statements: list[npt.NDArray[np.bool_]]
 
     def dips(self, how: str, encoder: Encoder) -> list[float | None]:
         """``heuristic``: the cut of formation's ``embedding`` heuristic (its threshold on
@@ -183,9 +191,12 @@ def main(argv: Sequence[str] | None = None, encoder: Encoder | None = None) -> i
         return 1
     with threadpool_limits(1):
         dips = corpus.dips(args.dip, encoder)
-        choice, choices = _cross_validate(corpus, GRIDS[args.grid], dips, args.folds, args.seed)
+        where = corpus.statements if args.dip_gaps == "statements" else None
+        choice, choices = _cross_validate(
+            corpus, GRIDS[args.grid], dips, where, args.folds, args.seed
+        )
         arrays = _fit(*corpus.stacked(range(len(corpus.dialogues))), choice.candidate, args.seed)
-    training = _in_sample(corpus, arrays, choice)
+    training = _in_sample(corpus, arrays, choice, where)
     print(_report(choices, choice, training))
     out = args.out or DEFAULT_WEIGHTS / f"segmenter-{args.encoder}.json"
     fields = _manifest_fields(args, encoder, sources, choice, choices, training)
@@ -212,6 +223,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="heuristic",
         help="the cosine cut kept beside the model (default: the heuristic's)",
     )
+    parser.add_argument(
+        "--dip-gaps",
+        choices=DIP_GAPS,
+        default="statements",
+        help="where the cut may fire: only between two statements (default), or anywhere",
+    )
     return parser.parse_args(argv)
 
 
@@ -235,8 +252,10 @@ def _corpus(sources: dict[str, list[Dialogue]], encoder: Encoder, cache: Path) -
                 dialogues.append(dialogue)
                 names.append(name)
                 features.append(gap_features(texts_of(dialogue), rows))
-    column = cosine_column(encoder.dimension)
-    return Corpus(dialogues, names, features, [f[:, column] for f in features])
+    column, dimension = cosine_column(encoder.dimension), encoder.dimension
+    cosines = [f[:, column] for f in features]
+    statements = [between_statements(f, dimension) for f in features]
+    return Corpus(dialogues, names, features, cosines, statements)
 
 
 def _labels(dialogue: Dialogue) -> Matrix:
@@ -249,6 +268,7 @@ def _cross_validate(
     corpus: Corpus,
     grid: Sequence[Candidate],
     dips: Sequence[float | None],
+    where: Statements,
     folds: int,
     seed: int,
 ) -> tuple[Choice, list[Choice]]:
@@ -258,22 +278,26 @@ def _cross_validate(
         out_of_fold: list[Matrix] = [np.zeros(0)] * len(corpus.dialogues)
         for fold in range(folds):
             train = np.flatnonzero(fold_of != fold)
-            arrays = _fit(*corpus.stacked(train), candidate, seed)
+            arrays = _fit(*corpus.stacked(train.tolist()), candidate, seed)
             for i in np.flatnonzero(fold_of == fold):
                 out_of_fold[i] = probabilities(arrays, corpus.features[i])
-        choices.append(_best_decision(corpus, candidate, out_of_fold, dips))
+        choices.append(_best_decision(corpus, candidate, out_of_fold, dips, where))
         print(f"  {candidate.label}: {_figures(choices[-1])}", file=sys.stderr)
     return min(choices, key=lambda c: c.objective), choices
 
 
 def _best_decision(
-    corpus: Corpus, candidate: Candidate, out_of_fold: list[Matrix], dips: Sequence[float | None]
+    corpus: Corpus,
+    candidate: Candidate,
+    out_of_fold: list[Matrix],
+    dips: Sequence[float | None],
+    where: Statements,
 ) -> Choice:
     best: Choice | None = None
     for rule, threshold, dip in itertools.product(RULES, THRESHOLDS, dips):
         hypotheses = [
-            decide(p, rule, threshold, c, dip)
-            for p, c in zip(out_of_fold, corpus.cosines, strict=True)
+            decide(p, rule, threshold, c, dip, None if where is None else where[i])
+            for i, (p, c) in enumerate(zip(out_of_fold, corpus.cosines, strict=True))
         ]
         choice = Choice(candidate, rule, threshold, dip, _pk_by_source(corpus, hypotheses))
         if best is None or choice.objective < best.objective:
@@ -369,12 +393,21 @@ def _loss_and_gradient(
     return loss, np.concatenate([grads[name].ravel() for name in shapes])
 
 
-def _in_sample(corpus: Corpus, arrays: dict[str, Matrix], choice: Choice) -> dict[str, float]:
+def _in_sample(
+    corpus: Corpus, arrays: dict[str, Matrix], choice: Choice, where: Statements
+) -> dict[str, float]:
     """Pk of the final weights on their own training dialogues (optimistic, for reference)."""
     float32 = {k: v.astype(np.float32).astype(np.float64) for k, v in arrays.items()}
     hypotheses = [
-        decide(probabilities(float32, f), choice.rule, choice.threshold, c, choice.dip)
-        for f, c in zip(corpus.features, corpus.cosines, strict=True)
+        decide(
+            probabilities(float32, f),
+            choice.rule,
+            choice.threshold,
+            c,
+            choice.dip,
+            None if where is None else where[i],
+        )
+        for i, (f, c) in enumerate(zip(corpus.features, corpus.cosines, strict=True))
     ]
     return _pk_by_source(corpus, hypotheses)
 
@@ -416,6 +449,7 @@ def _manifest_fields(
         "threshold": choice.threshold,
         "rule": choice.rule,
         "dip": choice.dip,
+        "dip_gaps": args.dip_gaps,
         "training": {
             "script": "scripts/train_segmenter.py",
             "features": FEATURE_VERSION,

@@ -17,10 +17,15 @@ import train_segmenter
 from memory_core.errors import MemoryCoreError, SegmenterWeightsError
 from memory_core.formation import FormationConfig, build_backends, parse_formation
 from memory_core.formation.stages.boundary_model import (
+    decide,
     load_boundary_model,
     shipped_manifest,
 )
-from memory_core.formation.stages.gap_features import feature_count, gap_features
+from memory_core.formation.stages.gap_features import (
+    between_statements,
+    feature_count,
+    gap_features,
+)
 from memory_core.formation.stages.segmenter import EmbeddingSegmenter
 from memory_core.formation.stages.trained_segmenter import TrainedSegmenter
 from memory_core.text.e5 import E5Encoder
@@ -77,6 +82,26 @@ def test_features_are_local_to_their_gap() -> None:
     assert gap_features(texts[:1], vectors[:1]).shape == (0, feature_count(DIMENSION))
 
 
+def test_between_statements_reads_the_question_marks_of_both_turns() -> None:
+    texts = ["1 plain", "2 a question?", "3 plain", "4 plain", "5 asks?"]
+    features = gap_features(texts, TopicEncoder().encode(texts))
+    assert between_statements(features, DIMENSION).tolist() == [False, False, True, False]
+
+
+# -- the decision ----------------------------------------------------------------------------
+
+
+def test_the_dip_fires_only_between_statements_when_told_so() -> None:
+    """Valleys of the cosine below the cut at gaps 1 and 3; the model itself says gap 5."""
+    probabilities = np.array([0.1, 0.2, 0.1, 0.2, 0.3, 0.9, 0.1])
+    cosines = np.array([0.9, 0.5, 0.9, 0.6, 0.95, 0.9, 0.95])
+    statements = np.array([True, True, True, False, True, True, True])
+    assert decide(probabilities, "threshold", 0.5) == [5]
+    assert decide(probabilities, "threshold", 0.5, cosines, 0.8) == [1, 3, 5]
+    assert decide(probabilities, "threshold", 0.5, cosines, 0.8, statements) == [1, 5]
+    assert decide(probabilities, "peaks", 0.5, cosines, None, statements) == [5]
+
+
 # -- the shipped weights ---------------------------------------------------------------------
 
 
@@ -116,6 +141,21 @@ def test_a_corrupt_manifest_is_refused(tmp_path: Path) -> None:
         load_boundary_model(manifest, E5Encoder.name, 384)
     assert caught.value.path == str(manifest)
     assert isinstance(caught.value, MemoryCoreError)
+
+
+def test_a_manifest_without_dip_gaps_cuts_anywhere_and_a_bad_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    manifest, _ = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    assert fields["dip_gaps"] == "statements"
+    assert load_boundary_model(manifest, E5Encoder.name, 384).dip_gaps == "statements"
+    del fields["dip_gaps"]
+    manifest.write_text(json.dumps(fields))
+    assert load_boundary_model(manifest, E5Encoder.name, 384).dip_gaps == "all"
+    manifest.write_text(json.dumps({**fields, "dip_gaps": "questions"}))
+    with pytest.raises(SegmenterWeightsError, match="dip_gaps"):
+        load_boundary_model(manifest, E5Encoder.name, 384)
 
 
 def test_weights_for_another_encoder_are_refused(tmp_path: Path) -> None:

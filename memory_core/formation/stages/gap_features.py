@@ -38,6 +38,7 @@ __all__ = [
     "SCALARS",
     "WINDOW",
     "WINDOWS",
+    "between_statements",
     "cosine_column",
     "feature_count",
     "gap_features",
@@ -70,6 +71,15 @@ def feature_count(dimension: int) -> int:
 def cosine_column(dimension: int) -> int:
     """The column of ``cos_w2`` (the two exchanges' cosine) over vectors of ``dimension``."""
     return 3 * dimension + SCALARS.index(f"cos_w{WINDOW}")
+
+
+def between_statements(features: Matrix, dimension: int) -> npt.NDArray[np.bool_]:
+    """Whether neither turn of each gap has a question mark, read from its feature row
+    (rows of :func:`gap_features` over vectors of ``dimension``)."""
+    before = 3 * dimension + SCALARS.index("question_before")
+    after = 3 * dimension + SCALARS.index("question_after")
+    statements: npt.NDArray[np.bool_] = (features[:, before] == 0) & (features[:, after] == 0)
+    return statements
 
 
 def gap_features(utterances: Sequence[str], vectors: npt.ArrayLike) -> Matrix:

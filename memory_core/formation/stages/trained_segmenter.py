@@ -12,7 +12,9 @@ Why a trained model: the cosine-dip heuristic (:mod:`.segmenter`) is barely bett
 placing no boundary, and with e5, whose cosines of dialogue turns all lie near 0.85, it
 placed almost none. A model reads the whole difference of the two sides, not one cosine;
 the heuristic's own cut is kept beside it (the weights' ``dip``), because the model alone
-learns the cues of its training dialogues and misses a plain change of subject.
+learns the cues of its training dialogues and misses a plain change of subject; the
+shipped weights let it fire only between two statements (``dip_gaps``), where those cues
+are absent.
 
 Invariants: as every :class:`~memory_core.formation.interfaces.Segmenter`, boundaries are
 sorted, distinct and within ``0 .. n - 2``; given vectors are used as they are (the
@@ -31,7 +33,7 @@ import numpy.typing as npt
 from ...text.embeddings import Encoder
 from ..interfaces import Interpretation, Vectors
 from .boundary_model import BoundaryModel, Matrix
-from .gap_features import FEATURE_VERSION, cosine_column, gap_features
+from .gap_features import FEATURE_VERSION, between_statements, cosine_column, gap_features
 from .segmenter import utterance_vectors
 
 __all__ = ["TrainedSegmenter"]
@@ -48,7 +50,7 @@ class TrainedSegmenter:
             "trained",
             encoder.name,
             f"{FEATURE_VERSION}-{model.rule}-t{model.threshold:.3g}-dip{model.dip}"
-            f"-{model.sha256[:12]}",
+            f"{'-statements' if model.dip_gaps == 'statements' else ''}-{model.sha256[:12]}",
         )
 
     def boundaries(self, utterances: Sequence[str], vectors: Vectors | None = None) -> list[int]:
@@ -57,8 +59,10 @@ class TrainedSegmenter:
             return []
         rows = utterance_vectors(self._encoder, utterances, vectors, self._model.dimension)
         features = gap_features(utterances, rows)
-        cosines = features[:, cosine_column(self._model.dimension)]
-        return self._model.decide(self._model.probabilities(features), cosines)
+        dimension = self._model.dimension
+        cosines = features[:, cosine_column(dimension)]
+        statements = between_statements(features, dimension)
+        return self._model.decide(self._model.probabilities(features), cosines, statements)
 
     def probabilities(self, utterances: Sequence[str], vectors: npt.ArrayLike) -> Matrix:
         """P(boundary) at each of the ``n - 1`` gaps."""
