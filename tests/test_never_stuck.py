@@ -171,3 +171,53 @@ async def test_a_busy_port_fails_at_once_naming_it(serve: Any) -> None:
     assert "areamem proxy on" not in out
     assert served.records() == []  # nothing started: no ready, no shutdown to wait for
     assert elapsed < 30  # a hang guard: no model was loaded, nothing waited for a grace
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_an_unreachable_upstream_is_warned_at_start_and_the_proxy_still_serves(
+    serve: Any, upstream: FakeUpstream
+) -> None:
+    """``make run`` with no model server used to say nothing until the first chat's 502."""
+    down = f"http://127.0.0.1:{_free_port()}/v1"
+    served = serve(
+        upstreams=[
+            {"model": "down-*", "provider": "openai", "api_base": down, "connect_timeout_s": 2},
+            {"model": "*", "provider": "openai", "api_base": upstream.url, "timeout_s": 5},
+        ]
+    )
+    assert "inspector: http://127.0.0.1:" in served.banner() + served.process.stdout.readline()
+    await _ready(served)
+    assert await _chat(served, "hello") == 200
+    async with aiohttp.ClientSession() as http:
+        async with http.get(served.url + "/v1/models") as r:
+            listed = [m["id"] for m in (await r.json())["data"]]
+    for _ in range(100):  # the check runs beside start-up: wait for its lines
+        events = {r.get("event"): r for r in served.records()}
+        if "upstream_unreachable" in events and "upstream_ok" in events:
+            break
+        await asyncio.sleep(0.1)
+    assert events["upstream_unreachable"]["url"] == down + "/models"
+    assert events["upstream_ok"]["models"] == 1
+    assert listed == ["echo"]  # the stock "*" route with no advertise: what its upstream lists
+
+
+async def test_a_browser_at_the_root_is_sent_to_the_inspector(serve: Any) -> None:
+    served = serve()
+    served.banner()
+    await _ready(served)
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    async with aiohttp.ClientSession() as http:
+        for path in ("/", "/v1", "/ui/"):
+            async with http.get(served.url + path, headers=browser, allow_redirects=False) as r:
+                assert (r.status, r.headers.get("Location")) == (302, "/ui"), path
+        async with http.get(served.url + "/", headers={"Accept": "application/json"}) as r:
+            assert r.status == 404 and (await r.json())["error"]["code"] == "not_found"
+        async with http.get(served.url + "/v1/models", headers=browser) as r:
+            assert r.status == 200 and (await r.json())["object"] == "list"
+        async with http.get(served.url + "/", headers=browser) as r:
+            assert r.status == 200 and "text/html" in r.headers["Content-Type"]

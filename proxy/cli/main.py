@@ -236,6 +236,7 @@ def _banner(config: Config, port: int) -> None:
     key = f" (key '{config.policy_key}')" if config.policy_key else ""
     lines = [
         f"areamem proxy on http://{shown}:{port}/v1",
+        f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)",
         f"  config:  {config.source}",
         f"  policy:  {config.policy_path}{key}",
         f"  data:    {config.server.data_dir}  (log: {config.log_file})",
