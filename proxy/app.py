@@ -57,7 +57,11 @@ def build_services(
     """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
     and BackendError for a formation model that cannot be loaded."""
     config.server.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
-    log = RequestLog(config.log_file if config.logging.file else None, stdout=config.logging.stdout)
+    log = RequestLog(
+        config.log_file if config.logging.file else None,
+        stdout=config.logging.stdout,
+        stdout_format=config.logging.format,
+    )
 
     def policy_failed(error: PolicyError) -> None:
         log.write(

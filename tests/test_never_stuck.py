@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -190,7 +191,10 @@ async def test_an_unreachable_upstream_is_warned_at_start_and_the_proxy_still_se
             {"model": "*", "provider": "openai", "api_base": upstream.url, "timeout_s": 5},
         ]
     )
-    assert "inspector: http://127.0.0.1:" in served.banner() + served.process.stdout.readline()
+    served.banner()
+    assert served.process.stdout is not None
+    banner = "".join(served.process.stdout.readline() for _ in range(6))
+    assert "inspector: http://127.0.0.1:" in banner
     await _ready(served)
     assert await _chat(served, "hello") == 200
     async with aiohttp.ClientSession() as http:
@@ -221,3 +225,20 @@ async def test_a_browser_at_the_root_is_sent_to_the_inspector(serve: Any) -> Non
             assert r.status == 200 and (await r.json())["object"] == "list"
         async with http.get(served.url + "/", headers=browser) as r:
             assert r.status == 200 and "text/html" in r.headers["Content-Type"]
+
+
+async def test_text_log_lines_on_stdout_beside_the_json_file(serve: Any) -> None:
+    """``--log-format text``: a short line a person reads; the file stays JSON lines."""
+    served = serve("--log-format", "text")
+    served.banner()
+    await _ready(served)
+    assert await _chat(served, "hello") == 200
+    served.process.send_signal(signal.SIGTERM)
+    assert _wait(served, 30) == 0
+    assert served.process.stdout is not None
+    lines = served.process.stdout.read().splitlines()
+    chat = next(line for line in lines if " chat " in line)
+    shape = r"\d\d:\d\d:\d\d INFO  chat .*tenant=default.*status=200.* \(\d+ ms\)"
+    assert re.fullmatch(shape, chat), chat
+    assert not any(line.startswith("{") for line in lines)
+    assert "chat" in [r.get("event") for r in served.records()]

@@ -51,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (overrides server.host)")
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
     serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "text", "json"),
+        help="stdout's log lines: text (short, for people), json, auto: text on a terminal"
+        " (overrides logging.format; the log file is always JSON lines)",
+    )
     _memory_parser(commands)
     cli_history.add_parsers(commands)
     args = parser.parse_args(argv)
@@ -59,7 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in cli_history.COMMANDS:
         return cli_history.run(args)
     try:
-        config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+        config = load_config(
+            args.config,
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            log_format=args.log_format,
+        )
         sockets = bind(config.server.host, config.server.port)  # before any slow start-up
     except ListenError as exc:
         _say(f"areamem: {exc}")
@@ -236,7 +248,6 @@ def _banner(config: Config, port: int) -> None:
     key = f" (key '{config.policy_key}')" if config.policy_key else ""
     lines = [
         f"areamem proxy on http://{shown}:{port}/v1",
-        f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)",
         f"  config:  {config.source}",
         f"  policy:  {config.policy_path}{key}",
         f"  data:    {config.server.data_dir}  (log: {config.log_file})",
@@ -245,4 +256,5 @@ def _banner(config: Config, port: int) -> None:
         path = "fast path" if up.uses_fast_path else "litellm"
         base = up.api_base or "(provider default)"
         lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
+    lines.append(f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)")
     write_console(sys.stdout, "\n".join(lines) + "\n")

@@ -1,4 +1,5 @@
-"""One JSON line per request and proxy event, to stdout and ``<data_dir>/logs/proxy.jsonl``.
+"""One line per request and proxy event: JSON lines in ``<data_dir>/logs/proxy.jsonl``,
+and on stdout JSON or a short line a person reads (``logging.format``).
 
 Only the fields the proxy chooses are written (never headers or bodies), so API keys
 and upstream keys cannot reach the log. The file is created readable by its owner only
@@ -22,9 +23,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-__all__ = ["RequestLog", "write_console"]
+__all__ = ["LogFormat", "RequestLog", "console_format", "text_line", "write_console"]
+
+LogFormat = Literal["auto", "text", "json"]
+"""How stdout shows records: ``text`` (one short line a person reads), ``json`` (the
+file's lines), ``auto`` (text on a terminal, JSON into a pipe or a file)."""
 
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 """Characters JSON leaves raw that line readers (``str.splitlines``) split on: escaped,
@@ -35,7 +40,7 @@ class RequestLog:
     """Writes request records and proxy events as lines (see the module docstring).
 
     ``stream`` is stdout's stand-in (``sys.stdout`` when None, read when the log is
-    made).
+    made); ``stdout_format`` how it shows records.
     """
 
     def __init__(
@@ -43,9 +48,11 @@ class RequestLog:
         file: Path | None,
         *,
         stdout: bool,
+        stdout_format: LogFormat = "json",
         stream: TextIO | None = None,
     ) -> None:
         self._stdout: TextIO | None = (stream or sys.stdout) if stdout else None
+        self._text = console_format(stdout_format, self._stdout) == "text"
         self._path = file
         self._file: TextIO | None = None
         self._file_failed = False
@@ -60,7 +67,7 @@ class RequestLog:
         line = json.dumps(full, ensure_ascii=False, default=str).translate(_LINE_BREAKS) + "\n"
         self._to_file(line)
         if self._stdout is not None:
-            self._to_stdout(line)
+            self._to_stdout(text_line(record, now) + "\n" if self._text else line)
 
     @property
     def stdout_open(self) -> bool:
@@ -100,6 +107,16 @@ class RequestLog:
         )
 
 
+def console_format(wanted: LogFormat, stream: TextIO | None) -> Literal["text", "json"]:
+    """The format ``wanted`` means on ``stream`` (``auto``: text on a terminal)."""
+    if wanted != "auto":
+        return wanted
+    try:
+        return "text" if stream is not None and stream.isatty() else "json"
+    except (OSError, ValueError):
+        return "json"
+
+
 def write_console(stream: TextIO, text: str) -> bool:
     """Write and flush ``text``; False when the stream failed (its reader went away).
 
@@ -113,6 +130,47 @@ def write_console(stream: TextIO, text: str) -> bool:
     except (OSError, ValueError):
         _drop(stream)
         return False
+
+
+def text_line(record: dict[str, Any], when: float | None = None) -> str:
+    """``14:03:22 INFO ingest tenant=default conversation=abc messages=4 (12 ms)``:
+    local time, level, event, the record's plain fields (nested ones and empty ones left
+    out, long values cut), its duration last."""
+    clock = time.strftime("%H:%M:%S", time.localtime(time.time() if when is None else when))
+    event = str(record.get("event", "log"))
+    fields = []
+    for key, value in record.items():
+        if key in ("event", "ms") or value is None or isinstance(value, dict | list):
+            continue
+        fields.append(f"{key}={_shown(value)}")
+    ms = record.get("ms")
+    if ms is None and isinstance(record.get("stages_ms"), dict):
+        ms = record["stages_ms"].get("total_ms")
+    tail = f" ({ms:.0f} ms)" if isinstance(ms, int | float) else ""
+    return f"{clock} {_level(record):<5} {event} {' '.join(fields)}".rstrip() + tail
+
+
+_WARNINGS = ("_failed", "_unreachable", "_unfinished", "_closed", "_now", "error")
+
+
+def _level(record: dict[str, Any]) -> str:
+    event = str(record.get("event", ""))
+    if event == "internal_error":
+        return "ERROR"
+    status = record.get("status")
+    failed = isinstance(status, int) and status >= 500
+    if failed or record.get("error") or event.endswith(_WARNINGS):
+        return "WARN"
+    return "INFO"
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return json.dumps(text, ensure_ascii=False)
+    return text
 
 
 def _stamp(now: float) -> str:
