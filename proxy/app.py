@@ -33,6 +33,7 @@ from .tenants.dreams import DreamScheduler
 from .tenants.pool import tenants_of
 from .tenants.workers import FormationWorkers
 from .upstream.base import Upstream
+from .upstream.probe import probe
 from .upstream.router import Router, build_upstream
 
 __all__ = ["build_services", "create_app", "create_runner"]
@@ -56,7 +57,11 @@ def build_services(
     """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
     and BackendError for a formation model that cannot be loaded."""
     config.server.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
-    log = RequestLog(config.log_file if config.logging.file else None, stdout=config.logging.stdout)
+    log = RequestLog(
+        config.log_file if config.logging.file else None,
+        stdout=config.logging.stdout,
+        stdout_format=config.logging.format,
+    )
 
     def policy_failed(error: PolicyError) -> None:
         log.write(
@@ -191,6 +196,7 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     if svc.placement is not None:
         await svc.placement.start()
     svc.spawn(_start(svc))
+    svc.spawn(_check_upstreams(svc))
     yield
     for watcher in watchers:
         watcher.cancel()
@@ -226,6 +232,16 @@ async def _start(svc: Services) -> None:
     elif svc.spool is not None:  # exchanges answered while a claim ran, before a stop
         for tenant in svc.spool.tenants():
             svc.spawn(replay_spool(svc.turns, tenant))
+
+
+async def _check_upstreams(svc: Services) -> None:
+    """Check each upstream once, in the background (:mod:`.upstream.probe`): warned in
+    the log when unreachable, its listed models advertised where the route asks none."""
+    routes = svc.router.upstreams
+    found = await asyncio.gather(*(probe(u.config, svc.log.write) for u in routes))
+    for index, names in enumerate(found):
+        if names is not None:
+            svc.router.note_listed(index, names)
 
 
 async def _recover(svc: Services) -> None:
@@ -282,6 +298,16 @@ async def _reencode(svc: Services, tenant: str, reencoding: tuple[tuple[str, ...
     return await memory.form(on_pass=progress)
 
 
+_HOMES = frozenset({"/", "/v1", "/v1/", "/ui/"})
+"""Paths a person types into a browser: sent to the inspector (an API client asking
+JSON still gets the 404 it always did)."""
+
+
+def _browser_home(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return request.method == "GET" and request.path in _HOMES and "text/html" in accept
+
+
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every request is counted by route and status; every error leaves as an
@@ -323,6 +349,8 @@ async def _answer(request: web.Request, handler: Handler, svc: Services) -> web.
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if exc.status == 404 and _browser_home(request):
+            raise web.HTTPFound("/ui") from None
         kind = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(
             exc.status, "http_error"
         )

@@ -230,10 +230,12 @@ class MemoryConfig(ConfigModel):
 
 
 class LoggingConfig(ConfigModel):
-    """Request log destinations: stdout and ``<data_dir>/logs/proxy.jsonl``."""
+    """Request log destinations: stdout and ``<data_dir>/logs/proxy.jsonl`` (always JSON
+    lines); ``format`` is stdout's (see :data:`proxy.http.request_log.LogFormat`)."""
 
     stdout: bool = True
     file: bool = True
+    format: Literal["auto", "text", "json"] = "auto"
 
 
 def _replica_root(url: str) -> str:
@@ -358,13 +360,14 @@ def load_config(
     host: str | None = None,
     port: int | None = None,
     data_dir: str | Path | None = None,
+    log_format: str | None = None,
 ) -> Config:
     """Read and validate ``path`` (and the policy it names); command-line values override
     the file's. Every problem is a :class:`ConfigError` with its file, line and key."""
     source = Path(path).resolve()
     try:
         document = read_yaml_file(str(source))
-        raw = _overridden(document.value, host, port, data_dir)
+        raw = _overridden(document.value, host, port, data_dir, log_format)
         config = validate(Config, raw, document, context={"base": source.parent})
         policy_path, policy_key = _policy(config.policy, document, source)
         load_policy(str(policy_path), root_key=policy_key)
@@ -375,7 +378,11 @@ def load_config(
 
 
 def _overridden(
-    value: object, host: str | None, port: int | None, data_dir: str | Path | None
+    value: object,
+    host: str | None,
+    port: int | None,
+    data_dir: str | Path | None,
+    log_format: str | None = None,
 ) -> object:
     """The document with the command line's server values in place of the file's."""
     if value is None:
@@ -387,6 +394,9 @@ def _overridden(
     server.update({key: v for key, v in overrides.items() if v is not None})
     if data_dir is not None:
         server["data_dir"] = Path(data_dir).resolve()
+    logging = value.get("logging")
+    if log_format is not None and isinstance(logging or {}, Mapping):
+        return {**value, "server": server, "logging": {**(logging or {}), "format": log_format}}
     return {**value, "server": server}
 
 

@@ -15,6 +15,7 @@ from memory_core.configuration import ConfigurationError
 __all__ = [
     "ApiError",
     "ConfigError",
+    "ListenError",
     "MemoryMoving",
     "ProxyError",
     "RetrievalSkipped",
@@ -38,6 +39,11 @@ class ConfigError(ProxyError, ConfigurationError):
 
     def __init__(self, file: str, key: str, reason: str, *, line: int | None = None) -> None:
         ConfigurationError.__init__(self, file, line, key, reason)
+
+
+class ListenError(ProxyError):
+    """The proxy cannot listen on its address (in use by another process, not allowed);
+    the message names the address."""
 
 
 class ApiError(ProxyError):

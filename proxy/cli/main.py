@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import socket
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +33,9 @@ from memory_core.configuration import ConfigurationError
 
 from ..app import build_services
 from ..config import Config, load_config
-from ..server import ProxyServer
+from ..errors import ListenError
+from ..http.request_log import write_console
+from ..server import ProxyServer, bind
 from ..services import Services
 from . import history as cli_history
 
@@ -46,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (overrides server.host)")
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
     serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "text", "json"),
+        help="stdout's log lines: text (short, for people), json, auto: text on a terminal"
+        " (overrides logging.format; the log file is always JSON lines)",
+    )
     _memory_parser(commands)
     cli_history.add_parsers(commands)
     args = parser.parse_args(argv)
@@ -54,21 +65,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in cli_history.COMMANDS:
         return cli_history.run(args)
     try:
-        config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+        config = load_config(
+            args.config,
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            log_format=args.log_format,
+        )
+        sockets = bind(config.server.host, config.server.port)  # before any slow start-up
+    except ListenError as exc:
+        _say(f"areamem: {exc}")
+        return 1
+    except ConfigurationError as exc:
+        _say(f"areamem: configuration error: {exc}")
+        return 2
+    try:
         services = build_services(config)
     except (ConfigurationError, BackendError) as exc:
         # ConfigError, and a PolicyError from the first policy load: file:line: key: reason
-        print(f"areamem: configuration error: {exc}", file=sys.stderr)
+        _say(f"areamem: configuration error: {exc}")
         return 2
     limit_blas_threads()
-    try:
-        asyncio.run(_serve(config, services))
-    except OSError as exc:
-        print(
-            f"areamem: cannot listen on {config.server.host}:{config.server.port}: {exc}",
-            file=sys.stderr,
-        )
-        return 1
+    asyncio.run(_serve(config, services, sockets))
     return 0
 
 
@@ -151,30 +169,40 @@ def _table(view: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join([header, *lines])
 
 
-async def _serve(config: Config, services: Services) -> None:
+SHUTDOWN_SLACK_S = 10.0
+"""Past twice ``server.shutdown_grace_s`` and this long after the first signal, the
+process exits whatever still runs (the connections' grace, then the app's; a shutdown
+step that hangs must not make the proxy unstoppable)."""
+
+
+async def _serve(config: Config, services: Services, sockets: Sequence[socket.socket]) -> None:
     """Serve until SIGINT/SIGTERM, then shut down within ``server.shutdown_grace_s``.
 
     The first signal stops accepting connections; requests in flight and post-answer
     work get the grace period; formation not yet started is left in the durable queue
     (formed at the next start). If work is still running past the grace (a formation
     batch in its thread), the process exits without waiting for it: every write is a
-    SQLite transaction, so that is as safe as a crash. A second signal exits at once.
+    SQLite transaction, so that is as safe as a crash. A second signal exits at once,
+    and so does a shutdown still running past :data:`SHUTDOWN_SLACK_S`. A signal stops
+    the process whatever its log line does (the line is written after the stop is set).
     """
     server = ProxyServer(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    bound_s = 2 * config.server.shutdown_grace_s + SHUTDOWN_SLACK_S
 
     def on_signal(sig: signal.Signals) -> None:
         if stop.is_set():
-            services.log.write({"event": "shutdown_now", "signal": sig.name})
+            _log(services, {"event": "shutdown_now", "signal": sig.name})
             _exit_now(1)
-        services.log.write({"event": "shutdown", "signal": sig.name})
         stop.set()
+        _exit_later(bound_s, services)
+        _log(services, {"event": "shutdown", "signal": sig.name})
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        await server.start(config.server.host, config.server.port)
+        await server.start(config.server.host, config.server.port, sockets)
         _banner(config, server.port)
         await stop.wait()
     finally:
@@ -183,11 +211,35 @@ async def _serve(config: Config, services: Services) -> None:
         _exit_now(0)
 
 
+def _log(services: Services, record: dict[str, Any]) -> None:
+    with contextlib.suppress(Exception):  # a signal's work never hangs on its log line
+        services.log.write(record)
+
+
+def _exit_later(after_s: float, services: Services) -> None:
+    """Exit (status 1) if the process still runs ``after_s`` from now (a thread: a busy
+    event loop cannot hold it back)."""
+
+    def overdue() -> None:
+        _log(services, {"event": "shutdown_overdue", "after_s": after_s})
+        _exit_now(1)
+
+    timer = threading.Timer(after_s, overdue)
+    timer.daemon = True
+    timer.start()
+
+
 def _exit_now(code: int) -> None:
     """Leave without joining worker threads (their SQLite writes are transactions)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe must not keep the process
+            stream.flush()
     os._exit(code)
+
+
+def _say(text: str) -> None:
+    """A line on stderr, if stderr is still there."""
+    write_console(sys.stderr, text + "\n")
 
 
 def _banner(config: Config, port: int) -> None:
@@ -204,4 +256,5 @@ def _banner(config: Config, port: int) -> None:
         path = "fast path" if up.uses_fast_path else "litellm"
         base = up.api_base or "(provider default)"
         lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
-    print("\n".join(lines), flush=True)
+    lines.append(f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)")
+    write_console(sys.stdout, "\n".join(lines) + "\n")

@@ -1,22 +1,35 @@
-"""One JSON line per request, to stdout and ``<data_dir>/logs/proxy.jsonl``.
+"""One line per request and proxy event: JSON lines in ``<data_dir>/logs/proxy.jsonl``,
+and on stdout JSON or a short line a person reads (``logging.format``).
 
 Only the fields the proxy chooses are written (never headers or bodies), so API keys
 and upstream keys cannot reach the log. The file is created readable by its owner only
 (0600, its folder 0700): it names tenants and conversations. Each line is flushed at
 once for ``tail -f``. A record written after ``close`` (a second signal while the
 proxy shuts down) is still appended: the file is opened for that one line.
+
+Invariants: :meth:`RequestLog.write` never raises for an output that fails, so no log
+line can break a request, a shutdown or a signal handler. The file is written first and
+whatever stdout does: a stdout whose reader went away (``areamem serve | head``, a
+``tee`` stopped by Ctrl-C) is dropped at its first failed write, once, and that is
+recorded in the file (``stdout_closed``); a failed file write is said on stderr once
+and the next line tries again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-__all__ = ["RequestLog"]
+__all__ = ["LogFormat", "RequestLog", "console_format", "text_line", "write_console"]
+
+LogFormat = Literal["auto", "text", "json"]
+"""How stdout shows records: ``text`` (one short line a person reads), ``json`` (the
+file's lines), ``auto`` (text on a terminal, JSON into a pipe or a file)."""
 
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 """Characters JSON leaves raw that line readers (``str.splitlines``) split on: escaped,
@@ -24,36 +37,160 @@ so one record is always one line (they can only occur inside JSON strings)."""
 
 
 class RequestLog:
-    """Writes request records and proxy events as JSON lines."""
+    """Writes request records and proxy events as lines (see the module docstring).
 
-    def __init__(self, file: Path | None, *, stdout: bool) -> None:
-        self._stdout: TextIO | None = sys.stdout if stdout else None
+    ``stream`` is stdout's stand-in (``sys.stdout`` when None, read when the log is
+    made); ``stdout_format`` how it shows records.
+    """
+
+    def __init__(
+        self,
+        file: Path | None,
+        *,
+        stdout: bool,
+        stdout_format: LogFormat = "json",
+        stream: TextIO | None = None,
+    ) -> None:
+        self._stdout: TextIO | None = (stream or sys.stdout) if stdout else None
+        self._text = console_format(stdout_format, self._stdout) == "text"
         self._path = file
         self._file: TextIO | None = None
+        self._file_failed = False
         if file is not None:
             file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._file = _open(file)
 
     def write(self, record: dict[str, Any]) -> None:
-        """Write one record; ``ts`` (ISO time) is added first."""
-        stamp = (
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-            + f".{int(time.time() * 1000) % 1000:03d}Z"
-        )
-        line = json.dumps({"ts": stamp, **record}, ensure_ascii=False, default=str)
-        line = line.translate(_LINE_BREAKS) + "\n"
-        for stream in (self._stdout, self._file):
-            if stream is not None:
-                stream.write(line)
-                stream.flush()
-        if self._file is None and self._path is not None:  # closed: this line still counts
-            with _open(self._path) as late:
-                late.write(line)
+        """Write one record; ``ts`` (ISO time) is added first. Never raises OSError."""
+        now = time.time()
+        full = {"ts": _stamp(now), **record}
+        line = json.dumps(full, ensure_ascii=False, default=str).translate(_LINE_BREAKS) + "\n"
+        self._to_file(line)
+        if self._stdout is not None:
+            self._to_stdout(text_line(record, now) + "\n" if self._text else line)
+
+    @property
+    def stdout_open(self) -> bool:
+        """False once stdout failed (its lines go to the file only)."""
+        return self._stdout is not None
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):
+                file.close()
+
+    def _to_file(self, line: str) -> None:
+        if self._path is None:
+            return
+        try:
+            if self._file is None:  # closed: this line still counts
+                with _open(self._path) as late:
+                    late.write(line)
+            else:
+                self._file.write(line)
+                self._file.flush()
+            self._file_failed = False
+        except OSError as exc:
+            if not self._file_failed:
+                self._file_failed = True
+                _say(f"areamem: cannot write the log file {self._path}: {exc}")
+
+    def _to_stdout(self, line: str) -> None:
+        stream = self._stdout
+        if stream is None or write_console(stream, line):
+            return
+        self._stdout = None
+        self._to_file(
+            json.dumps({"ts": _stamp(time.time()), "event": "stdout_closed", "then": "file only"})
+            + "\n"
+        )
+
+
+def console_format(wanted: LogFormat, stream: TextIO | None) -> Literal["text", "json"]:
+    """The format ``wanted`` means on ``stream`` (``auto``: text on a terminal)."""
+    if wanted != "auto":
+        return wanted
+    try:
+        return "text" if stream is not None and stream.isatty() else "json"
+    except (OSError, ValueError):
+        return "json"
+
+
+def write_console(stream: TextIO, text: str) -> bool:
+    """Write and flush ``text``; False when the stream failed (its reader went away).
+
+    A failed stream's file descriptor is then pointed at ``/dev/null``: what its buffer
+    still holds would fail again at every later flush, the interpreter's last one too
+    (which would turn a clean exit into status 120)."""
+    try:
+        stream.write(text)
+        stream.flush()
+        return True
+    except (OSError, ValueError):
+        _drop(stream)
+        return False
+
+
+def text_line(record: dict[str, Any], when: float | None = None) -> str:
+    """``14:03:22 INFO ingest tenant=default conversation=abc messages=4 (12 ms)``:
+    local time, level, event, the record's plain fields (nested ones and empty ones left
+    out, long values cut), its duration last."""
+    clock = time.strftime("%H:%M:%S", time.localtime(time.time() if when is None else when))
+    event = str(record.get("event", "log"))
+    fields = []
+    for key, value in record.items():
+        if key in ("event", "ms") or value is None or isinstance(value, dict | list):
+            continue
+        fields.append(f"{key}={_shown(value)}")
+    ms = record.get("ms")
+    if ms is None and isinstance(record.get("stages_ms"), dict):
+        ms = record["stages_ms"].get("total_ms")
+    tail = f" ({ms:.0f} ms)" if isinstance(ms, int | float) else ""
+    return f"{clock} {_level(record):<5} {event} {' '.join(fields)}".rstrip() + tail
+
+
+_WARNINGS = ("_failed", "_unreachable", "_unfinished", "_closed", "_now", "error")
+
+
+def _level(record: dict[str, Any]) -> str:
+    event = str(record.get("event", ""))
+    if event == "internal_error":
+        return "ERROR"
+    status = record.get("status")
+    failed = isinstance(status, int) and status >= 500
+    if failed or record.get("error") or event.endswith(_WARNINGS):
+        return "WARN"
+    return "INFO"
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def _stamp(now: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+
+
+def _drop(stream: TextIO) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError):  # no descriptor (a test's StringIO): nothing to keep
+        pass
+
+
+def _say(text: str) -> None:
+    """A line on stderr, if stderr is still there."""
+    write_console(sys.stderr, text + "\n")
 
 
 def _open(path: Path) -> TextIO:

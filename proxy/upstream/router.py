@@ -41,6 +41,12 @@ class Router:
 
     def __init__(self, upstreams: Sequence[Upstream]) -> None:
         self.upstreams = tuple(upstreams)
+        self._listed: dict[int, list[str]] = {}
+
+    def note_listed(self, index: int, names: Sequence[str]) -> None:
+        """The models upstream ``index`` lists (its start-up check): advertised when its
+        route is a glob with no ``advertise`` of its own."""
+        self._listed[index] = list(names)
 
     def route(self, model: str) -> Upstream | None:
         for upstream in self.upstreams:
@@ -49,12 +55,18 @@ class Router:
         return None
 
     def advertised(self) -> list[str]:
-        """Model names for ``/v1/models``: declared names and glob-free routes."""
+        """Model names for ``/v1/models``: declared names and glob-free routes; a glob
+        route that declares none, the names its upstream lists that the glob matches."""
         names: dict[str, None] = {}
-        for upstream in self.upstreams:
-            names.update(dict.fromkeys(upstream.config.advertise))
-            if not any(c in upstream.config.model for c in "*?["):
-                names[upstream.config.model] = None
+        for index, upstream in enumerate(self.upstreams):
+            route = upstream.config
+            names.update(dict.fromkeys(route.advertise))
+            if not any(c in route.model for c in "*?["):
+                names[route.model] = None
+            elif not route.advertise:
+                listed = self._listed.get(index, [])
+                matched = (n for n in listed if fnmatch.fnmatchcase(n, route.model))
+                names.update(dict.fromkeys(matched))
         return list(names)
 
     async def close(self) -> None:
