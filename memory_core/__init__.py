@@ -26,7 +26,14 @@ if TYPE_CHECKING:
         StorageBusyError,
         StorageError,
     )
-    from .formation import BackendError, Backends, FormationConfig, FormationResult, build_backends
+    from .formation import (
+        BackendError,
+        Backends,
+        FormationConfig,
+        FormationResult,
+        FormationSummary,
+        build_backends,
+    )
     from .formation.config import FormationSection
     from .formation.models.llm import litellm_module
     from .graph import GraphSettings
@@ -82,6 +89,7 @@ __all__ = [
     "FormationConfig",
     "FormationResult",
     "FormationSection",
+    "FormationSummary",
     "GraphSettings",
     "HeldRow",
     "HistoryState",
@@ -135,6 +143,7 @@ _HOMES = {
         "Backends",
         "FormationConfig",
         "FormationResult",
+        "FormationSummary",
         "build_backends",
     ),
     "formation.config": ("FormationSection",),

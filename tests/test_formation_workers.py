@@ -107,6 +107,9 @@ async def test_a_fact_told_is_recalled_by_the_next_chat_within_seconds(
     assert "<retrieved_memory>" in memory["content"]
     assert "Ana keeps bees in Porto" in memory["content"]
     assert proxy.services.tenants.get("default").store.names.mentioned("Ana")  # names learned
+    formed = [r for r in proxy.log_records() if r.get("event") == "formed"]
+    assert formed and all(r["by"].startswith("worker ") for r in formed)  # a line each pass
+    assert sum(r["rows"] for r in formed) >= 2 and all(r["ms"] > 0 for r in formed)
 
 
 async def test_a_killed_worker_is_restarted_and_every_exchange_is_formed_once(

@@ -145,3 +145,33 @@ async def test_startup_forms_turns_logged_before_a_crash(
     found = await _search(proxy, "spare key")
     assert [h["text"] for h in found["hits"]] == ["The spare key is under the blue pot."]
     assert any(r.get("event") == "recovered" for r in proxy.log_records())
+
+
+async def test_an_ingest_and_its_formation_each_write_a_log_line_with_counts(
+    proxy: Proxy,
+) -> None:
+    status, _ = await _ingest(proxy, TRANSCRIPT)
+    assert status == 200
+    status, again = await _ingest(proxy, TRANSCRIPT)  # the same turns: nothing new
+    assert status == 200 and again["appended"] == 0
+    await proxy.settle()
+    ingests = [r for r in proxy.log_records() if r.get("event") == "ingest"]
+    assert [(r["messages"], r["appended"], r["already_stored"]) for r in ingests] == [
+        (2, 2, 0),
+        (2, 0, 2),
+    ]
+    first = ingests[0]
+    assert first["tenant"] == "default" and first["conversation"] == "conv-26"
+    assert first["formed"] == 2 and first["formation"] == "done" and first["ms"] >= 0
+    formed = [r for r in proxy.log_records() if r.get("event") == "formed"]
+    assert len(formed) == 1  # the second ingest formed nothing: no line
+    assert formed[0]["tenant"] == "default" and formed[0]["rows"] == 2
+    assert formed[0]["passes"] >= 1 and formed[0]["failed"] == 0
+    assert {"entities", "relations", "segments", "contexts", "ms"} <= set(formed[0])
+
+
+def test_the_formation_line_reads_as_text() -> None:
+    from proxy.http.request_log import text_line
+
+    line = text_line({"event": "formed", "tenant": "t", "rows": 4, "entities": 2, "ms": 12.4})
+    assert line.endswith("INFO  formed tenant=t rows=4 entities=2 (12 ms)")

@@ -377,10 +377,10 @@ async def test_a_failed_formation_pass_is_logged_and_counted(
         await proxy.settle()
         memory = proxy.services.tenants.get("default")
 
-        def broken() -> int:
+        def broken(on_pass: object = None) -> int:
             raise StorageError("disk full")
 
-        monkeypatch.setattr(memory.store, "form_all", broken)
+        monkeypatch.setattr(memory.store, "form_summary", broken)
         await client.chat.completions.create(
             model="echo", messages=[{"role": "user", "content": "Owls hunt at night."}]
         )

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from memory_core import LogMessage, MemoryStore
-from memory_core.formation import Backends
+from memory_core.formation import Backends, FormationSummary
 from proxy.fake_upstream import FakeUpstream
 from proxy.tenants.memory import TenantMemory
 
@@ -101,11 +101,12 @@ async def test_an_exchange_stored_after_a_pass_found_the_queue_empty_is_formed(
     store = MemoryStore(tmp_path / "t.db", backends=backends)
     memory = TenantMemory("t", store, ThreadPoolExecutor(1))
     loop = asyncio.get_running_loop()
-    real = store.form_all
+    real = store.form_summary
     calls: list[int] = []
 
-    def form_all_then_an_exchange_arrives() -> int:
-        formed = real()
+    def form_all_then_an_exchange_arrives(on_pass: object = None) -> FormationSummary:
+        summary = real()
+        formed = summary.rows
         if not calls:  # the first pass: its queue is empty now, the pass not yet over
             store.append(
                 [LogMessage({"role": "user", "content": "the late exchange"}, 1_700_000_001.0)],
@@ -115,9 +116,9 @@ async def test_an_exchange_stored_after_a_pass_found_the_queue_empty_is_formed(
             loop.call_soon_threadsafe(lambda: (memory.form_soon(0.0, 1.0), scheduled.set()))
             assert scheduled.wait(5)
         calls.append(formed)
-        return formed
+        return summary
 
-    store.form_all = form_all_then_an_exchange_arrives  # type: ignore[method-assign]
+    store.form_summary = form_all_then_an_exchange_arrives  # type: ignore[method-assign]
     store.append([LogMessage({"role": "user", "content": "first"}, 1_700_000_000.0)])
     pending = memory.form_soon(0.0, 1.0)
     assert pending is not None

@@ -8,7 +8,7 @@ backend behind a small interface (:mod:`.interfaces`).
 from .backends import build_backends
 from .config import FormationConfig, FormationConfigError, parse_formation
 from .interfaces import BackendError, Interpretation
-from .pipeline import Backends, FormationResult, Former
+from .pipeline import Backends, FormationResult, FormationSummary, Former
 
 __all__ = [
     "BackendError",
@@ -16,6 +16,7 @@ __all__ = [
     "FormationConfig",
     "FormationConfigError",
     "FormationResult",
+    "FormationSummary",
     "Former",
     "Interpretation",
     "build_backends",

@@ -83,7 +83,7 @@ from .stages.normalise import StopwordNormaliser
 from .state import load_contexts, load_entities, save_contexts, save_entities, vector
 from .writer import Counts, GraphWriter
 
-__all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "Former", "kind_of"]
+__all__ = ["MAX_ATTEMPTS", "Backends", "FormationResult", "FormationSummary", "Former", "kind_of"]
 
 _PASS_ERRORS = (MemoryCoreError, ValueError)  # storage raises StorageError, never apsw's
 _TAIL = 8
@@ -107,6 +107,47 @@ class FormationResult:
     relations: int = 0
     segments: int = 0
     contexts: int = 0
+
+
+@dataclass(frozen=True)
+class FormationSummary:
+    """What draining a store's queue did (every pass of it): rows formed and skipped, what
+    was created, and the wall time, for the log line a person reads."""
+
+    rows: int = 0
+    failed: int = 0
+    passes: int = 0
+    entities: int = 0
+    relations: int = 0
+    segments: int = 0
+    contexts: int = 0
+    seconds: float = 0.0
+
+    def adding(self, result: FormationResult, seconds: float) -> FormationSummary:
+        """This summary with one more pass."""
+        return FormationSummary(
+            self.rows + result.processed,
+            self.failed + result.failed,
+            self.passes + 1,
+            self.entities + result.entities,
+            self.relations + result.relations,
+            self.segments + result.segments,
+            self.contexts + result.contexts,
+            self.seconds + seconds,
+        )
+
+    def report(self) -> dict[str, int | float]:
+        """JSON-ready counts, with the wall time as ``ms``."""
+        return {
+            "rows": self.rows,
+            "failed": self.failed,
+            "passes": self.passes,
+            "entities": self.entities,
+            "relations": self.relations,
+            "segments": self.segments,
+            "contexts": self.contexts,
+            "ms": round(self.seconds * 1000, 1),
+        }
 
 
 class Former:

@@ -34,7 +34,14 @@ import numpy.typing as npt
 
 from ..dream import DreamConfig, Judge
 from ..errors import EncoderChangedError, MemoryChangedError, StorageError
-from ..formation import Backends, FormationConfig, FormationResult, Former, build_backends
+from ..formation import (
+    Backends,
+    FormationConfig,
+    FormationResult,
+    FormationSummary,
+    Former,
+    build_backends,
+)
 from ..formation.dates import BACKFILLED_BY, date_formed
 from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
@@ -278,17 +285,23 @@ class MemoryStore(StoreHistory, StoreControls):
         """Drain the whole queue (then publish one new graph version); returns the rows
         processed. ``on_pass`` is told the rows processed so far after each pass (a
         store formed again for another encoder reports its progress with it)."""
-        total = 0
+        return self.form_summary(on_pass).rows
+
+    def form_summary(self, on_pass: Callable[[int], None] | None = None) -> FormationSummary:
+        """:meth:`form_all`, returning what the passes did (the last, empty pass that
+        finds the queue drained is not counted)."""
+        summary = FormationSummary()
         while True:
+            began = time.perf_counter()
             result = self._form_pass()
-            total += result.processed
             if result.processed == 0 and result.failed == 0:
                 break
+            summary = summary.adding(result, time.perf_counter() - began)
             if on_pass is not None:
-                on_pass(total)
-        if total:
+                on_pass(summary.rows)
+        if summary.rows:
             self._publish_graph()
-        return total
+        return summary
 
     @property
     def reconstruction(self) -> ReconstructionConfig:

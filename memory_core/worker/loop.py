@@ -106,11 +106,16 @@ class Took:
 
 @dataclass(frozen=True)
 class Formed:
-    """A pass committed ``processed`` rows; ``names`` are the aliases it learned."""
+    """A pass committed ``processed`` rows; ``names`` are the aliases it learned; what it
+    created and its wall time, for the proxy's log line."""
 
     tenant: str
     processed: int
     names: tuple[str, ...]
+    entities: int = 0
+    relations: int = 0
+    contexts: int = 0
+    ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -208,9 +213,21 @@ class _Worker:
         try:
             store = self._store(tenant)
             while not self.stopping:
+                began = time.perf_counter()
                 result = store.form()
                 if result.processed:
-                    self._conn.send(Formed(tenant, result.processed, result.names))
+                    ms = round((time.perf_counter() - began) * 1000, 1)
+                    self._conn.send(
+                        Formed(
+                            tenant,
+                            result.processed,
+                            result.names,
+                            result.entities,
+                            result.relations,
+                            result.contexts,
+                            ms,
+                        )
+                    )
                 if result.processed == 0 and result.failed == 0:
                     break
                 self._receive(wait=False)

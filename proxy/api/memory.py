@@ -61,6 +61,7 @@ async def ingest(request: web.Request) -> web.Response:
         conversation = check_conversation_id(conversation, "conversation_id")
     messages = _transcript(payload.get("messages"))
     memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once this node holds it
+    began = time.perf_counter()
     try:
         result = await memory.append(messages, conversation, "ingest")
         formed = 0 if background else await memory.form()
@@ -75,6 +76,20 @@ async def ingest(request: web.Request) -> web.Response:
             code="memory_error",
         ) from exc
     svc.metrics.ingested.inc(result.appended)
+    svc.log.write(
+        {
+            "event": "ingest",
+            "tenant": tenant,
+            "conversation": result.conversation_id,
+            "messages": len(messages),
+            "appended": result.appended,
+            "already_stored": result.already_stored,
+            "superseded": result.superseded,
+            "formed": formed,
+            "formation": "queued" if background else "done",
+            "ms": round((time.perf_counter() - began) * 1000, 1),
+        }
+    )
     if background:
         settings = svc.config.memory
         pending = memory.form_soon(0.0, settings.formation_max_defer_ms / 1000)

@@ -163,7 +163,7 @@ class TenantMemory:
         self._started = False  # the waiting pass has begun forming
         self._again = False  # an exchange was stored after it began: form once more
         self._stopping = False
-        self._pass: Future[int] | None = None
+        self._pass: Future[Any] | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-w-{name}")
         self._former = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mem-f-{name}")
         self._readers = readers
@@ -192,12 +192,13 @@ class TenantMemory:
         if self._stopping:
             return 0
         if self._remote is not None:
-            return await self._remote.form(self.name)
-        if on_pass is None:
-            self._pass = self._former.submit(self.store.form_all)
-        else:
-            self._pass = self._former.submit(self.store.form_all, on_pass)
-        return await asyncio.wrap_future(self._pass)
+            return await self._remote.form(self.name)  # each pass logged by the workers
+        pass_ = self._former.submit(self.store.form_summary, on_pass)
+        self._pass = pass_
+        summary = await asyncio.wrap_future(pass_)
+        if (summary.rows or summary.failed) and self._events is not None:
+            self._events({"event": "formed", "tenant": self.name, **summary.report()})
+        return summary.rows
 
     def forming(self) -> bool:
         """Whether a formation pass is running (or about to) on the formation thread."""

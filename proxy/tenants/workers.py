@@ -301,6 +301,18 @@ class FormationWorkers:
             self._took(slot, message.tenant)
         elif isinstance(message, Formed):
             self._tracks.setdefault(message.tenant, _Track()).formed += message.processed
+            self._events(
+                {
+                    "event": "formed",
+                    "tenant": message.tenant,
+                    "rows": message.processed,
+                    "entities": message.entities,
+                    "relations": message.relations,
+                    "contexts": message.contexts,
+                    "by": f"worker {slot.index}",
+                    "ms": message.ms,
+                }
+            )
             self._on_formed(message.tenant, message.names)
         elif isinstance(message, Failed):
             self._failed(message)
