@@ -209,6 +209,14 @@ def test_odd_inputs_never_crash_and_spans_are_valid(text: str, at: dt.date) -> N
     annotate(text, at)
 
 
+def test_look_alike_letters_matched_under_ignorecase_are_left_alone() -> None:
+    """"\u0131" and "\u017f" match "i" and "s" in a case-blind pattern but name no weekday or unit:
+    such an expression is no date (it used to raise KeyError, failing formation)."""
+    assert find("last fr\u0131day", MON_8_MAY_2023) == ()
+    assert find("3 day\u017f ago", MON_8_MAY_2023) == ()
+    assert annotate("I saw it last fr\u0131day and 3 day\u017f ago", MON_8_MAY_2023).endswith("ago")
+
+
 def test_the_edges_of_the_calendar_are_left_alone() -> None:
     assert find("tomorrow", dt.date(9999, 12, 31)) == ()
     assert find("yesterday", dt.date(1, 1, 1)) == ()

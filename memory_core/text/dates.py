@@ -387,6 +387,8 @@ def _safely(resolver: Resolver, match: re.Match[str], at: dt.date) -> Span | Non
         return resolver(match, at)
     except (OverflowError, ValueError):  # a date outside years 1-9999
         return None
+    except KeyError:  # a look-alike letter IGNORECASE matched (dotless i, long s)
+        return None
 
 
 def _non_overlapping(found: list[TimeExpression]) -> Iterator[TimeExpression]:
