@@ -197,9 +197,8 @@ def retrieve_area(
     if question.times:
         spans = [dates.Days(t.first, t.last) for t in question.times]
         within = dates.matching(conn, candidates.fragment_ids.tolist(), spans)
-        candidates = candidates.with_term(
-            "date", [float(int(f) in within) for f in candidates.fragment_ids]
-        )
+        dated = np.fromiter(within, np.int64, len(within))
+        candidates = candidates.with_term("date", np.isin(candidates.fragment_ids, dated))
     clock.lap("dates")
     kinds = _kinds(conn, memory, candidates, nodes)
     by_kind = {kind: scoring.factor(kind) for kind in set(kinds)}
