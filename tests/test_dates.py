@@ -327,6 +327,25 @@ def test_formation_keeps_the_expressions_beside_the_unchanged_words(store: Memor
         ]
 
 
+def test_the_candidates_matching_several_spans_are_those_matching_each(
+    store: MemoryStore,
+) -> None:
+    """One statement for every span of a question: the union of what each span matches
+    (said on a day of it, or speaking of one)."""
+    day = dt.date(2023, 5, 7)
+    spans = [
+        date_rows.Days(day, day),  # "yesterday" of the first turn
+        date_rows.Days(dt.date(2023, 6, 17), dt.date(2023, 6, 17)),  # said 40 days later
+        date_rows.Days(dt.date(2020, 1, 1), dt.date(2020, 12, 31)),  # nothing
+    ]
+    with store.lookup() as conn:
+        ids = [int(row[0]) for row in conn.execute("SELECT id FROM fragments")]
+        each = [date_rows.matching(conn, ids, [span]) for span in spans]
+        assert date_rows.matching(conn, ids, spans) == set().union(*each)
+        assert each[0] and each[1] and not each[2]
+        assert date_rows.matching(conn, ids[:1], spans) <= {ids[0]}
+
+
 @pytest.mark.parametrize("question", ["7 May 2023", "May 7", "in May 2023"])
 def test_a_fragment_saying_yesterday_is_found_by_the_absolute_date(
     store: MemoryStore, question: str
