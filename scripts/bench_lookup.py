@@ -24,8 +24,10 @@ words resolve against that day, as ``scripts/eval_locomo.py`` does); ``now`` (th
 default) asks it now, as the proxy does. A baseline without time words ignores it.
 
 ``--dump FILE`` writes, per question, the hits (fragment ids in order) and the block the
-current code returned (JSON lines): two dumps of the same store compare a change's output
-question by question (``--compare A B``).
+current code returned (JSON lines), ``--dump-baseline FILE`` the baseline's: two dumps of
+the same store compare a change's output question by question (``--compare A B``; a
+baseline of the same formation can be given the current code's store with
+``--baseline-store``).
 
 Usage (from the project root, with the project's virtual environment)::
 
@@ -91,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         children: dict[str, _Child] = {}
         try:
             for name, path in codes.items():  # one at a time: a store may be built first
-                children[name] = _Child(name, path, folder / f"{name}.db", args)
+                store = "current" if args.baseline_store == "current" else name
+                children[name] = _Child(name, path, folder / f"{store}.db", args)
                 children[name].ready()
             figures = _rounds(children, args.rounds, args.chunk)
         finally:
@@ -109,10 +112,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--encoder", choices=("minilm", "e5"), default="e5")
     parser.add_argument("--store-dir", help="keep (and reuse) each code's store here")
     parser.add_argument("--baseline-path", help="another checkout, measured in the same run")
+    parser.add_argument(
+        "--baseline-store",
+        choices=("own", "current"),
+        default="own",
+        help="the baseline's store: its own (built by its formation) or the current code's",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the questions")
     parser.add_argument("--chunk", type=int, default=10, help="questions per turn of a code")
     parser.add_argument("--asked", choices=("now", "end"), default="now")
     parser.add_argument("--dump", help="write the current code's hits and blocks here")
+    parser.add_argument("--dump-baseline", help="write the baseline's hits and blocks here")
     parser.add_argument("--cprofile", type=int, default=0, help="print the N costliest calls")
     parser.add_argument("--json", help="write the figures to this JSON file")
     parser.add_argument("--compare", nargs=2, help="compare two --dump files and exit")
@@ -134,8 +144,9 @@ class _Child:
             sys.executable, __file__, "--child", "--data", str(args.data), "--store", str(store),
             "--encoder", args.encoder, "--asked", args.asked, "--cprofile", str(args.cprofile),
         ]  # fmt: skip
-        if args.dump and name == "current":
-            command += ["--dump", args.dump]
+        dump = args.dump if name == "current" else args.dump_baseline
+        if dump:
+            command += ["--dump", dump]
         env = dict(os.environ, PYTHONPATH=str(code))
         self.name = name
         self.laps: dict[str, list[float]] = {}
