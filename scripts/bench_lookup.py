@@ -12,12 +12,14 @@ any change to retrieval, and on a shared machine its noise would drown the looku
 
 ``--baseline-path DIR`` also measures another checkout (a ``git worktree`` of an earlier
 commit) in the same run: each code runs in a child process of its own (``PYTHONPATH`` set
-to its checkout, its own store built by its own formation), and the rounds alternate
-between the two (the first code of a round changing from round to round), so drift on a
-shared machine falls on both. A question's figure is its median over the rounds; the
-table shows the median and p90 over questions, in total and split into the area lookup
-(``timings_ms.total_ms`` of the receipt: encoding wait, foci, pulse, area, ranking) and
-the rest (fragment fetch, evidence, the block), and each code's ratio to the baseline.
+to its checkout, its own store built by its own formation), and within each round (every
+question once, in an order of its own) the two take turns every ``--chunk`` questions, the
+first of a turn alternating, so drift on a shared machine falls on both. A question's
+figure is its median over the rounds; the table shows the median and p90 over questions of
+the wall time, of the process's CPU time (steadier than wall time on a busy machine), and
+of its split into the area lookup (``timings_ms.total_ms`` of the receipt: encoding wait,
+foci, pulse, area, ranking) and the rest (the question read, fragment fetch, evidence, the
+block), each code's ratio to the baseline, and the p50 of each stage the receipt times.
 
 ``--asked end`` asks each question when its conversation's last session ends (its time
 words resolve against that day, as ``scripts/eval_locomo.py`` does); ``now`` (the
