@@ -211,6 +211,29 @@ def test_a_query_pinned_to_an_old_version_ignores_what_was_added_since(
     assert all(s.imputed for s in result.scores if s.fragment_id in later_ids)
 
 
+def test_each_ranked_fragment_reports_its_own_cosine_and_kind_factor(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """The cosine a fragment reports is its vector's with the question's (None for a
+    fragment newer than the graph: imputed), and its factor is its kind's."""
+    store = _store(tmp_path, backends)
+    old = store.warm_graph()
+    store.append(_messages(LATER, 1_700_100_000), conversation="c2")
+    store.form_all()
+    vector = backends.encoder.encode(["Porto train brakes"])[0]
+    question = Question.of("Porto train brakes").encoding(lambda: vector)
+    result = retrieve_area(store._reader, old, question, limit=20)
+    scoring = store.graph_settings.scoring
+    assert any(s.imputed for s in result.scores) and any(not s.imputed for s in result.scores)
+    for score in result.scores:
+        assert score.factor == scoring.factor(score.kind)
+        if score.imputed:
+            assert score.cosine is None
+            continue
+        row = old.vector_of[old.fragment_nodes[score.fragment_id]]
+        assert score.cosine == pytest.approx(float(old.vectors[row] @ vector), abs=1e-6)
+
+
 def test_a_failed_refresh_is_followed_by_a_full_read(
     tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,7 @@ from memory_core.reconstruction.render import reconstruct
 from memory_core.retrieval.bm25 import Hit
 from memory_core.storage.db import connect, transaction
 from memory_core.storage.tables import dates as date_rows
-from memory_core.text.dates import Span, annotate, find, label
+from memory_core.text.dates import _KEYWORDS, Span, _scan, annotate, find, label
 from memory_core.text.question import MAX_TIMES, Question, times_of
 from memory_core.text.tokens import counter_for
 
@@ -41,9 +41,7 @@ def _day(y: int, m: int, d: int) -> Span:
     return Span(dt.date(y, m, d), dt.date(y, m, d), "day")
 
 
-@pytest.mark.parametrize(
-    ("text", "first", "last", "granularity"),
-    [
+RELATIVE = [
         # English
         ("yesterday", (2023, 5, 7), (2023, 5, 7), "day"),
         ("today", (2023, 5, 8), (2023, 5, 8), "day"),
@@ -103,8 +101,10 @@ def _day(y: int, m: int, d: int) -> Span:
         ("el viernes pasado", (2023, 5, 5), (2023, 5, 5), "day"),
         ("el lunes que viene", (2023, 5, 15), (2023, 5, 15), "day"),
         ("en mayo", (2023, 5, 1), (2023, 5, 31), "month"),
-    ],
-)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "first", "last", "granularity"), RELATIVE)
 def test_relative_expressions_resolve_against_the_turns_day(
     text: str, first: tuple[int, int, int], last: tuple[int, int, int], granularity: str
 ) -> None:
@@ -209,6 +209,59 @@ def test_odd_inputs_never_crash_and_spans_are_valid(text: str, at: dt.date) -> N
     annotate(text, at)
 
 
+WRITTEN = [
+    "7 May 2023", "May 7, 2023", "7th of May, 2023", "7 de maio de 2023", "7 May", "May 7",
+    "7 de mayo", "May 2023", "maio de 2023", "in 2022", "em 2022", "during 1999",
+    "segunda-feira passada", "na próxima sexta", "el martes que viene", "this Sunday",
+    "nesta quarta", "last weekend", "o fim de semana passado", "el fin de semana que viene",
+    "esta noche", "hoje de manhã", "ontem à noite", "last night", "this evening", "antier",
+    "anteontem", "depois de amanhã", "mañana", "a few days ago", "há uns dias",
+    "hace unos días", "alguns dias atrás", "in a couple of weeks", "daqui a dois meses",
+    "três anos atrás", "last December", "dezembro passado", "next March", "marzo que viene",
+    "during July", "durante agosto",
+]  # fmt: skip
+"""Written-out dates and one expression of each other kind of rule."""
+
+_ODD = ["\u0131", "\u0130", "\u017f", "\u212a", "K", "_", "-", "º", "\u0301", "ß", "Σ", "😀",
+        "\n", "1", "19", "2023", "99999", ",", ".", "  "]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", [t for t, *_ in RELATIVE] + WRITTEN)
+def test_every_expression_holds_a_keyword_so_the_search_for_one_misses_none(text: str) -> None:
+    odd = text.replace("s", "\u017f").replace("i", "\u0131").replace("k", "\u212a")  # re.I: s, i, k
+    for said in (text, f"Well, {text}, you know.", text.upper(), f"_{text}", f"{text}x", odd):
+        assert find(said, MON_8_MAY_2023) == _scan(said, MON_8_MAY_2023)
+        for expression in _scan(said, MON_8_MAY_2023):
+            assert _KEYWORDS.search(expression.words), expression
+    assert _scan(text, MON_8_MAY_2023), text
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [w for t in [*(t for t, *_ in RELATIVE), *WRITTEN] for w in t.split()] + _ODD
+        ),
+        max_size=12,
+    ).map(" ".join),
+    st.lists(st.sampled_from(["", " ", "_", "x", "\u0131", "\u017f"]), min_size=1, max_size=3),
+)
+def test_find_equals_every_pattern_tried(words: str, glue: list[str]) -> None:
+    """Words of every rule, glued oddly (inside words, letters that match others under
+    IGNORECASE): the keyword search never makes :func:`find` miss what the patterns find."""
+    text = glue[0].join(words.split(" ")) if len(glue) == 1 else words + glue[-1]
+    assert find(text, MON_8_MAY_2023) == _scan(text, MON_8_MAY_2023)
+    assert find(text.upper(), MON_8_MAY_2023) == _scan(text.upper(), MON_8_MAY_2023)
+
+
+def test_look_alike_letters_matched_under_ignorecase_are_left_alone() -> None:
+    """"\u0131" and "\u017f" match "i" and "s" in a case-blind pattern but name no weekday or unit:
+    such an expression is no date (it used to raise KeyError, failing formation)."""
+    assert find("last fr\u0131day", MON_8_MAY_2023) == ()
+    assert find("3 day\u017f ago", MON_8_MAY_2023) == ()
+    assert annotate("I saw it last fr\u0131day and 3 day\u017f ago", MON_8_MAY_2023).endswith("ago")
+
+
 def test_the_edges_of_the_calendar_are_left_alone() -> None:
     assert find("tomorrow", dt.date(9999, 12, 31)) == ()
     assert find("yesterday", dt.date(1, 1, 1)) == ()
@@ -272,6 +325,25 @@ def test_formation_keeps_the_expressions_beside_the_unchanged_words(store: Memor
         assert date_rows.expressions_of(conn, hit.fragment_id) == [
             ("yesterday", "2023-05-07", "2023-05-07", "day")
         ]
+
+
+def test_the_candidates_matching_several_spans_are_those_matching_each(
+    store: MemoryStore,
+) -> None:
+    """One statement for every span of a question: the union of what each span matches
+    (said on a day of it, or speaking of one)."""
+    day = dt.date(2023, 5, 7)
+    spans = [
+        date_rows.Days(day, day),  # "yesterday" of the first turn
+        date_rows.Days(dt.date(2023, 6, 17), dt.date(2023, 6, 17)),  # said 40 days later
+        date_rows.Days(dt.date(2020, 1, 1), dt.date(2020, 12, 31)),  # nothing
+    ]
+    with store.lookup() as conn:
+        ids = [int(row[0]) for row in conn.execute("SELECT id FROM fragments")]
+        each = [date_rows.matching(conn, ids, [span]) for span in spans]
+        assert date_rows.matching(conn, ids, spans) == set().union(*each)
+        assert each[0] and each[1] and not each[2]
+        assert date_rows.matching(conn, ids[:1], spans) <= {ids[0]}
 
 
 @pytest.mark.parametrize("question", ["7 May 2023", "May 7", "in May 2023"])

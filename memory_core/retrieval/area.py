@@ -197,12 +197,12 @@ def retrieve_area(
     if question.times:
         spans = [dates.Days(t.first, t.last) for t in question.times]
         within = dates.matching(conn, candidates.fragment_ids.tolist(), spans)
-        candidates = candidates.with_term(
-            "date", [float(int(f) in within) for f in candidates.fragment_ids]
-        )
+        dated = np.fromiter(within, np.int64, len(within))
+        candidates = candidates.with_term("date", np.isin(candidates.fragment_ids, dated))
     clock.lap("dates")
     kinds = _kinds(conn, memory, candidates, nodes)
-    factor = np.array([scoring.factor(kind) for kind in kinds], dtype=np.float64)
+    by_kind = {kind: scoring.factor(kind) for kind in set(kinds)}
+    factor = np.fromiter(map(by_kind.__getitem__, kinds), np.float64, len(kinds))
     speaker = _named_speaker(memory, question)
     if speaker and scoring.other_speaker < 1.0:
         said = np.zeros(len(candidates), np.int32)  # rows formed since: no speaker known
@@ -211,7 +211,8 @@ def retrieve_area(
     if np.any(factor != 1.0):
         candidates = candidates.factored(factor)
 
-    cosines: dict[int, float] = {}
+    cosines = np.zeros(len(candidates))
+    has_cosine = np.zeros(len(candidates), dtype=bool)
 
     def similarity(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The similarity term of candidate ``rows`` (graph rows come first); their
@@ -220,9 +221,8 @@ def retrieve_area(
         if vector is not None:
             at = memory.vector_of[nodes[rows]]
             cosine[at >= 0] = memory.vectors[at[at >= 0]] @ vector
-            cosines.update(
-                (int(r), float(c)) for r, c, a in zip(rows, cosine, at, strict=True) if a >= 0
-            )
+            cosines[rows[at >= 0]] = cosine[at >= 0]
+            has_cosine[rows[at >= 0]] = True
         if scale is not None:
             low, high = scale
             return np.clip((cosine - low) / (high - low), 0.0, 1.0)
@@ -244,7 +244,7 @@ def retrieve_area(
             bool(candidates.imputed[i]),
             kinds[int(i)],
             float(factor[i]),
-            cosines.get(int(i)),
+            float(cosines[i]) if has_cosine[i] else None,
         )
         for i in order
     ]
@@ -420,7 +420,7 @@ def _kinds(
 ) -> list[str]:
     """What each candidate's fragment does (``stated``, ``asked``, ``restated``): read from
     the graph for its rows (they come first), from SQLite for the few formed since."""
-    kinds = [ACTS[int(a)] for a in memory.act_of(nodes)]
+    kinds = [ACTS[a] for a in memory.act_of(nodes).tolist()]
     newer = candidates.fragment_ids[nodes.shape[0] :].tolist()
     if newer:
         found = fragments.kinds_of(conn, newer)

@@ -140,20 +140,20 @@ def matching(
     if not fragment_ids or not spans:
         return set()
     ids = json_array(fragment_ids)
-    out: set[int] = set()
-    with reading("cannot read fragment dates"):
-        for span in spans:
-            low, high = _seconds(span.first), _seconds(span.last) + _DAY_SECONDS
-            out.update(
-                int(row[0])
-                for row in conn.execute(
-                    f"SELECT id FROM fragments WHERE id {JSON_IN} AND ts >= ? AND ts < ?"
-                    " UNION SELECT fragment_id FROM fragment_dates"
-                    f" WHERE fragment_id {JSON_IN} AND first_day <= ? AND last_day >= ?",
-                    (ids, low, high, ids, span.last.isoformat(), span.first.isoformat()),
-                )
+    said = " OR ".join(["(ts >= ? AND ts < ?)"] * len(spans))
+    speaks = " OR ".join(["(first_day <= ? AND last_day >= ?)"] * len(spans))
+    seconds = [t for s in spans for t in (_seconds(s.first), _seconds(s.last) + _DAY_SECONDS)]
+    days = [d for span in spans for d in (span.last.isoformat(), span.first.isoformat())]
+    with reading("cannot read fragment dates"):  # one statement for every span
+        return {
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT id FROM fragments WHERE id {JSON_IN} AND ({said})"
+                f" UNION SELECT fragment_id FROM fragment_dates WHERE fragment_id {JSON_IN}"
+                f" AND ({speaks})",
+                (ids, *seconds, ids, *days),
             )
-    return out
+        }
 
 
 def _seconds(day: dt.date) -> float:
