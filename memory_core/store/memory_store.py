@@ -588,6 +588,11 @@ class MemoryStore(StoreHistory, StoreControls):
             failed=c.failed,
             names=len(self.names),
             held=c.held,
+            entities=c.entities,
+            relations=c.relations,
+            contexts=c.contexts,
+            snapshots=c.snapshots,
+            bytes=sum(_size(Path(f"{self.path}{end}")) for end in ("", "-wal")),
         )
 
     def entities(self, *, limit: int = 100, name: str | None = None) -> list[EntityView]:
@@ -609,3 +614,9 @@ class MemoryStore(StoreHistory, StoreControls):
         with self._read_lock:
             return KnownNames(self._reader)
 
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
