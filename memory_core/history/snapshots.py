@@ -13,7 +13,7 @@ and the same text. What was formed but not yet in a snapshot is first folded int
 *checkpoint* snapshot, and the rollback is itself recorded as a snapshot (its changeset
 is the inverse path), so a rollback can be undone by rolling back to the snapshot before
 it, which its report names (``undo``). The chain stays linear: every snapshot's parent is
-the one before it. A rollback is one entry for a person (:func:`describe` folds the
+the one before it. A rollback is one entry for a person (:func:`describe_snapshot` folds the
 checkpoint taken for it into the rollback's line), but two rows stay in the chain: the
 checkpoint is the only snapshot holding the state just before, which an undo must reach
 exactly.
@@ -48,13 +48,13 @@ __all__ = [
     "Restored",
     "SnapshotRow",
     "checkpoint",
-    "describe",
+    "describe_snapshot",
     "fold",
     "materialize",
     "path_between",
     "release",
     "rollback",
-    "undoes",
+    "undo_of",
 ]
 
 TOTALS = ("fragments", "entities", "aliases", "mentions", "relations", "contexts")
@@ -220,7 +220,7 @@ def materialize(source: Connection, target: int, dest: Path, *, now: float) -> N
         conn.close()
 
 
-def describe(row: SnapshotRow) -> str:
+def describe_snapshot(row: SnapshotRow) -> str:
     """What a snapshot is, in words: ``cycle 3 (demand)``, ``rollback to 7 (undo: 11)``,
     ``formation`` (a checkpoint of what formation wrote), or ``formation, saved before
     rollback to 7`` (the checkpoint a rollback took first: part of that rollback)."""
@@ -228,14 +228,14 @@ def describe(row: SnapshotRow) -> str:
         cycle, trigger = row.report.get("cycle"), row.report.get("trigger")
         return f"cycle {cycle}" + (f" ({trigger})" if trigger else "")
     if row.kind == "rollback":
-        return f"rollback to {row.target} (undo: rollback to {undoes(row)})"
+        return f"rollback to {row.target} (undo: rollback to {undo_of(row)})"
     before = _before_rollback(row)
     if before is not None:
         return f"formation, saved before rollback to {before}"
     return "formation"
 
 
-def undoes(row: SnapshotRow) -> int | None:
+def undo_of(row: SnapshotRow) -> int | None:
     """For a rollback's snapshot, the snapshot whose state memory had just before it
     (rolling back to it undoes the rollback); None for other snapshots."""
     if row.kind != "rollback":

@@ -32,6 +32,9 @@ from ..storage import Connection, connect, read_snapshot
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
 from ..storage.tables.history import HeldRow, SnapshotRow
+from ..transfer import Manifest
+from ..transfer import export as export_memory
+from ..transfer import import_ as import_memory
 from .exclusive import exclusive
 from .names import KnownNames
 
@@ -132,6 +135,34 @@ class StoreHistory(abc.ABC):
             restored = history.rollback(self._forming, target, now=self._clock())
         self._events(_rollback_record(restored, time.perf_counter() - began))
         return restored
+
+    def export(self, dest: Path, *, tenant: str) -> Manifest:
+        """Write this memory to ``dest`` (:mod:`memory_core.transfer`), read in one read
+        transaction of a connection of its own (lookups and writes meanwhile wait for
+        nothing); its manifest."""
+        reading = connect(self.path, readonly=True)
+        try:
+            return export_memory(reading, dest, tenant=tenant, now=self._clock())
+        finally:
+            reading.close()
+
+    def import_export(self, source: Path, *, replace: bool = False) -> Manifest:
+        """Load the export at ``source`` into this store, in one transaction (refused,
+        nothing changed, when the file is not a sound export of this schema, or when
+        this store holds memory and ``replace`` is False); the graph is read again.
+        Raises :class:`ExportFileError`, :class:`MemoryNotEmptyError`, or
+        :class:`DreamBusyError` while a cycle or a rollback runs for this tenant."""
+        began = time.perf_counter()
+        with exclusive(self.path, "an import"), self._form_lock, self._transition():
+            manifest = import_memory(self._forming, source, replace=replace)
+        counts = manifest.counts
+        self._events({
+            "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
+            "log": counts.get("log", 0), "fragments": counts.get("fragments", 0),
+            "relations": counts.get("relations", 0), "snapshots": counts.get("snapshots", 0),
+            "replace": replace, "ms": round((time.perf_counter() - began) * 1000, 1),
+        })  # fmt: skip
+        return manifest
 
     def dream_status(self) -> DreamStatus:
         """What the dream policy weighs (read in one transaction): messages logged since
