@@ -11,7 +11,8 @@ graph again within a second, and two cycles or rollbacks never run at once for a
 - ``areamem diff A B [--tenant T] [--json]``: what differs from snapshot A to B;
 - ``areamem rollback SNAPSHOT|--undo [--tenant T] [--reform] [--json]``: restore a snapshot.
 
-``areamem --version`` prints the
+``areamem search|stats|receipts|export|import`` (:mod:`.tools`) read a tenant's memory as the
+``/memory`` endpoints do, and move it to a file and back. ``areamem --version`` prints the
 package's version; each subcommand's ``--help`` has a line of description and an example.
 """
 
@@ -36,6 +37,7 @@ from ..config import Config, load_config
 from ..server import ProxyServer
 from ..services import Services
 from . import history as cli_history
+from . import tools as cli_tools
 from .parsing import command, package_version, tenant_options
 
 __all__ = ["build_parser", "main"]
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
     _memory_parser(commands)
     cli_history.add_parsers(commands)
+    cli_tools.add_parsers(commands)
     return parser
 
 
@@ -71,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _memory_command(args)
     if args.command in cli_history.COMMANDS:
         return cli_history.run(args)
+    if args.command in cli_tools.COMMANDS:
+        return cli_tools.run(args)
     try:
         config = load_config(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
         services = build_services(config)
