@@ -582,7 +582,8 @@ def rollback() -> Json:
         "rollback",
         "Restore memory to a snapshot. The log is kept: messages it no longer holds the "
         "formation of are held until the next cycle (or formed at once with ``reform``). "
-        "Recorded as a snapshot: roll back to the one before it to undo.",
+        "Recorded as a snapshot; the answer's ``undo`` names the snapshot to roll back to to"
+        " undo it exactly.",
         "history",
         responses,
         body=body,

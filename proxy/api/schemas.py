@@ -578,6 +578,14 @@ class SnapshotSummary(_Body):
     )
     trigger: str | None = Field(description="Why its cycle ran (cycles only).")
     decisions: dict[str, int] = Field(description="Its cycle's decisions per kind.")
+    description: str = Field(
+        description="What it is, in words: 'cycle 3 (demand)', 'rollback to 7 (undo: rollback"
+        " to 11)', 'formation', or 'formation, saved before rollback to 7' (the checkpoint a"
+        " rollback took: part of that rollback)."
+    )
+    undo: int | None = Field(
+        description="For a rollback: the snapshot to roll back to to undo it exactly."
+    )
 
 
 class SnapshotDetail(SnapshotSummary):
@@ -630,8 +638,11 @@ class RollbackResponse(_Body):
 
     tenant: str
     restored: int = Field(description="The snapshot whose state memory now has.")
-    snapshot: int = Field(description="The snapshot recording this rollback (undo: roll back"
-                          " to the one before it).")  # fmt: skip
+    snapshot: int = Field(description="The snapshot recording this rollback.")
+    undo: int = Field(
+        description="The snapshot whose state memory had just before (the checkpoint, else the"
+        " previous head): roll back to it to undo this rollback exactly."
+    )
     checkpoint: int | None = Field(
         description="A snapshot of what formation had added since the head, taken first."
     )
