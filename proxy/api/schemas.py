@@ -39,6 +39,7 @@ __all__ = [
     "Health",
     "HeldMessage",
     "HeldResponse",
+    "ImportResponse",
     "IngestMessage",
     "IngestRequest",
     "IngestResponse",
@@ -631,6 +632,17 @@ class RollbackRequest(_Body):
 
     snapshot: StrictInt = Field(ge=1, le=2**62)
     reform: StrictBool = False
+
+
+class ImportResponse(_Body):
+    """What ``POST /memory/import`` loaded."""
+
+    tenant: str = Field(description="The caller's tenant, which now holds the export.")
+    from_tenant: str = Field(description="The tenant the export was made of.")
+    created_at: str = Field(description="When the export was made (ISO 8601, UTC).")
+    version: int = Field(description="The export's format version.")
+    replaced: bool = Field(description="Whether what the tenant held was replaced.")
+    counts: dict[str, int] = Field(description="Rows loaded per table.")
 
 
 class RollbackResponse(_Body):
