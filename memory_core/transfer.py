@@ -219,7 +219,8 @@ def _load(conn: Connection, archive: zipfile.ZipFile, table: str, part: Part) ->
     digest = hashlib.sha256()
     try:
         with archive.open(f"tables/{table}.jsonl") as stream:
-            loaded = rows.load(conn, table, part.columns, _decoded(stream, digest, table))
+            decoded = _decoded(stream, digest, table, len(part.columns))
+            loaded = rows.load(conn, table, part.columns, decoded)
     except KeyError:
         raise ExportFileError(f"the export has no part for {table}") from None
     except (ValueError, TypeError, zipfile.BadZipFile) as exc:
@@ -231,12 +232,12 @@ def _load(conn: Connection, archive: zipfile.ZipFile, table: str, part: Part) ->
         )
 
 
-def _decoded(stream: IO[bytes], digest: Any, table: str) -> Iterator[list[Any]]:
+def _decoded(stream: IO[bytes], digest: Any, table: str, width: int) -> Iterator[list[Any]]:
     for line in stream:
         digest.update(line)
         values = json.loads(line)
-        if not isinstance(values, list):
-            raise ValueError(f"a row of {table} is not a JSON array")
+        if not isinstance(values, list) or len(values) != width:
+            raise ValueError(f"a row of {table} is not a JSON array of {width} values")
         yield [_decode(v) for v in values]
 
 

@@ -153,6 +153,10 @@ def test_stats_receipts_export_and_import(cli: Cli, folder: Path) -> None:
     assert "3 log, 3 fragments" in cli("import", str(exported), tenant="copy")
     refused = cli("import", str(exported), tenant="copy", status=1)
     assert "already holds memory" in refused
+    truncated = folder / "truncated.areamem"
+    truncated.write_bytes(exported.read_bytes()[:1000])
+    assert "truncated" in cli("import", str(truncated), tenant="new", status=1)
+    assert not (folder / "data" / "tenants" / "new.db").exists()  # no tenant made
     for question in ("where does Maya live?", "what does Anna play?"):
         found = [cli.json("search", question, tenant=t) for t in ("maya", "copy")]
         for body in found:

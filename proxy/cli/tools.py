@@ -84,17 +84,24 @@ def run(args: argparse.Namespace) -> int:
     except Refused as exc:
         print(f"areamem: {exc}", file=sys.stderr)
         return exc.status
+    made = not path.exists()  # an import into a new tenant that fails leaves no file
     store = open_store(config, path, args.tenant)
+    status = 0
     try:
         body, text = _COMMANDS[args.command](store, args, config.memory.retrieval)
     except MemoryCoreError as exc:
         print(f"areamem: {exc}", file=sys.stderr)
-        return 1
+        status = 1
     except BackendError as exc:
         print(f"areamem: {exc}", file=sys.stderr)
-        return 2
+        status = 2
     finally:
         store.close()
+    if status:
+        if made:
+            for end in ("", "-wal", "-shm"):
+                Path(f"{path}{end}").unlink(missing_ok=True)
+        return status
     print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else text)
     return 0
 
