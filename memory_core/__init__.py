@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from .dream import DreamConfig, DreamReport, Step
     from .errors import (
         DreamBusyError,
+        ExportFileError,
         InvalidInputError,
         MemoryCoreError,
+        MemoryNotEmptyError,
         SnapshotNotFoundError,
         StorageBusyError,
         StorageError,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from .formation.config import FormationSection
     from .formation.models.llm import litellm_module
     from .graph import GraphSettings
-    from .history.snapshots import HeldRow, Restored, SnapshotRow
+    from .history.snapshots import HeldRow, Restored, SnapshotRow, describe_snapshot, undo_of
     from .history.views import Diff, HistoryState
     from .log.chain import chain_hashes, conversation_id, message_text
     from .log.messages import (
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from .text.question import Question
     from .text.tokens import TokenCounter, default_counter, warm_tokenizers
     from .text.words import query_terms
+    from .transfer import Manifest
     from .views import StoreStats
 
 __all__ = [
@@ -84,6 +87,7 @@ __all__ = [
     "DreamConfig",
     "DreamReport",
     "DreamStatus",
+    "ExportFileError",
     "ForgetRow",
     "Forgotten",
     "FormationConfig",
@@ -96,7 +100,9 @@ __all__ = [
     "Hit",
     "InvalidInputError",
     "LogMessage",
+    "Manifest",
     "MemoryCoreError",
+    "MemoryNotEmptyError",
     "MemoryStore",
     "NameIndex",
     "Question",
@@ -117,6 +123,7 @@ __all__ = [
     "check_timestamp",
     "conversation_id",
     "default_counter",
+    "describe_snapshot",
     "extract_names",
     "limit_blas_threads",
     "litellm_module",
@@ -124,6 +131,7 @@ __all__ = [
     "query_terms",
     "restated_by",
     "stored_timestamp",
+    "undo_of",
     "warm_tokenizers",
 ]
 
@@ -132,8 +140,10 @@ _HOMES = {
     "dream": ("DreamConfig", "DreamReport", "Step"),
     "errors": (
         "DreamBusyError",
+        "ExportFileError",
         "InvalidInputError",
         "MemoryCoreError",
+        "MemoryNotEmptyError",
         "SnapshotNotFoundError",
         "StorageBusyError",
         "StorageError",
@@ -149,7 +159,7 @@ _HOMES = {
     "formation.config": ("FormationSection",),
     "formation.models.llm": ("litellm_module",),
     "graph": ("GraphSettings",),
-    "history.snapshots": ("HeldRow", "Restored", "SnapshotRow"),
+    "history.snapshots": ("HeldRow", "Restored", "SnapshotRow", "describe_snapshot", "undo_of"),
     "history.views": ("Diff", "HistoryState"),
     "log.chain": ("chain_hashes", "conversation_id", "message_text"),
     "log.messages": (
@@ -178,6 +188,7 @@ _HOMES = {
     "text.question": ("Question",),
     "text.tokens": ("TokenCounter", "default_counter", "warm_tokenizers"),
     "text.words": ("query_terms",),
+    "transfer": ("Manifest",),
     "views": ("StoreStats",),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}

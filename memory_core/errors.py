@@ -5,9 +5,11 @@ from __future__ import annotations
 __all__ = [
     "DreamBusyError",
     "EncoderChangedError",
+    "ExportFileError",
     "InvalidInputError",
     "MemoryChangedError",
     "MemoryCoreError",
+    "MemoryNotEmptyError",
     "SegmenterWeightsError",
     "SnapshotNotFoundError",
     "StorageBusyError",
@@ -59,3 +61,13 @@ class SegmenterWeightsError(MemoryCoreError):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+
+class ExportFileError(MemoryCoreError):
+    """An export cannot be imported: not an areamem export, truncated or corrupt (a part's
+    sha256 differs from the manifest's), of a newer format version, or of another schema.
+    Nothing stored was changed."""
+
+
+class MemoryNotEmptyError(MemoryCoreError):
+    """An import into a tenant that already holds memory, without ``replace``."""

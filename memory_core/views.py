@@ -424,3 +424,8 @@ class StoreStats(_View):
         description="Log messages a rollback holds back from formation until the next"
         " consolidation cycle (or POST /memory/rollback with reform)."
     )
+    entities: int = Field(description="Entities (people, places, things named).")
+    relations: int = Field(description="Relations (superseded and disputed ones included).")
+    contexts: int = Field(description="Contexts (topics).")
+    snapshots: int = Field(description="Snapshots kept in memory's history.")
+    bytes: int = Field(description="Size of the database file and its write-ahead log.")

@@ -111,33 +111,16 @@ class Services:
             self.log.write({"event": "formation_failed", "tenant": tenant, "error": error})
 
     def note_dream(self, tenant: str, seconds: float, trigger: str, snapshot: int) -> None:
-        """A consolidation cycle completed: counted, timed and logged."""
+        """A consolidation cycle completed: counted and timed (the store logs it, with
+        counts, whoever started it)."""
         kind = "demand" if trigger == "demand" else "policy"
         self.metrics.dream_cycles.labels(trigger=kind).inc()
         self.metrics.dream_seconds.observe(seconds)
-        self.log.write(
-            {
-                "event": "dream_done",
-                "tenant": tenant,
-                "trigger": trigger,
-                "snapshot": snapshot,
-                "ms": round(seconds * 1000, 1),
-            }
-        )
 
     def note_rollback(self, tenant: str, seconds: float, target: int, snapshot: int) -> None:
-        """A rollback completed: counted, timed and logged."""
+        """A rollback completed: counted and timed (the store logs it, with counts)."""
         self.metrics.rollbacks.inc()
         self.metrics.rollback_seconds.observe(seconds)
-        self.log.write(
-            {
-                "event": "rollback",
-                "tenant": tenant,
-                "restored": target,
-                "snapshot": snapshot,
-                "ms": round(seconds * 1000, 1),
-            }
-        )
 
     def start_workers(self) -> None:
         """Start the formation worker processes, if any (from the event loop)."""

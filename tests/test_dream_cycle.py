@@ -112,6 +112,12 @@ def test_a_merge_brings_a_conflict_to_light(tmp_path: Path, backends: Backends) 
         [survivor] = [e.name for e in store.entities(name="robert")]  # one entity, both names
         assert survivor in {"Bob", "Robert"}  # the more mentioned one (both open sentences)
         assert set(conflict.subjects) == {f"{survivor} lives_in Rome", f"{survivor} lives_in Oslo"}
+        assert {c.text for c in conflict.claims} == {
+            f"{survivor} lives in Rome", f"{survivor} lives in Oslo"
+        }  # fmt: skip
+        assert f'contradicts "{survivor} lives in Oslo" vs "{survivor} lives in Rome"' in (
+            conflict.reason
+        )
         assert {s.text for s in conflict.sources} == {
             "Bob lives in Oslo.", "Robert lives in Rome."
         }  # fmt: skip

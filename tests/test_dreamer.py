@@ -342,6 +342,9 @@ async def test_the_dream_policy_starts_cycles_and_is_hot_reloaded(
         assert len(await cycled()) == 1  # nothing new since: no second cycle
     events = [r for r in proxy.log_records() if r.get("event", "").startswith("dream")]
     assert [e["event"] for e in events] == ["dream_started", "dream_done"]
+    done = events[-1]  # one line, by the store, with what the cycle did
+    assert done["tenant"] == "default" and done["formed"] >= 0 and done["rows_changed"] > 0
+    assert isinstance(done["decisions"], dict) and done["trigger"].startswith("policy:")
     async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as r:
         assert 'areamem_dream_cycles_total{trigger="policy"} 1.0' in await r.text()
 

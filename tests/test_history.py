@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memory_core import LogMessage, MemoryStore
+from memory_core import LogMessage, MemoryStore, describe_snapshot, undo_of
 from memory_core.dream import DreamConfig
 from memory_core.errors import MemoryChangedError, SnapshotNotFoundError, StorageError
 from memory_core.formation import Backends
@@ -127,6 +127,31 @@ def test_a_rollback_is_undone_by_rolling_back_to_the_snapshot_before_it(
     assert (undone.formed_again, store.stats().held) == (2, 0)  # formed in S2: not held
     assert search(store, "cat Tom") == ["I adopted a cat named Tom."]
     assert store.form_all() == 0  # and not formed twice
+
+
+def test_cycles_and_rollbacks_are_told_with_counts_and_a_rollback_is_one_entry(
+    tmp_path: Path, backends: Backends
+) -> None:
+    told: list[dict[str, Any]] = []
+    store = MemoryStore(tmp_path / "t.db", backends=backends, events=told.append)
+    try:
+        say(store, "c1", ["I live in Paris."])
+        s1 = store.dream().snapshot
+        say(store, "c2", ["Actually, I moved to Rome."], start=10)  # formed, not in a snapshot
+        restored = store.rollback(s1)
+        assert restored.undo == restored.checkpoint == restored.snapshot - 1
+        cycle, rollback = told
+        assert cycle["event"] == "dream_done" and cycle["rows_changed"] > 0
+        assert cycle["snapshot"] == s1 and "decisions" in cycle and cycle["formed"] == 0
+        assert rollback["event"] == "rollback" and rollback["undo"] == restored.undo
+        assert rollback["tables"]["fragments"] == 1 and rollback["newly_held"] == 1
+        newest, checkpoint, first = store.snapshots()
+        assert describe_snapshot(newest) == f"rollback to {s1} (undo: rollback to {checkpoint.id})"
+        assert describe_snapshot(checkpoint) == f"formation, saved before rollback to {s1}"
+        assert describe_snapshot(first) == "cycle 1 (demand)"
+        assert undo_of(newest) == checkpoint.id and undo_of(first) is None
+    finally:
+        store.close()
 
 
 def test_reform_forms_the_held_rows_at_once(store: MemoryStore) -> None:

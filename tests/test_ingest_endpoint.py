@@ -79,7 +79,13 @@ async def test_ingest_then_search(proxy: Proxy) -> None:
         "failed": 0,
         "names": stats["names"],
         "held": 0,
+        "entities": stats["entities"],
+        "relations": stats["relations"],
+        "contexts": stats["contexts"],
+        "snapshots": 0,
+        "bytes": stats["bytes"],
     }
+    assert stats["entities"] > 0 and stats["contexts"] > 0 and stats["bytes"] > 0
     assert stats["names"] >= 2  # Caroline, LGBTQ
 
 

@@ -3,6 +3,7 @@ real response of a real proxy (in front of the fake upstream) fits what it decla
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ class Exchange:
     content_type: str
     text: str
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
 
     def json(self) -> Any:
         return json.loads(self.text)
@@ -54,13 +56,15 @@ class Client:
         self, method: str, path: str, template: str | None = None, **kwargs: Any
     ) -> Exchange:
         async with self.http.request(method, self.url + path, **kwargs) as response:
+            body = await response.read()
             exchange = Exchange(
                 template or path,
                 method.lower(),
                 response.status,
                 response.content_type,
-                await response.text(),
+                body.decode("utf-8", "replace"),  # an export is a zip: never read as text
                 dict(response.headers),
+                body,
             )
         self.seen.append(exchange)
         return exchange
@@ -287,6 +291,19 @@ async def _history(client: Client) -> None:
         "POST", "/v1/chat/completions", json=chat, headers={"X-Memory-As-Of": "9999"}
     )
     assert unknown.status == 400 and unknown.json()["error"]["code"] == "snapshot_not_found"
+    await _transfer(client)
+
+
+async def _transfer(client: Client) -> None:
+    """An export, loaded back over what the tenant holds; refused without ``replace``."""
+    exported = await client.call("GET", "/memory/export")
+    assert exported.status == 200 and exported.content_type == "application/zip"
+    zipped = {"Content-Type": "application/zip"}
+    for query, status in (({}, 409), ({"replace": "true"}, 200)):
+        loaded = await client.call(
+            "POST", "/memory/import", data=io.BytesIO(exported.body), headers=zipped, params=query
+        )
+        assert loaded.status == status, loaded.text
 
 
 async def test_keys_auth_errors_and_empty_memory(

@@ -37,7 +37,7 @@ from ..storage.tables.dream import EntityProfile, NewRelation
 from ..text.words import opens_as_correction
 from .config import DreamConfig
 from .judges import ContextPair, EntityPair, Verdict
-from .report import Decision, DecisionKind
+from .report import Claim, Decision, DecisionKind, naming
 
 __all__ = ["Consolidation", "Decisions"]
 
@@ -61,6 +61,7 @@ class Decisions:
         ids: Sequence[int],
         sources: Sequence[DiffSource],
         by: str = "cycle",
+        claims: Sequence[Claim] = (),
     ) -> None:
         count = self.totals[kind] = self.totals.get(kind, 0) + 1
         if count <= self.limit:
@@ -72,6 +73,7 @@ class Decisions:
                     ids=list(ids),
                     sources=list(sources),
                     by=by,
+                    claims=list(claims),
                 )
             )
 
@@ -175,22 +177,25 @@ class Consolidation:
         statements = [self._statement(r) for r in (newest, *others)]
         sources = self.sources(r.fragment_id for r in (newest, *others))
         ids = [newest.id, *(r.id for r in others)]
+        claims = [self._claim(r) for r in (newest, *others)]
+        older = next(c for c in claims if c.relation == previous)
         if opens_as_correction(text) or CORRECTION.search(text):
             rows.set_status(self._conn, [r.id for r in others], "superseded")
             reason = (
-                f"cycle {self._cycle}: merged entities; the newer claim reads as a correction"
-                f" of relation {previous}"
+                f"cycle {self._cycle}: merged entities; the newer claim reads as a correction:"
+                f" {naming('corrects', claims[0], older)}"
             )
             rows.update_mutation(self._conn, newest.id, "change", previous, reason)
-            self.decisions.add("change", reason, statements, ids, sources)
+            self.decisions.add("change", reason, statements, ids, sources, claims=claims)
         else:
             rows.set_status(self._conn, ids, "disputed")
             reason = (
                 f"cycle {self._cycle}: merged entities hold {len(values)} values of"
-                f" {newest.predicate}; left unresolved"
+                f" {newest.predicate}: {naming('contradicts', claims[0], older, arrow='vs')};"
+                " left unresolved"
             )
             rows.update_mutation(self._conn, newest.id, "conflict", previous, reason)
-            self.decisions.add("conflict", reason, statements, ids, sources)
+            self.decisions.add("conflict", reason, statements, ids, sources, claims=claims)
 
     # -- contexts -------------------------------------------------------------------------
 
@@ -319,12 +324,14 @@ class Consolidation:
             ids = [relation_id] if other is None else [relation_id, other]
             found = [rows.relation_row(self._conn, i) for i in ids]
             present = [r for r in found if r is not None]
+            claims = [self._claim(r) for r in present]
             self.decisions.add(
                 "change" if kind == "change" else "conflict",
-                f"formation: {reason}",
+                f"formation: {_named(kind, reason, claims)}",
                 [self._statement(r) for r in present],
                 ids,
                 self.sources(r.fragment_id for r in present),
+                claims=claims,
             )
 
     # -- helpers ---------------------------------------------------------------------------
@@ -332,6 +339,22 @@ class Consolidation:
     def _statement(self, relation: NewRelation) -> str:
         return self._statement_of(
             relation.subject_id, relation.predicate, relation.object_id, relation.object_value
+        )
+
+    def _claim(self, relation: NewRelation) -> Claim:
+        obj_id = relation.object_id
+        names = rows.entity_names(self._conn, [relation.subject_id, *([obj_id] if obj_id else [])])
+        subject = names.get(relation.subject_id, f"#{relation.subject_id}")
+        value = relation.object_value or ""
+        obj = names.get(obj_id, f"#{obj_id}") if obj_id is not None else value
+        predicate = relation.predicate.replace("_", " ")
+        return Claim(
+            relation=relation.id,
+            fragment=relation.fragment_id,
+            subject=subject,
+            predicate=relation.predicate,
+            object=obj,
+            text=f"{subject} {predicate} {obj}",
         )
 
     def _statement_of(
@@ -355,6 +378,18 @@ class Consolidation:
                     )
                 )
         return found
+
+
+def _named(kind: str, reason: str, claims: Sequence[Claim]) -> str:
+    """Formation's reason for a change or conflict with its claims quoted (the newer one
+    first in ``claims``); the stored reason as is when a side is gone."""
+    if len(claims) < 2:
+        return reason
+    if kind == "change":
+        verb = "reverses" if "reverses" in reason else "corrects"
+        return naming(verb, claims[0], claims[1])
+    verb = "denies" if reason.startswith("denies") else "contradicts"
+    return f"{naming(verb, claims[0], claims[1], arrow='vs')}; left unresolved"
 
 
 def _examples(a: EntityProfile, b: EntityProfile) -> list[int]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..history.views import DiffSource
 
-__all__ = ["DECISION_KINDS", "Decision", "DecisionKind", "DreamReport"]
+__all__ = ["DECISION_KINDS", "Claim", "Decision", "DecisionKind", "DreamReport", "naming"]
 
 DecisionKind = Literal[
     "merge_entities",
@@ -33,6 +33,29 @@ class _View(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Claim(_View):
+    """A relation a decision is about, named: what it says and where it was said."""
+
+    relation: int
+    fragment: int
+    subject: str
+    predicate: str
+    object: str
+    text: str = Field(description='The claim in words, e.g. "Jon lives in Rome".')
+
+
+def naming(verb: str, newer: Claim, older: Claim | None, *, arrow: str = "->") -> str:
+    """A change or conflict in words, the claims quoted: ``corrects "Jon lives in Paris"
+    -> "Jon lives in Rome" (relation 18, fragment 412 -> relation 25, fragment 430)``."""
+    if older is None:
+        return f'{verb} "{newer.text}" (relation {newer.relation}, fragment {newer.fragment})'
+    return (
+        f'{verb} "{older.text}" {arrow} "{newer.text}" (relation {older.relation},'
+        f" fragment {older.fragment} {arrow} relation {newer.relation},"
+        f" fragment {newer.fragment})"
+    )
+
+
 class Decision(_View):
     """One thing a cycle did (or chose not to do), why, and the fragments behind it."""
 
@@ -42,6 +65,10 @@ class Decision(_View):
     ids: list[int] = Field(description="Row ids: entities, contexts or relations.")
     sources: list[DiffSource]
     by: str = Field(description="Who decided: the judge's label, or 'cycle' for rules.")
+    claims: list[Claim] = Field(
+        default_factory=list,
+        description="For a change or conflict, its relations named: the newer one first.",
+    )
 
 
 class DreamReport(_View):

@@ -12,7 +12,11 @@ exactly as it was at ``t``, row ids included, so the same question gives the sam
 and the same text. What was formed but not yet in a snapshot is first folded into a
 *checkpoint* snapshot, and the rollback is itself recorded as a snapshot (its changeset
 is the inverse path), so a rollback can be undone by rolling back to the snapshot before
-it. The chain stays linear: every snapshot's parent is the one before it.
+it, which its report names (``undo``). The chain stays linear: every snapshot's parent is
+the one before it. A rollback is one entry for a person (:func:`describe_snapshot` folds the
+checkpoint taken for it into the rollback's line), but two rows stay in the chain: the
+checkpoint is the only snapshot holding the state just before, which an undo must reach
+exactly.
 
 The log is never rolled back. The rows whose fragments the rollback removed, and the rows still
 queued, are *held* (:mod:`memory_core.storage.tables.history`): formation skips them until they are
@@ -44,11 +48,13 @@ __all__ = [
     "Restored",
     "SnapshotRow",
     "checkpoint",
+    "describe_snapshot",
     "fold",
     "materialize",
     "path_between",
     "release",
     "rollback",
+    "undo_of",
 ]
 
 TOTALS = ("fragments", "entities", "aliases", "mentions", "relations", "contexts")
@@ -73,6 +79,9 @@ class Restored:
     """Held or queued rows whose fragments the rollback brought back (no longer held)."""
     generation: int = 0
     report: dict[str, Any] = field(default_factory=dict)
+    undo: int | None = None
+    """The snapshot whose state memory had just before (the checkpoint, else the head):
+    rolling back to it undoes this rollback exactly."""
 
 
 def fold(
@@ -123,7 +132,10 @@ def rollback(
         checkpoint = None
         if journal.pending(conn):
             checkpoint = fold(
-                conn, kind="checkpoint", now=now, report={"reason": f"before rollback to {target}"}
+                conn,
+                kind="checkpoint",
+                now=now,
+                report={"reason": f"before rollback to {target}", "before_rollback": target},
             )
         head = rows.head(conn)
         assert head is not None
@@ -138,6 +150,7 @@ def rollback(
             **(report or {}),
             "restored": target,
             "checkpoint": checkpoint,
+            "undo": head,
             "held": held,
             "newly_held": newly_held,
             "formed_again": formed_again,
@@ -156,6 +169,7 @@ def rollback(
         formed_again,
         generation,
         body,
+        head,
     )
 
 
@@ -204,6 +218,41 @@ def materialize(source: Connection, target: int, dest: Path, *, now: float) -> N
         rollback(conn, target, now=now, report={"as_of": target})
     finally:
         conn.close()
+
+
+def describe_snapshot(row: SnapshotRow) -> str:
+    """What a snapshot is, in words: ``cycle 3 (demand)``, ``rollback to 7 (undo: 11)``,
+    ``formation`` (a checkpoint of what formation wrote), or ``formation, saved before
+    rollback to 7`` (the checkpoint a rollback took first: part of that rollback)."""
+    if row.kind == "cycle":
+        cycle, trigger = row.report.get("cycle"), row.report.get("trigger")
+        return f"cycle {cycle}" + (f" ({trigger})" if trigger else "")
+    if row.kind == "rollback":
+        return f"rollback to {row.target} (undo: rollback to {undo_of(row)})"
+    before = _before_rollback(row)
+    if before is not None:
+        return f"formation, saved before rollback to {before}"
+    return "formation"
+
+
+def undo_of(row: SnapshotRow) -> int | None:
+    """For a rollback's snapshot, the snapshot whose state memory had just before it
+    (rolling back to it undoes the rollback); None for other snapshots."""
+    if row.kind != "rollback":
+        return None
+    undo = row.report.get("undo")
+    return int(undo) if isinstance(undo, int) else row.id - 1  # reports before ``undo``
+
+
+def _before_rollback(row: SnapshotRow) -> int | None:
+    """The rollback target a checkpoint was taken for (None for an ordinary one)."""
+    target = row.report.get("before_rollback")
+    if isinstance(target, int):
+        return target
+    reason = str(row.report.get("reason", ""))
+    prefix = "before rollback to "
+    rest = reason[len(prefix) :]
+    return int(rest) if reason.startswith(prefix) and rest.isdigit() else None
 
 
 def _inverse_path(conn: Connection, target: int, head: int) -> bytes:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
 from ..formation import Backends
@@ -28,10 +32,23 @@ from ..storage import Connection, connect, read_snapshot
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
 from ..storage.tables.history import HeldRow, SnapshotRow
+from ..transfer import Manifest
+from ..transfer import export as export_memory
+from ..transfer import import_ as import_memory
 from .exclusive import exclusive
 from .names import KnownNames
 
-__all__ = ["DreamStatus", "StoreHistory"]
+__all__ = ["DreamStatus", "Events", "StoreHistory", "log_event"]
+
+Events = Callable[[dict[str, Any]], None]
+"""Told one record (a JSON object) per consolidation cycle and per rollback, with counts."""
+
+_log = logging.getLogger("memory_core.history")
+
+
+def log_event(record: dict[str, Any]) -> None:
+    """The default :data:`Events`: one line on the ``memory_core.history`` logger."""
+    _log.info("%s", json.dumps(record, ensure_ascii=False, default=str))
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,7 @@ class StoreHistory(abc.ABC):
     _read_lock: threading.Lock
     _forming: Connection
     _form_lock: threading.Lock
+    _events: Events
 
     @abc.abstractmethod
     def form_all(self) -> int:
@@ -108,12 +126,43 @@ class StoreHistory(abc.ABC):
         is published, read the state before; later ones the state after. Raises
         :class:`DreamBusyError` when a cycle or another rollback runs for this tenant,
         :class:`SnapshotNotFoundError` for an unknown snapshot."""
+        began = time.perf_counter()
         with (
             exclusive(self.path, f"a rollback to snapshot {target}"),
             self._form_lock,
             self._transition(),
         ):
-            return history.rollback(self._forming, target, now=self._clock())
+            restored = history.rollback(self._forming, target, now=self._clock())
+        self._events(_rollback_record(restored, time.perf_counter() - began))
+        return restored
+
+    def export(self, dest: Path, *, tenant: str) -> Manifest:
+        """Write this memory to ``dest`` (:mod:`memory_core.transfer`), read in one read
+        transaction of a connection of its own (lookups and writes meanwhile wait for
+        nothing); its manifest."""
+        reading = connect(self.path, readonly=True)
+        try:
+            return export_memory(reading, dest, tenant=tenant, now=self._clock())
+        finally:
+            reading.close()
+
+    def import_export(self, source: Path, *, replace: bool = False) -> Manifest:
+        """Load the export at ``source`` into this store, in one transaction (refused,
+        nothing changed, when the file is not a sound export of this schema, or when
+        this store holds memory and ``replace`` is False); the graph is read again.
+        Raises :class:`ExportFileError`, :class:`MemoryNotEmptyError`, or
+        :class:`DreamBusyError` while a cycle or a rollback runs for this tenant."""
+        began = time.perf_counter()
+        with exclusive(self.path, "an import"), self._form_lock, self._transition():
+            manifest = import_memory(self._forming, source, replace=replace)
+        counts = manifest.counts
+        self._events({
+            "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
+            "log": counts.get("log", 0), "fragments": counts.get("fragments", 0),
+            "relations": counts.get("relations", 0), "snapshots": counts.get("snapshots", 0),
+            "replace": replace, "ms": round((time.perf_counter() - began) * 1000, 1),
+        })  # fmt: skip
+        return manifest
 
     def dream_status(self) -> DreamStatus:
         """What the dream policy weighs (read in one transaction): messages logged since
@@ -172,7 +221,9 @@ class StoreHistory(abc.ABC):
             reading.close()
         plan = dreamer.judge(plan, on_step)
         with self._form_lock, self._transition():
-            return dreamer.write(self._forming, plan, on_step)
+            report = dreamer.write(self._forming, plan, on_step)
+        self._events(_cycle_record(report))
+        return report
 
     def _dream_judge(self) -> Judge:
         if self._judge is None:
@@ -278,3 +329,36 @@ class StoreHistory(abc.ABC):
     def _unpin(self) -> None:
         if self._reader.in_transaction:
             self._reader.execute("COMMIT")
+
+
+def _cycle_record(report: DreamReport) -> dict[str, Any]:
+    """The line a cycle logs: what it formed and decided, and the rows its snapshot holds."""
+    return {
+        "event": "dream_done",
+        "cycle": report.cycle,
+        "snapshot": report.snapshot,
+        "trigger": report.trigger,
+        "released": report.released,
+        "formed": report.formed,
+        "decisions": dict(sorted(report.totals.items())),
+        "failures": len(report.failures),
+        "rows_changed": report.rows_changed,
+        "ms": round(report.elapsed_ms, 1),
+    }
+
+
+def _rollback_record(restored: Restored, seconds: float) -> dict[str, Any]:
+    """The line a rollback logs: what it restored, the rows it changed per table, what it
+    holds back, and the snapshot that undoes it."""
+    return {
+        "event": "rollback",
+        "restored": restored.target,
+        "snapshot": restored.snapshot,
+        "undo": restored.undo,
+        "rows_changed": restored.rows_changed,
+        "tables": {t: sum(ops.values()) for t, ops in sorted(restored.tally.items())},
+        "held": restored.held,
+        "newly_held": restored.newly_held,
+        "formed_again": restored.formed_again,
+        "ms": round(seconds * 1000, 1),
+    }

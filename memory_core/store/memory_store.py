@@ -62,7 +62,7 @@ from ..text.question import Question, question_excerpt
 from ..text.tokens import TokenCounter, counter_for
 from ..views import AreaExplanation, ContextView, EntityView, RelationView, StoreStats
 from .controls import StoreControls
-from .history import DreamStatus, StoreHistory
+from .history import DreamStatus, Events, StoreHistory, log_event
 from .inspection import list_contexts, list_entities, list_relations
 from .names import KnownNames
 
@@ -115,7 +115,9 @@ class MemoryStore(StoreHistory, StoreControls):
     """One tenant's memory in one SQLite file (created and migrated on open).
 
     ``receipt_limit`` (default :data:`DEFAULT_RECEIPT_LIMIT`, at least 1) is how many
-    receipts the store keeps, the newest ones.
+    receipts the store keeps, the newest ones. ``events`` is told one record per
+    consolidation cycle and per rollback, whoever starts it (default: a line on the
+    ``memory_core.history`` logger).
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class MemoryStore(StoreHistory, StoreControls):
         reconstruction: ReconstructionConfig | None = None,
         dream: DreamConfig | None = None,
         judge: Judge | None = None,
+        events: Events | None = None,
     ) -> None:
         if receipt_limit < 1:
             raise ValueError(f"receipt_limit must be at least 1, got {receipt_limit}")
@@ -150,6 +153,7 @@ class MemoryStore(StoreHistory, StoreControls):
         self._settings = graph or GraphSettings()
         self._dream = dream or DreamConfig()
         self._judge = judge
+        self._events = events or log_event
         self._graph = MemoryGraphIndex(
             max_delta_edges=self._settings.max_delta_edges,
             dream=self._dream,
@@ -597,6 +601,11 @@ class MemoryStore(StoreHistory, StoreControls):
             failed=c.failed,
             names=len(self.names),
             held=c.held,
+            entities=c.entities,
+            relations=c.relations,
+            contexts=c.contexts,
+            snapshots=c.snapshots,
+            bytes=sum(_size(Path(f"{self.path}{end}")) for end in ("", "-wal")),
         )
 
     def entities(self, *, limit: int = 100, name: str | None = None) -> list[EntityView]:
@@ -617,3 +626,10 @@ class MemoryStore(StoreHistory, StoreControls):
     def _load_names(self) -> KnownNames:
         with self._read_lock:
             return KnownNames(self._reader)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

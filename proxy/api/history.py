@@ -25,7 +25,9 @@ from memory_core import (
     MemoryCoreError,
     SnapshotNotFoundError,
     SnapshotRow,
+    describe_snapshot,
     stored_timestamp,
+    undo_of,
 )
 
 from ..errors import ApiError
@@ -120,6 +122,7 @@ async def rollback(request: web.Request) -> web.Response:
             tenant=memory.name,
             restored=restored.target,
             snapshot=restored.snapshot,
+            undo=restored.undo if restored.undo is not None else restored.snapshot - 1,
             checkpoint=restored.checkpoint,
             rows_changed=restored.rows_changed,
             tables=restored.tally,
@@ -187,6 +190,8 @@ def _summary(row: SnapshotRow) -> dict[str, Any]:
         "counts": row.counts,
         "trigger": trigger if isinstance(trigger, str) else None,
         "decisions": totals if isinstance(totals, dict) else {},
+        "description": describe_snapshot(row),
+        "undo": undo_of(row),
     }
 
 

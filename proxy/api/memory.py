@@ -20,6 +20,7 @@ from memory_core import (
     InvalidInputError,
     LogMessage,
     MemoryCoreError,
+    Recall,
     SnapshotNotFoundError,
     check_timestamp,
     query_terms,
@@ -44,7 +45,17 @@ from .schemas import (
     StatsResponse,
 )
 
-__all__ = ["area", "contexts", "entities", "ingest", "receipt", "relations", "search", "stats"]
+__all__ = [
+    "area",
+    "contexts",
+    "entities",
+    "ingest",
+    "receipt",
+    "relations",
+    "search",
+    "search_response",
+    "stats",
+]
 
 V = TypeVar("V")
 _MAX_INGEST_MESSAGES = 100_000
@@ -148,31 +159,32 @@ async def search(request: web.Request) -> web.Response:
         raise ApiError(
             500, f"search failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
-    return json_response(
-        SearchResponse(
-            query=query,
-            terms=query_terms(query),
-            hits=[
-                SearchHit(
-                    fragment_id=h.fragment_id,
-                    score=h.score,
-                    text=h.text,
-                    role=h.role,
-                    speaker=h.speaker,
-                    conversation_id=h.conversation_id,
-                    ts=h.ts,
-                    ext_id=h.ext_id,
-                    kind=h.kind,
-                )
-                for h in recall.hits
-            ],
-            context=recall.context.text,
-            citations=[
-                ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations
-            ],
-            tokens=recall.context.tokens,
-            elapsed_ms=round((time.perf_counter() - began) * 1000, 3),
-        )
+    return json_response(search_response(query, recall, time.perf_counter() - began))
+
+
+def search_response(query: str, recall: Recall, seconds: float) -> SearchResponse:
+    """What ``GET /memory/search`` answers (and ``areamem search --json`` prints)."""
+    return SearchResponse(
+        query=query,
+        terms=query_terms(query),
+        hits=[
+            SearchHit(
+                fragment_id=h.fragment_id,
+                score=h.score,
+                text=h.text,
+                role=h.role,
+                speaker=h.speaker,
+                conversation_id=h.conversation_id,
+                ts=h.ts,
+                ext_id=h.ext_id,
+                kind=h.kind,
+            )
+            for h in recall.hits
+        ],
+        context=recall.context.text,
+        citations=[ReceiptCitation(number=n, fragment_id=f) for n, f in recall.context.citations],
+        tokens=recall.context.tokens,
+        elapsed_ms=round(seconds * 1000, 3),
     )
 
 

@@ -33,6 +33,7 @@ from .schemas import (
     ForgetsResponse,
     Health,
     HeldResponse,
+    ImportResponse,
     IngestRequest,
     IngestResponse,
     ModelList,
@@ -56,6 +57,7 @@ Json = dict[str, Any]
 
 _RESPONSES: tuple[type[BaseModel], ...] = (
     AreaResponse,
+    ImportResponse,
     Diff,
     DreamReport,
     HeldResponse,

@@ -26,9 +26,11 @@ __all__ = [
     "diff",
     "dream",
     "entities",
+    "export",
     "forgets",
     "health",
     "held",
+    "import_",
     "ingest",
     "messages",
     "metrics",
@@ -582,10 +584,64 @@ def rollback() -> Json:
         "rollback",
         "Restore memory to a snapshot. The log is kept: messages it no longer holds the "
         "formation of are held until the next cycle (or formed at once with ``reform``). "
-        "Recorded as a snapshot: roll back to the one before it to undo.",
+        "Recorded as a snapshot; the answer's ``undo`` names the snapshot to roll back to to"
+        " undo it exactly.",
         "history",
         responses,
         body=body,
+    )
+
+
+def export() -> Json:
+    responses = {
+        "200": {
+            "description": "The caller's memory as one file (``areamem import`` and"
+            " ``POST /memory/import`` read it).",
+            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+        },
+    }
+    return _operation(
+        "exportMemory",
+        "The caller's memory (log and derived memory, with its history) as one file: a zip"
+        " with a manifest (format ``areamem-export``, version, schema, rows and sha256 per"
+        " part), read in one transaction.",
+        "history",
+        responses,
+    )
+
+
+def import_() -> Json:
+    body = {
+        "required": True,
+        "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+    responses = {
+        "200": _json("What was loaded.", _ref("ImportResponse")),
+        "400": _error(
+            "Not a sound export of this schema (``invalid_export``: not an export, truncated,"
+            " corrupt, a newer format version), or ``replace`` is not true or false."
+        ),
+        "408": _error("The body did not arrive within ``server.body_timeout_s``."),
+        "409": _error(
+            "The tenant already holds memory (``memory_not_empty``; ``replace=true`` replaces"
+            " it), or a cycle or rollback runs (``memory_busy``)."
+        ),
+        "413": _error("The body is larger than ``server.max_body_bytes``."),
+        "415": _error("The body's declared media type is not a zip (or octet stream)."),
+    }
+    replace = _query(
+        "replace",
+        "Replace what the tenant holds (default: refuse a tenant that holds memory).",
+        {"type": "boolean", "default": False},
+    )
+    return _operation(
+        "importMemory",
+        "Load an export into the caller's memory, in one transaction: refused with nothing"
+        " changed when the file is not a sound export or the tenant holds memory.",
+        "history",
+        responses,
+        body=body,
+        parameters=[replace],
     )
 
 

@@ -22,7 +22,7 @@ from ..chat.handler import chat_completions, route_of
 from ..doors.messages import MESSAGES
 from ..doors.responses import RESPONSES
 from ..services import SERVICES
-from . import history, memory, operations, receipts, service, ui
+from . import history, memory, operations, receipts, service, transfer, ui
 from .openapi import document
 
 __all__ = ["ROUTES", "Route", "add_routes", "build_document", "openapi_json"]
@@ -91,6 +91,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/memory/snapshots/{a}/diff/{b}", history.diff, _fixed(operations.diff)),
     Route("POST", "/memory/rollback", history.rollback, _fixed(operations.rollback)),
     Route("GET", "/memory/held", history.held, _fixed(operations.held)),
+    Route("GET", "/memory/export", transfer.export, _fixed(operations.export)),
+    Route("POST", "/memory/import", transfer.import_, _fixed(operations.import_)),
     Route("GET", "/openapi.json", openapi_json, _fixed(operations.openapi)),
     Route("GET", "/ui", ui.page, _fixed(operations.ui_page)),
     Route("GET", "/ui/{file}", ui.file, _fixed(operations.ui_file), pattern="/ui/{file:.+}"),

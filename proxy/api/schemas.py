@@ -39,6 +39,7 @@ __all__ = [
     "Health",
     "HeldMessage",
     "HeldResponse",
+    "ImportResponse",
     "IngestMessage",
     "IngestRequest",
     "IngestResponse",
@@ -578,6 +579,14 @@ class SnapshotSummary(_Body):
     )
     trigger: str | None = Field(description="Why its cycle ran (cycles only).")
     decisions: dict[str, int] = Field(description="Its cycle's decisions per kind.")
+    description: str = Field(
+        description="What it is, in words: 'cycle 3 (demand)', 'rollback to 7 (undo: rollback"
+        " to 11)', 'formation', or 'formation, saved before rollback to 7' (the checkpoint a"
+        " rollback took: part of that rollback)."
+    )
+    undo: int | None = Field(
+        description="For a rollback: the snapshot to roll back to to undo it exactly."
+    )
 
 
 class SnapshotDetail(SnapshotSummary):
@@ -625,13 +634,27 @@ class RollbackRequest(_Body):
     reform: StrictBool = False
 
 
+class ImportResponse(_Body):
+    """What ``POST /memory/import`` loaded."""
+
+    tenant: str = Field(description="The caller's tenant, which now holds the export.")
+    from_tenant: str = Field(description="The tenant the export was made of.")
+    created_at: str = Field(description="When the export was made (ISO 8601, UTC).")
+    version: int = Field(description="The export's format version.")
+    replaced: bool = Field(description="Whether what the tenant held was replaced.")
+    counts: dict[str, int] = Field(description="Rows loaded per table.")
+
+
 class RollbackResponse(_Body):
     """What a rollback did."""
 
     tenant: str
     restored: int = Field(description="The snapshot whose state memory now has.")
-    snapshot: int = Field(description="The snapshot recording this rollback (undo: roll back"
-                          " to the one before it).")  # fmt: skip
+    snapshot: int = Field(description="The snapshot recording this rollback.")
+    undo: int = Field(
+        description="The snapshot whose state memory had just before (the checkpoint, else the"
+        " previous head): roll back to it to undo this rollback exactly."
+    )
     checkpoint: int | None = Field(
         description="A snapshot of what formation had added since the head, taken first."
     )

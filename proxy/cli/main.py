@@ -9,7 +9,11 @@ graph again within a second, and two cycles or rollbacks never run at once for a
 - ``areamem dream [--tenant T] [--json]``: one consolidation cycle now, its report;
 - ``areamem snapshots [--tenant T] [--limit N] [--json]``: the snapshot chain;
 - ``areamem diff A B [--tenant T] [--json]``: what differs from snapshot A to B;
-- ``areamem rollback SNAPSHOT [--tenant T] [--reform] [--json]``: restore a snapshot.
+- ``areamem rollback SNAPSHOT|--undo [--tenant T] [--reform] [--json]``: restore a snapshot.
+
+``areamem search|stats|receipts|export|import`` (:mod:`.tools`) read a tenant's memory as the
+``/memory`` endpoints do, and move it to a file and back. ``areamem --version`` prints the
+package's version; each subcommand's ``--help`` has a line of description and an example.
 """
 
 from __future__ import annotations
@@ -38,15 +42,26 @@ from ..http.request_log import write_console
 from ..server import ProxyServer, bind
 from ..services import Services
 from . import history as cli_history
+from . import tools as cli_tools
+from .parsing import command, package_version, tenant_options
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line and run; returns the process exit code (2: bad config)."""
-    parser = argparse.ArgumentParser(prog="areamem", description="areamem memory proxy")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the OpenAI-compatible proxy")
+def build_parser() -> argparse.ArgumentParser:
+    """The ``areamem`` command line: its options and every subcommand's."""
+    parser = argparse.ArgumentParser(
+        prog="areamem",
+        description="areamem: an OpenAI-compatible proxy that gives chat clients a long-term"
+        " memory, and the tools to inspect and operate that memory.",
+        epilog="Each command has its own help: areamem COMMAND --help",
+    )
+    parser.add_argument("--version", action="version", version=f"areamem {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = command(
+        commands, "serve", "run the OpenAI-compatible proxy",
+        "areamem serve --config config.yaml --port 8080",
+    )  # fmt: skip
     serve.add_argument("--config", default="config.yaml", help="config file (default: config.yaml)")
     serve.add_argument("--host", help="listen address (overrides server.host)")
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
@@ -59,11 +74,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _memory_parser(commands)
     cli_history.add_parsers(commands)
-    args = parser.parse_args(argv)
+    cli_tools.add_parsers(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run; returns the process exit code (2: bad config)."""
+    args = build_parser().parse_args(argv)
     if args.command == "memory":
         return _memory_command(args)
     if args.command in cli_history.COMMANDS:
         return cli_history.run(args)
+    if args.command in cli_tools.COMMANDS:
+        return cli_tools.run(args)
     try:
         config = load_config(
             args.config,
@@ -91,17 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _memory_parser(commands: Any) -> None:
-    memory = commands.add_parser("memory", help="show what formation built for a tenant")
+    memory = command(
+        commands, "memory", "show what formation built for a tenant: entities, contexts, relations",
+        "areamem memory relations --tenant alice --entity Maya",
+    )  # fmt: skip
     memory.add_argument("view", choices=("entities", "contexts", "relations"))
-    memory.add_argument(
-        "--config", default="config.yaml", help="config file (default: config.yaml)"
-    )
-    memory.add_argument("--data-dir", help="data folder (overrides server.data_dir)")
-    memory.add_argument("--tenant", default="default", help="tenant (default: default)")
     memory.add_argument("--entity", help="relations of this entity (name or alias)")
     memory.add_argument("--name", help="entities with this name or alias")
     memory.add_argument("--limit", type=int, default=50, help="most rows shown (default: 50)")
-    memory.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    tenant_options(memory)
 
 
 def _memory_command(args: argparse.Namespace) -> int:

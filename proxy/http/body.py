@@ -31,10 +31,13 @@ MAX_CONVERSATION_ID = 200
 _JSON_TYPES = ("application/json", "text/json")
 
 
-async def read_body(client: ClientIO, *, limit: int, timeout_s: float) -> bytes:
+async def read_body(
+    client: ClientIO, *, limit: int, timeout_s: float, media_types: frozenset[str] = frozenset()
+) -> bytes:
     """The body bytes; raises 413 past ``limit``, 408 after ``timeout_s``, 415 for a
-    declared media type that is not JSON (no ``Content-Type`` at all is accepted)."""
-    _check_media_type(client.headers)
+    declared media type that is not JSON nor one of ``media_types`` (no ``Content-Type``
+    at all is accepted)."""
+    _check_media_type(client.headers, media_types)
     if client.content_length is not None and client.content_length > limit:
         raise _too_large(client.content_length, limit)
     try:
@@ -115,12 +118,12 @@ def _check_text(text: str) -> None:
         ) from exc
 
 
-def _check_media_type(headers: CIMultiDictProxy[str]) -> None:
+def _check_media_type(headers: CIMultiDictProxy[str], also: frozenset[str]) -> None:
     declared = headers.get("Content-Type")
     if declared is None:
         return
     kind = declared.partition(";")[0].strip().lower()
-    if kind in _JSON_TYPES or kind.endswith("+json"):
+    if kind in _JSON_TYPES or kind.endswith("+json") or kind in also:
         return
     raise ApiError(
         415,

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from memory_core import (
@@ -33,6 +34,7 @@ from memory_core import (
     HeldRow,
     HistoryState,
     LogMessage,
+    Manifest,
     MemoryCoreError,
     MemoryStore,
     Recall,
@@ -531,6 +533,25 @@ class TenantMemory:
             return restored, 0
         await loop.run_in_executor(self._former, self.store.release_held)
         return restored, await self.form()
+
+    async def export(self, dest: Path) -> Manifest:
+        """Write this memory to ``dest`` (see :meth:`MemoryStore.export`), on a reader thread."""
+        return await self._read(lambda: self.store.export(dest, tenant=self.name))
+
+    async def import_export(self, source: Path, *, replace: bool) -> Manifest:
+        """Load the export at ``source`` (see :meth:`MemoryStore.import_export`) on the
+        formation thread; copies as of a snapshot are dropped (they were of the memory
+        replaced)."""
+        loop = asyncio.get_running_loop()
+        self.dreaming = True
+        try:
+            manifest = await loop.run_in_executor(
+                self._former, lambda: self.store.import_export(source, replace=replace)
+            )
+        finally:
+            self.dreaming = False
+        self._forgets_changed()
+        return manifest
 
     async def snapshots(self, *, limit: int, before: int | None) -> list[SnapshotRow]:
         return await self._read(lambda: self.store.snapshots(limit=limit, before=before))

@@ -153,8 +153,10 @@ class Tenants:
 
     def _store(self, path: Path) -> MemoryStore:
         """A store with this proxy's settings (a tenant's file, or a copy as of a snapshot)."""
+        events = None if self._events is None else _naming(self._events, path.stem)
         return MemoryStore(
             path,
+            events=events,
             counter=self._counter,
             formation=self._formation,
             backends=self._backends,
@@ -230,3 +232,9 @@ class Tenants:
         for memory in self.opened():
             memory.close()
         self._readers.shutdown(wait=True)
+
+
+def _naming(events: Events, tenant: str) -> Events:
+    """``events`` with the tenant named in each record (a store's cycles and rollbacks are
+    logged in this proxy's log, whoever started them)."""
+    return lambda record: events({**record, "tenant": tenant})

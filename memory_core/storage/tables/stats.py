@@ -36,8 +36,8 @@ TABLES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """Log rows, fragments (all and live), queued rows, rows formation gave up and rows a
-    rollback holds back."""
+    """Log rows, fragments (all and live), queued rows, rows formation gave up, rows a
+    rollback holds back, and the rows of derived memory a person asks about."""
 
     log_messages: int
     fragments: int
@@ -45,6 +45,10 @@ class Counts:
     queued: int
     failed: int
     held: int = 0
+    entities: int = 0
+    relations: int = 0
+    contexts: int = 0
+    snapshots: int = 0
 
 
 def counts(conn: Connection) -> Counts:
@@ -55,7 +59,9 @@ def counts(conn: Connection) -> Counts:
             " (SELECT count(*) FROM fragments WHERE superseded = 0),"
             " (SELECT count(*) FROM queue WHERE attempts < ?),"
             " (SELECT count(*) FROM queue WHERE attempts >= ?),"
-            " (SELECT count(*) FROM held)",
+            " (SELECT count(*) FROM held), (SELECT count(*) FROM entities),"
+            " (SELECT count(*) FROM relations), (SELECT count(*) FROM contexts),"
+            " (SELECT count(*) FROM snapshots)",
             (MAX_ATTEMPTS, MAX_ATTEMPTS),
         ).fetchone()
     assert row is not None

@@ -1,0 +1,163 @@
+"""Export and import of a tenant's memory (memory_core.transfer): the same areas and
+blocks after the round trip, and every bad file or target refused with nothing changed
+(real SQLite files in a temp folder, the real formation pipeline, offline backends)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from memory_core import ExportFileError, MemoryNotEmptyError, MemoryStore
+from memory_core.formation import Backends
+from memory_core.storage import integrity_check
+
+from .test_history import rows, say
+
+QUESTIONS = (
+    "Where does Maya live now?",
+    "What does Anna play?",
+    "Tell me about the cat",
+    "Who loves jazz?",
+)
+
+
+@pytest.fixture
+def source(tmp_path: Path, backends: Backends) -> MemoryStore:
+    """A memory with a cycle behind it (a snapshot) and formation since (the journal)."""
+    store = MemoryStore(tmp_path / "source.db", backends=backends)
+    say(store, "c1", ["I live in Paris and my sister Anna loves jazz.", "Anna plays the piano."])
+    store.dream()
+    say(store, "c2", ["Actually, I moved to Rome last month.", "I adopted a cat named Tom."], 10)
+    yield store
+    store.close()
+
+
+def opened(path: Path, backends: Backends) -> MemoryStore:
+    return MemoryStore(path, backends=backends)
+
+
+def answers(store: MemoryStore) -> list[tuple[list[int], str]]:
+    found = []
+    for question in QUESTIONS:
+        recall = store.recall_area(question, limit=6, budget_tokens=400, asked_at=1.8e9)
+        found.append(([h.fragment_id for h in recall.hits], recall.context.text))
+    return found
+
+
+def test_export_then_import_gives_the_same_areas_and_blocks(
+    source: MemoryStore, tmp_path: Path, backends: Backends
+) -> None:
+    manifest = source.export(tmp_path / "maya.areamem", tenant="maya")
+    assert (manifest.format, manifest.version, manifest.tenant) == ("areamem-export", 1, "maya")
+    assert manifest.counts["log"] == 4 and manifest.counts["snapshots"] == 1
+    assert "receipts" not in manifest.counts
+    target = opened(tmp_path / "target.db", backends)
+    try:
+        target.import_export(tmp_path / "maya.areamem")
+        expected = answers(source)
+        assert any(hits for hits, _ in expected) and any("Rome" in t for _, t in expected)
+        assert answers(target) == expected
+        assert rows(target) == rows(source)
+        assert integrity_check(target.path) == "ok"
+        # its history came along: a rollback to the imported snapshot works
+        target.rollback(1)
+        assert target.stats().held == 2
+    finally:
+        target.close()
+    again = opened(tmp_path / "target.db", backends)  # and it reads the same once reopened
+    try:
+        assert [s.kind for s in again.snapshots()] == ["rollback", "checkpoint", "cycle"]
+    finally:
+        again.close()
+
+
+def _export(source: MemoryStore, tmp_path: Path) -> Path:
+    path = tmp_path / "export.areamem"
+    source.export(path, tenant="maya")
+    return path
+
+
+def _rewritten(path: Path, dest: Path, change: dict[str, bytes | None]) -> Path:
+    """A copy of the export at ``path`` with some members replaced (None: left out)."""
+    with zipfile.ZipFile(path) as original, zipfile.ZipFile(dest, "w") as copy:
+        for name in original.namelist():
+            body = change.get(name, original.read(name))
+            if body is not None:
+                copy.writestr(name, body)
+    return dest
+
+
+def _manifest(path: Path) -> dict[str, object]:
+    with zipfile.ZipFile(path) as archive:
+        return dict(json.loads(archive.read("manifest.json")))
+
+
+def _bad_files(path: Path, folder: Path) -> dict[str, tuple[Path, str]]:
+    truncated = folder / "truncated.areamem"
+    truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    newer = json.dumps({**_manifest(path), "version": 2}).encode()
+    with zipfile.ZipFile(path) as archive:
+        log = archive.read("tables/log.jsonl")
+    edited = log.replace(b"Paris", b"Perth")
+    return {
+        "truncated": (truncated, "not an areamem export, or truncated"),
+        "newer": (
+            _rewritten(path, folder / "newer.areamem", {"manifest.json": newer}),
+            "export format version 2",
+        ),
+        "corrupt": (
+            _rewritten(path, folder / "corrupt.areamem", {"tables/log.jsonl": edited}),
+            "part for log is corrupt or truncated",
+        ),
+        "part missing": (
+            _rewritten(path, folder / "missing.areamem", {"tables/relations.jsonl": None}),
+            "no part for relations",
+        ),
+        "not an export": (_not_export(folder), "not an areamem export"),
+    }
+
+
+def _not_export(folder: Path) -> Path:
+    path = folder / "notes.txt"
+    path.write_text("hello")
+    return path
+
+
+@pytest.mark.parametrize("case", ["truncated", "newer", "corrupt", "part missing", "not an export"])
+def test_a_bad_export_is_refused_and_changes_nothing(
+    source: MemoryStore, tmp_path: Path, backends: Backends, case: str
+) -> None:
+    path, message = _bad_files(_export(source, tmp_path), tmp_path)[case]
+    for target_has_memory in (False, True):
+        target = opened(tmp_path / f"target-{target_has_memory}.db", backends)
+        try:
+            if target_has_memory:
+                say(target, "mine", ["I keep bees in Lyon."])
+            before = rows(target), target.stats()
+            with pytest.raises(ExportFileError, match=message):
+                target.import_export(path, replace=True)
+            assert (rows(target), target.stats()) == before
+        finally:
+            target.close()
+
+
+def test_a_target_with_memory_is_refused_unless_replaced(
+    source: MemoryStore, tmp_path: Path, backends: Backends
+) -> None:
+    path = _export(source, tmp_path)
+    target = opened(tmp_path / "target.db", backends)
+    try:
+        say(target, "mine", ["I keep bees in Lyon."])
+        before = rows(target), target.stats()
+        with pytest.raises(MemoryNotEmptyError, match="already holds memory"):
+            target.import_export(path)
+        assert (rows(target), target.stats()) == before
+        target.import_export(path, replace=True)  # the log's guards are back afterwards
+        assert answers(target) == answers(source)
+        assert target.stats().log_messages == 4
+        assert target.recall("bees Lyon", limit=3, budget_tokens=100).hits == ()
+    finally:
+        target.close()

@@ -1,0 +1,75 @@
+"""``GET /memory/export`` and ``POST /memory/import`` on a real proxy: one tenant's memory
+moved to another gives the same search answers; a bad file, a tenant holding memory and a
+body past ``server.max_body_bytes`` are refused and change nothing."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import aiohttp
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, proxy_config
+from .test_inspection import TRANSCRIPT
+
+pytestmark = pytest.mark.e2e
+
+KEYS = {"sk-alice": "alice", "sk-bob": "bob"}
+QUESTIONS = ("Where does Rui live?", "Who is Ana?")
+
+
+def _as(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def _search(http: aiohttp.ClientSession, url: str, key: str) -> list[Any]:
+    found = []
+    for question in QUESTIONS:
+        params = {"q": question, "strategy": "area"}
+        async with http.get(f"{url}/memory/search", params=params, headers=_as(key)) as r:
+            assert r.status == 200
+            body = await r.json()
+        found.append((body["hits"], body["context"]))
+    return found
+
+
+async def test_export_and_import_over_http(upstream: FakeUpstream, make_proxy: MakeProxy) -> None:
+    proxy = await make_proxy(
+        proxy_config(upstream.url, auth={"keys": KEYS}, server={
+            "host": "127.0.0.1", "port": 0, "data_dir": "data", "max_body_bytes": 1 << 20
+        })
+    )  # fmt: skip
+    url = proxy.url
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{url}/memory/ingest", json=TRANSCRIPT, headers=_as("sk-alice")) as r:
+            assert r.status == 200
+        async with http.get(f"{url}/memory/export", headers=_as("sk-alice")) as r:
+            assert r.status == 200 and r.content_type == "application/zip"
+            assert 'filename="alice.areamem"' in r.headers["Content-Disposition"]
+            exported = await r.read()
+        assert not list((proxy.data_dir / "exports").iterdir())  # the scratch file is gone
+
+        async def load(body: bytes, query: str = "") -> tuple[int, Any]:
+            async with http.post(
+                f"{url}/memory/import{query}", data=io.BytesIO(body), headers=_as("sk-bob")
+            ) as r:
+                return r.status, await r.json()
+
+        status, body = await load(exported[: len(exported) // 2])
+        assert (status, body["error"]["code"]) == (400, "invalid_export")
+        status, body = await load(b"x" * (2 << 20))
+        assert status == 413
+        status, body = await load(exported)
+        assert status == 200 and body["from_tenant"] == "alice"
+        assert body["counts"]["log"] == len(TRANSCRIPT["messages"])
+        found = await _search(http, url, "sk-alice")
+        assert found[0][0] and await _search(http, url, "sk-bob") == found
+        status, body = await load(exported)
+        assert (status, body["error"]["code"]) == (409, "memory_not_empty")
+        status, body = await load(exported, "?replace=true")
+        assert status == 200 and body["replaced"] is True
+    events = [r for r in proxy.log_records() if r.get("event") == "import"]
+    assert [(e["tenant"], e["from_tenant"]) for e in events] == [("bob", "alice")] * 2
