@@ -122,6 +122,16 @@ async def test_the_page_and_its_files_are_served(open_proxy: Proxy) -> None:
                 assert again.headers["ETag"] == tag
 
 
+async def test_the_page_is_also_served_at_its_folder_with_a_query(open_proxy: Proxy) -> None:
+    """``/ui/?q=...&tenant=...`` (the inspector's own address for a question) is the page."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(open_proxy.url + "/ui/?q=Where+does+Rui+live%3F&tenant=t") as page:
+            assert page.status == 200
+            assert page.headers["Content-Type"] == "text/html; charset=utf-8"
+            _check_security(page.headers)
+            assert await page.read() == (ui.STATIC / "index.html").read_bytes()
+
+
 def _check_security(headers: Any) -> None:
     policy = headers["Content-Security-Policy"]
     assert policy == ui.CONTENT_SECURITY_POLICY

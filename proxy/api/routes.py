@@ -34,7 +34,7 @@ Json = dict[str, Any]
 @dataclass(frozen=True)
 class Route:
     """One endpoint: ``path`` as OpenAPI writes it (``pattern``: the router's, where it
-    says more, ``{file:.+}``), its handler, and its operation given the
+    says more, ``{file:.*}``), its handler, and its operation given the
     conversation-header name."""
 
     method: Literal["GET", "POST"]
@@ -93,7 +93,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/memory/held", history.held, _fixed(operations.held)),
     Route("GET", "/openapi.json", openapi_json, _fixed(operations.openapi)),
     Route("GET", "/ui", ui.page, _fixed(operations.ui_page)),
-    Route("GET", "/ui/{file}", ui.file, _fixed(operations.ui_file), pattern="/ui/{file:.+}"),
+    Route("GET", "/ui/{file}", ui.file, _fixed(operations.ui_file), pattern="/ui/{file:.*}"),
 )
 """Every endpoint, in the order the document lists them."""
 

@@ -103,8 +103,9 @@ async def page(request: web.Request) -> web.Response:
 
 
 async def file(request: web.Request) -> web.Response:
-    """One of the page's files, by its exact name (anything else is a 404)."""
-    name = request.match_info["file"]
+    """One of the page's files, by its exact name (anything else is a 404); no name
+    (``/ui/``, as an address with a query is written: ``/ui/?q=...``) is the page."""
+    name = request.match_info["file"] or _PAGE
     asset = request.app[UI_ASSETS].get(name)
     if asset is None:
         raise ApiError(404, f"The inspector has no file '{name[:200]}'.", code="not_found")
