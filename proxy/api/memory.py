@@ -145,6 +145,7 @@ async def search(request: web.Request) -> web.Response:
                     role=h.role,
                     speaker=h.speaker,
                     conversation_id=h.conversation_id,
+                    conversation_label=h.conversation_label or h.conversation_id,
                     ts=h.ts,
                     ext_id=h.ext_id,
                     kind=h.kind,

@@ -219,7 +219,7 @@
         "div",
         { class: "meta" },
         el("strong", {}, `#${fragment.id}`),
-        ` ${who} · ${fragment.conversation_id ?? "?"} · ${when(fragment.ts)}`,
+        ` ${who} · ${fragment.conversation_label ?? fragment.conversation_id ?? "?"} · ${when(fragment.ts)}`,
         fragment.score !== undefined ? ` · score ${score(fragment.score)}` : "",
         extra || ""
       ),
