@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -42,8 +41,6 @@ FILES = {
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "index.html": "text/html; charset=utf-8",
-    "vendor/cytoscape.min.js": "text/javascript; charset=utf-8",
-    "vendor/cytoscape.LICENSE.txt": "text/plain; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
 
@@ -244,20 +241,6 @@ def test_the_page_is_plain_and_same_origin() -> None:
         assert sink not in script, sink
 
 
-def test_the_vendored_library_is_the_pinned_one() -> None:
-    """``make vendor-ui`` copies what ``ui/package-lock.json`` pins (an exact version)."""
-    package = json.loads((ROOT / "ui" / "package.json").read_text())
-    lock = json.loads((ROOT / "ui" / "package-lock.json").read_text())
-    pinned = package["dependencies"]["cytoscape"]
-    assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), pinned
-    locked = lock["packages"]["node_modules/cytoscape"]
-    assert locked["version"] == pinned and locked["integrity"].startswith("sha512-")
-    vendored = (ui.STATIC / "vendor" / "cytoscape.min.js").read_text()
-    assert f'version="{pinned}"' in vendored
-    license_text = (ui.STATIC / "vendor" / "cytoscape.LICENSE.txt").read_text()
-    assert "Permission is hereby granted" in license_text
-
-
 # --- GET /memory/receipts ---------------------------------------------------------------
 
 
@@ -346,7 +329,6 @@ async def test_the_inspectors_routes_are_described_and_answer_as_described(
         await open_proxy.settle()
         page = await client.call("GET", "/ui")
         await client.call("GET", "/ui/app.js", "/ui/{file}")
-        await client.call("GET", "/ui/vendor/cytoscape.LICENSE.txt", "/ui/{file}")
         await client.call("GET", "/ui/style.css", "/ui/{file}")
         tag = {k.lower(): v for k, v in page.headers.items()}["etag"]
         await client.call("GET", "/ui", headers={"If-None-Match": tag})
