@@ -353,6 +353,8 @@ async def _drawn(page: Page) -> None:
     shown = int(await graph.get_attribute("data-shown-count") or 0)
     total = int(await graph.get_attribute("data-node-count") or 0)
     assert 0 < shown <= MAX_DRAWN < total, (shown, total)
+    edges = int(await graph.get_attribute("data-edge-count") or 0)
+    assert 0 < edges <= 2 * shown, (edges, shown)  # a skeleton, not every edge
     await expect(page.locator("#graph-more")).to_have_text(f"+{total - shown} more")
 
 
@@ -401,6 +403,10 @@ async def _unfolded(page: Page, folder: Path) -> None:
     labels = await _readable(page)
     assert any(" · 2024-04-" in label["title"] for label in labels), "no session drawn"
     await _shoot(page, folder, "glance-unfolded.png", selector="#area-panel")
+    await page.click("#all-edges")
+    every = int(await page.locator("#graph").get_attribute("data-edge-count") or 0)
+    assert every > 2 * len(labels), every
+    await page.click("#all-edges")
     await page.click("#graph-more")
     await _drawn(page)
 

@@ -532,6 +532,21 @@
     return edges;
   }
 
+  // The edges drawn by default: the paths from the foci, and each node's one edge to its
+  // most activated neighbour (the representative first): a skeleton of the area, not its
+  // every edge ("draw every edge" in the legend shows them all).
+  function treeEdges(edges, place, strong) {
+    const best = new Map();
+    edges.forEach((e, i) => {
+      for (const [a, b] of [[e.from, e.to], [e.to, e.from]]) {
+        const n = place.get(b).n;
+        const weight = n.virtual ? 0 : n.rep ? 2 : n.activation;
+        if (!best.has(a) || weight > best.get(a)[1]) best.set(a, [i, weight]);
+      }
+    });
+    return new Set([...strong, ...[...best.values()].map(([i]) => i)]);
+  }
+
   function edgePath(p, q) {
     if (Math.abs(p.x - q.x) < 4) {  // same column: an arc left of it, away from the labels
       const bend = Math.min(60, 12 + Math.abs(q.y - p.y) / 4);
@@ -575,10 +590,12 @@
     const rep = nodes.find((n) => n.rep).node;
     const sources = anchors.map((a) => (a.node ? a.node.node : `f:${a.focus}`));
     const strong = pathEdges(edges, sources, rep);
+    const kept = state.allEdges ? new Set(edges.keys()) : treeEdges(edges, place, strong);
     const picture = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}` });
     COLUMNS.forEach(([title, at]) =>
       picture.append(svg("text", { x: Math.round(at * width) + 6, y: 16, class: "column-title" }, title)));
     edges.forEach((e, i) => {
+      if (!kept.has(i)) return;
       const [line, colour] = e.type === "focus" ? ["dotted", "#555555"] : EDGE_STYLES[e.type] || OTHER_EDGE;
       const dash = line === "dashed" ? "6 4" : line === "dotted" ? "2 3" : "none";
       picture.append(svg("path", {
@@ -593,10 +610,10 @@
     for (const { x, y, room, n } of place.values()) drawNode(box, picture, n, x, y, room);
     const hidden = nodes.length - shown.size;
     if (hidden > 0 || state.expanded) drawMore(box, hidden, width, height);
-    drawLegend(explained, edges, anchors);
+    drawLegend(explained, edges.filter((_, i) => kept.has(i)), anchors, edges.length);
     box.dataset.nodeCount = String(nodes.length);
     box.dataset.shownCount = String(shown.size);
-    box.dataset.edgeCount = String(edges.length);
+    box.dataset.edgeCount = String(kept.size);
     box.dataset.pathEdges = String(strong.size);
     box.dataset.state = "drawn";
     if (state.selectedNode !== undefined) markNode(state.selectedNode);
@@ -682,7 +699,7 @@
     });
   }
 
-  function drawLegend(explained, edges, anchors) {
+  function drawLegend(explained, edges, anchors, every) {
     const legend = clear($("legend"));
     const row = (colour, text, ring) => {
       const swatch = el("span", { class: ring ? "swatch ring" : "swatch" });
@@ -704,6 +721,13 @@
         return el("li", {}, sample, t === "focus" ? "reached most by a focus" : t.replace(/_/g, " "));
       }))
     );
+    const all = el("input", { type: "checkbox", id: "all-edges" });
+    all.checked = Boolean(state.allEdges);
+    all.addEventListener("change", () => {
+      state.allEdges = all.checked;
+      render(state.explained, [...state.areaNodes.values()]);
+    });
+    legend.append(el("label", { class: "toggle" }, all, ` draw every edge between drawn nodes (${every})`));
     legend.append(el("p", { class: "muted" },
       "★ double ring: the representative · bold lines: the shortest paths from each focus to it · size: activation"));
   }
@@ -803,7 +827,7 @@
             "tr",
             { dataset: { entity: String(e.id) } },
             el("td", {}, el("strong", {}, e.name), e.is_speaker ? el("span", { class: "badge" }, "speaker") : ""),
-            el("td", {}, e.label),
+            el("td", { title: e.label }, TYPE_WORDS[e.label] || "–"),
             el("td", {}, String(e.mentions)),
             el("td", {}, e.aliases.map((a) =>
               el("span", { class: "chip", title: `from ${a.source}` }, a.alias, a.lang ? ` (${a.lang})` : ""))),
