@@ -587,7 +587,7 @@
     const width = Math.max(box.clientWidth - 18, 640);
     const { columns, place, height } = layout(nodes, anchors, shown, width);
     const edges = drawnEdges(explained, place, anchors);
-    const rep = nodes.find((n) => n.rep).node;
+    const rep = (nodes.find((n) => n.rep) || nodes[0]).node;
     const sources = anchors.map((a) => (a.node ? a.node.node : `f:${a.focus}`));
     const strong = pathEdges(edges, sources, rep);
     const kept = state.allEdges ? new Set(edges.keys()) : treeEdges(edges, place, strong);
