@@ -347,9 +347,10 @@ async def _glance(page: Page, proxy: Proxy, folder: Path, first: int, second: in
     assert problems == []
 
 
-async def _drawn(page: Page) -> None:
+async def _drawn(page: Page, question: str = BIG_QUESTION) -> None:
     graph = page.locator("#graph")
     await expect(graph).to_have_attribute("data-state", "drawn")
+    await expect(graph).to_have_attribute("data-question", question)
     shown = int(await graph.get_attribute("data-shown-count") or 0)
     total = int(await graph.get_attribute("data-node-count") or 0)
     assert 0 < shown <= MAX_DRAWN < total, (shown, total)
@@ -419,12 +420,13 @@ async def _address(page: Page, proxy: Proxy) -> None:
     await page.fill("#q", OTHER_QUESTION)
     await page.click("#search-form button[type=submit]")
     await expect(page).to_have_url(re.compile(r"q=Who\+works\+at\+Atelier\+Norte"))
-    await expect(page.locator("#area-summary")).to_contain_text("Memory holds")
+    await _drawn(page, OTHER_QUESTION)
     await page.go_back()
     await expect(page.locator("#q")).to_have_value(BIG_QUESTION)
     await _drawn(page)
     await page.go_forward()
     await expect(page.locator("#q")).to_have_value(OTHER_QUESTION)
+    await _drawn(page, OTHER_QUESTION)
     await page.goto(f"{proxy.url}/ui/?q=Where+does+Rui+live%3F&tenant=someone-else")
     await expect(page.locator("#tenant-warning")).to_contain_text("someone-else")
     await _drawn(page)

@@ -310,11 +310,14 @@
     writeAddress(push);
     hideError("search-error");
     hideError("area-error");
+    const ticket = (state.searches = (state.searches || 0) + 1);
+    $("graph").dataset.state = "loading";
     const params = query({ q: question, k });
     const [found, area] = await Promise.allSettled([
       api(`/memory/search?${params}`),
       api(`/memory/area?${params}`),
     ]);
+    if (ticket !== state.searches) return;  // a later search (back, forward) answers instead
     const explained = area.status === "fulfilled" ? area.value : null;
     if (found.status === "fulfilled") showSearch(found.value, explained);
     else {
@@ -615,6 +618,7 @@
     box.dataset.shownCount = String(shown.size);
     box.dataset.edgeCount = String(kept.size);
     box.dataset.pathEdges = String(strong.size);
+    box.dataset.question = explained.query;
     box.dataset.state = "drawn";
     if (state.selectedNode !== undefined) markNode(state.selectedNode);
   }
