@@ -3,11 +3,10 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: install install-dev install-bench run test test-unit check lint types bench clean \
-	browser haproxy vendor-ui
+	browser haproxy
 
 CHROMIUM := /usr/bin/chromium
 HAPROXY := /usr/sbin/haproxy
-UI_VENDOR := proxy/static/ui/vendor
 UNIT := not e2e and not browser and not cluster and not fuzz
 
 # Each install is a stamp in the venv: `make run` needs the runtime only; the tests, lint
@@ -64,14 +63,6 @@ haproxy:
 	  test -x $(HAPROXY) || { \
 	    echo "could not install haproxy: run 'apt-get install haproxy' as root" \
 	      "(scripts/cluster.py and tests/test_cluster_script.py need it)" >&2; exit 1; }; }
-
-# The inspector's third-party files, pinned by ui/package-lock.json, copied into the
-# package and committed (running and testing need no npm). Run after changing ui/package.json.
-vendor-ui:
-	cd ui && npm ci --ignore-scripts
-	mkdir -p $(UI_VENDOR)
-	cp ui/node_modules/cytoscape/dist/cytoscape.min.js $(UI_VENDOR)/
-	cp ui/node_modules/cytoscape/LICENSE $(UI_VENDOR)/cytoscape.LICENSE.txt
 
 lint: install-dev
 	$(VENV)/bin/ruff check proxy memory_core policies tests scripts

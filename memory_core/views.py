@@ -78,6 +78,11 @@ class FragmentNode(_View):
     id: int = Field(description="Fragment id.")
     label: str = Field(description="Speaker and the first 80 characters of the text.")
     conversation_id: str | None = Field(description="The fragment's conversation.")
+    conversation_label: str | None = Field(
+        default=None,
+        description="What the conversation is called: its id, or what it is about when the "
+        "id is only an identifier (a hash, a UUID); null when the fragment is gone.",
+    )
 
 
 class OtherNode(_View):
@@ -86,7 +91,15 @@ class OtherNode(_View):
     node: int = Field(description="Node index in the pinned graph version.")
     kind: Literal["context", "entity", "word", "session"] = Field(description="Node kind.")
     id: int | None = Field(description="Context or entity id; null for words and sessions.")
-    label: str = Field(description="Context label, entity name, word, or conversation and day.")
+    label: str = Field(
+        description="Context label, entity name, word, or a session's conversation label and "
+        "day (``chat about Rui, Lisbon · 2024-04-01``; never a hash)."
+    )
+    type: str | None = Field(
+        default=None,
+        description="An entity's type as formation stored it (``PER``, ``LOC``, ``ORG``, "
+        "``MISC``: no known type); null for other kinds.",
+    )
 
 
 NodeView = Annotated[FragmentNode | OtherNode, Field(discriminator="kind")]

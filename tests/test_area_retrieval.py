@@ -393,3 +393,37 @@ def test_a_speaker_called_by_a_nickname_is_the_speaker_named(
     factors = {h.text: by_id[h.fragment_id] for h in recall.hits}
     assert {t: factors[t] for _, t in turns[::2]} == {t: 1.0 for _, t in turns[::2]}
     assert {t: factors[t] for _, t in turns[1::2]} == {t: 0.6 for _, t in turns[1::2]}
+
+
+# --- how the explanation names nodes ------------------------------------------------------
+
+
+def test_the_explained_area_names_sessions_and_types_entities(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """A session of a conversation whose id is only a hash is called by what it is
+    about and its day; an entity node carries the type formation gave it."""
+    opaque = "c3a7f19c40c62e9d"
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    store.append(_said(_TRIP, 1_712_000_000), conversation=opaque)
+    store.form_all()
+    report = store.explain_area("Where does Ana live?", limit=8)
+    assert report.area is not None
+    nodes = [n.model_dump() for n in report.area.nodes]
+    sessions = [n["label"] for n in nodes if n["kind"] == "session"]
+    assert sessions and all(opaque not in label for label in sessions), sessions
+    assert all(label.endswith(" · 2024-04-01") for label in sessions), sessions
+    assert all(label.startswith("chat about ") for label in sessions), sessions
+    types = {n["label"]: n["type"] for n in nodes if n["kind"] == "entity"}
+    assert types.get("Lisbon") == "LOC", types
+    assert all(n.get("type") is None for n in nodes if n["kind"] != "entity")
+    fragment = next(n for n in nodes if n["kind"] == "fragment")
+    assert fragment["conversation_id"] == opaque
+    assert fragment["conversation_label"] == sessions[0].split(" · ")[0]
+
+
+_TRIP = [
+    ("Ana", "I live in Lisbon with my brother Rui, near the river."),
+    ("Bot", "Lisbon is lovely, Ana. Do you like living there?"),
+    ("Ana", "Yes, and Rui works as a nurse at the hospital in Lisbon."),
+]

@@ -123,6 +123,19 @@ async def test_ingest_bad_input(proxy: Proxy, payload: Any, message: str) -> Non
     assert len(found["hits"]) == 1  # what was stored before is intact
 
 
+async def test_a_hit_names_its_conversation_never_by_a_hash(proxy: Proxy) -> None:
+    """A conversation whose id is only an identifier is called by what it opened with."""
+    opaque = {**TRANSCRIPT, "conversation_id": "c3a7f19c40c62e9d"}
+    assert (await _ingest(proxy, opaque))[0] == 200
+    assert (await _ingest(proxy, TRANSCRIPT))[0] == 200
+    hits = (await _search(proxy, "support group"))["hits"]
+    labels = {h["conversation_id"]: h["conversation_label"] for h in hits}
+    assert labels == {
+        "c3a7f19c40c62e9d": "chat about LGBTQ, went, support",
+        "conv-26": "conv-26",
+    }, labels
+
+
 async def test_search_needs_a_query(proxy: Proxy) -> None:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{proxy.url}/memory/search") as response:

@@ -67,7 +67,8 @@ from ..graph import (
 from ..index.memory_graph import ACTS, MemoryGraph
 from ..index.nearest import nearest
 from ..storage import Connection
-from ..storage.tables import contexts, dates, entities, fragments
+from ..storage.tables import contexts, dates, entities, fragments, log
+from ..text.conversations import is_opaque, label_of
 from ..text.lexicon import is_function_word
 from ..text.question import Question
 from ..text.words import normalise_name
@@ -584,6 +585,10 @@ def explain(conn: Connection, memory: MemoryGraph, result: AreaResult) -> dict[s
     return report
 
 
+_OPENING_CHARS = 400
+"""Characters of a conversation's first user message read to name it."""
+
+
 def _day(day: object) -> str:
     """``2023-05-08`` for a session's day number; ``date unknown`` for None."""
     if not isinstance(day, int):
@@ -592,37 +597,53 @@ def _day(day: object) -> str:
 
 
 class _Describer:
-    """Names graph nodes by what they stand for in SQLite."""
+    """Names graph nodes by what they stand for in SQLite: a fragment by its speaker and
+    text, an entity by its name (with its type), a context by its label, a session by its
+    conversation's label and day (never a hash: see
+    :func:`~memory_core.text.conversations.label_of`)."""
 
     def __init__(self, conn: Connection, memory: MemoryGraph) -> None:
         self._conn, self._memory = conn, memory
+        self._conversations: dict[str, str] = {}
 
     def node(self, n: int) -> dict[str, Any]:
         kind, key = self._memory.node_keys[n]
         if kind == "fragment":
-            row = fragments.describe(self._conn, cast(int, key))
-            label = f"{row.speaker or ''}: {row.text[:80]}" if row else ""
-            return {
-                "node": n,
-                "kind": kind,
-                "id": key,
-                "label": label,
-                "conversation_id": row.conversation_id if row else None,
-            }
-        label = str(key)
+            return self._fragment(n, cast(int, key))
+        described: dict[str, Any] = {"node": n, "kind": kind, "id": None, "label": str(key)}
         if kind == "entity":
-            name = entities.name_of(self._conn, cast(int, key))
-            label = name if name is not None else label
+            named = entities.named_type(self._conn, cast(int, key))
+            described["id"] = key
+            if named is not None:
+                described["label"], described["type"] = named
         elif kind == "context":
             context = contexts.label_of(self._conn, cast(int, key))
-            label = context if context is not None else label
+            described["id"] = key
+            described["label"] = context if context is not None else str(key)
         elif kind == "session" and isinstance(key, tuple):
-            label = f"{key[0]} {_day(key[1])}"
+            described["label"] = f"{self.conversation(str(key[0]))} · {_day(key[1])}"
+        return described
+
+    def conversation(self, conversation_id: str) -> str:
+        """The conversation's label: its id unless that is only an identifier, else
+        what its first user message is about (read once per conversation)."""
+        if conversation_id not in self._conversations:
+            opening = None
+            if is_opaque(conversation_id):
+                opening = log.openings(self._conn, [conversation_id], _OPENING_CHARS)
+            found = (opening or {}).get(conversation_id)
+            self._conversations[conversation_id] = label_of(conversation_id, found)
+        return self._conversations[conversation_id]
+
+    def _fragment(self, n: int, key: int) -> dict[str, Any]:
+        row = fragments.describe(self._conn, key)
         return {
             "node": n,
-            "kind": kind,
-            "id": key if kind in ("entity", "context") else None,
-            "label": label,
+            "kind": "fragment",
+            "id": key,
+            "label": f"{row.speaker or ''}: {row.text[:80]}" if row else "",
+            "conversation_id": row.conversation_id if row else None,
+            "conversation_label": self.conversation(row.conversation_id) if row else None,
         }
 
 

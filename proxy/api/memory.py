@@ -175,6 +175,7 @@ def search_response(query: str, recall: Recall, seconds: float) -> SearchRespons
                 role=h.role,
                 speaker=h.speaker,
                 conversation_id=h.conversation_id,
+                conversation_label=h.conversation_label or h.conversation_id,
                 ts=h.ts,
                 ext_id=h.ext_id,
                 kind=h.kind,

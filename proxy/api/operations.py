@@ -699,7 +699,8 @@ def ui_file() -> Json:
         "name": "file",
         "in": "path",
         "required": True,
-        "description": "A file of the page, by its exact name (``app.js``, ``vendor/…``).",
+        "description": "A file of the page, by its exact name (``app.js``, ``vendor/…``); "
+        "empty (``/ui/``, as in ``/ui/?q=...&tenant=...``) is the page itself.",
         "schema": {"type": "string"},
     }
     ok = {

@@ -34,7 +34,7 @@ Json = dict[str, Any]
 @dataclass(frozen=True)
 class Route:
     """One endpoint: ``path`` as OpenAPI writes it (``pattern``: the router's, where it
-    says more, ``{file:.+}``), its handler, and its operation given the
+    says more, ``{file:.*}``), its handler, and its operation given the
     conversation-header name."""
 
     method: Literal["GET", "POST"]
@@ -95,7 +95,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/memory/import", transfer.import_, _fixed(operations.import_)),
     Route("GET", "/openapi.json", openapi_json, _fixed(operations.openapi)),
     Route("GET", "/ui", ui.page, _fixed(operations.ui_page)),
-    Route("GET", "/ui/{file}", ui.file, _fixed(operations.ui_file), pattern="/ui/{file:.+}"),
+    Route("GET", "/ui/{file}", ui.file, _fixed(operations.ui_file), pattern="/ui/{file:.*}"),
 )
 """Every endpoint, in the order the document lists them."""
 

@@ -499,6 +499,11 @@ class SearchHit(_Body):
     role: str = Field(description="Author role.")
     speaker: str | None = Field(description="Speaker name, when known.")
     conversation_id: str = Field(description="The fragment's conversation.")
+    conversation_label: str | None = Field(
+        default=None,
+        description="What the conversation is called: its id, or what it is about when the "
+        "id is only an identifier (a hash, a UUID).",
+    )
     ts: float | None = Field(description="Epoch seconds; null when unknown.")
     ext_id: str | None = Field(description="The id given at ingest, if any.")
     kind: str = Field(

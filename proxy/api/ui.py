@@ -1,8 +1,6 @@
 """The inspector page: ``GET /ui`` and ``GET /ui/{file}``, the files of ``proxy/static/ui``.
 
-The page is plain HTML, CSS and JavaScript with no build step; its one third-party file,
-cytoscape.js, comes from the npm registry, pinned by ``ui/package-lock.json`` and copied
-into ``static/ui/vendor/`` by ``make vendor-ui`` (committed: running needs no npm).
+The page is plain HTML, CSS and JavaScript with no build step and no third-party file.
 
 The page holds no data: everything it shows comes from the ``/memory`` API, called with
 the key typed into the page (kept in the tab's sessionStorage) as ``Authorization:
@@ -17,7 +15,7 @@ Invariants:
   absolute, backslashes) reaches any other file.
 - Every answer carries its content type (only the types of :data:`_TYPES` are served), an
   ETag (a matching ``If-None-Match`` is a 304), ``Cache-Control: no-cache`` (revalidated
-  each time, so a newly vendored file is seen at once) and the headers of
+  each time, so a changed file is seen at once) and the headers of
   :data:`_SECURITY`, among them a Content-Security-Policy that lets the page load and
   call its own origin only and run no inline script.
 """
@@ -45,16 +43,11 @@ _TYPES = {
     ".txt": "text/plain; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-_CYTOSCAPE_STYLE = "'sha256-pgvDUBa4IjFA2yuSJ2cqcyxmNYJMborsd0ORcRv9vw8='"
-"""The one ``<style>`` element cytoscape.js adds to the page
-(``.__________cytoscape_container { position: relative; }``), allowed by its hash and
-nothing else inline; the browser test fails on any CSP violation, so a vendored version
-that adds another shows at once."""
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'self'",
         "script-src 'self'",
-        f"style-src 'self' {_CYTOSCAPE_STYLE}",
+        "style-src 'self'",
         "img-src 'self'",
         "connect-src 'self'",
         "object-src 'none'",
@@ -89,7 +82,7 @@ UI_ASSETS: web.AppKey[Mapping[str, _Asset]] = web.AppKey("ui_assets", Mapping)
 def mount(app: web.Application, folder: Path = STATIC) -> None:
     """Read the inspector's files from ``folder`` for :func:`page` and :func:`file`
     (routed at ``/ui`` and ``/ui/{file}`` by :mod:`.routes`; ``file`` may name a
-    subfolder's file, ``vendor/cytoscape.min.js``); raises FileNotFoundError when
+    subfolder's file, ``sub/name.js``); raises FileNotFoundError when
     ``folder`` has no ``index.html``."""
     assets = _load(folder)
     if _PAGE not in assets:
@@ -103,8 +96,9 @@ async def page(request: web.Request) -> web.Response:
 
 
 async def file(request: web.Request) -> web.Response:
-    """One of the page's files, by its exact name (anything else is a 404)."""
-    name = request.match_info["file"]
+    """One of the page's files, by its exact name (anything else is a 404); no name
+    (``/ui/``, as an address with a query is written: ``/ui/?q=...``) is the page."""
+    name = request.match_info["file"] or _PAGE
     asset = request.app[UI_ASSETS].get(name)
     if asset is None:
         raise ApiError(404, f"The inspector has no file '{name[:200]}'.", code="not_found")

@@ -37,6 +37,7 @@ __all__ = [
     "mentions_by_reason",
     "mentions_since",
     "name_of",
+    "named_type",
     "summaries",
     "update",
 ]
@@ -112,9 +113,18 @@ def alias_names(conn: Connection) -> list[str]:
 
 def name_of(conn: Connection, entity_id: int) -> str | None:
     """An entity's name, or None when there is no such entity."""
+    named = named_type(conn, entity_id)
+    return None if named is None else named[0]
+
+
+def named_type(conn: Connection, entity_id: int) -> tuple[str, str] | None:
+    """An entity's name and type label (``PER``, ``LOC``, ``ORG``, ``MISC``), or None
+    when there is no such entity."""
     with reading("cannot read entities"):
-        row = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
-    return None if row is None else row[0]
+        row = conn.execute(
+            "SELECT name, label FROM entities WHERE id = ?", (entity_id,)
+        ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
 
 
 def insert(

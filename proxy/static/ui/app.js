@@ -2,7 +2,7 @@
 //
 // Every datum comes from the /memory API of this origin, called with the key kept in this
 // tab's sessionStorage. Stored memory is hostile (a fragment may hold "<script>"): text
-// from the API only ever enters the page as text nodes, attribute values or canvas labels,
+// from the API only ever enters the page as text nodes, attribute values or SVG text,
 // never as markup (no HTML-parsing sink anywhere). Every API error is shown in its panel.
 "use strict";
 
@@ -36,7 +36,7 @@
   const OTHER_EDGE = ["solid", "#999999"];
 
   const $ = (id) => document.getElementById(id);
-  const state = { cy: null, question: null, snapshots: [], pendingRollback: null };
+  const state = { question: null, snapshots: [], pendingRollback: null, expanded: false };
 
   // --- DOM: text in as text -------------------------------------------------------------
 
@@ -69,10 +69,12 @@
   const num = (x, digits = 3) => (typeof x === "number" && isFinite(x) ? x.toFixed(digits) : "–");
   const score = (x) =>
     typeof x === "number" && isFinite(x) ? (x !== 0 && Math.abs(x) < 0.01 ? x.toExponential(2) : x.toFixed(3)) : "–";
+  // A stored time (epoch seconds) as a person's local date and time.
+  const LOCAL_TIME = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+  });
   const when = (seconds) =>
-    typeof seconds === "number" && isFinite(seconds)
-      ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC"
-      : "unknown time";
+    typeof seconds === "number" && isFinite(seconds) ? LOCAL_TIME.format(new Date(seconds * 1000)) : "unknown time";
 
   // --- the API ----------------------------------------------------------------------------
 
@@ -161,6 +163,7 @@
     $("key").value = "";
     showKeyState();
     refreshAll();
+    if (state.question) search(null, { push: false });
   }
 
   function forgetKey() {
@@ -216,7 +219,7 @@
         "div",
         { class: "meta" },
         el("strong", {}, `#${fragment.id}`),
-        ` ${who} · ${fragment.conversation_id ?? "?"} · ${when(fragment.ts)}`,
+        ` ${who} · ${fragment.conversation_label ?? fragment.conversation_id ?? "?"} · ${when(fragment.ts)}`,
         fragment.score !== undefined ? ` · score ${score(fragment.score)}` : "",
         extra || ""
       ),
@@ -294,19 +297,27 @@
   const searchView = () =>
     state.searchView || (state.searchView = makeView($("context"), $("fragments"), selectNode));
 
-  async function search(event) {
+  // A search from the form is a new entry of the tab's history (the question in the
+  // address: back and forward go through searches); one restored from the address is not.
+  async function search(event, { push = true } = {}) {
     if (event) event.preventDefault();
     const question = $("q").value;
     if (!question.trim()) return;
     const k = $("k").value || "8";
     state.question = question;
+    state.expanded = false;
+    state.selectedNode = undefined;
+    writeAddress(push);
     hideError("search-error");
     hideError("area-error");
+    const ticket = (state.searches = (state.searches || 0) + 1);
+    $("graph").dataset.state = "loading";
     const params = query({ q: question, k });
     const [found, area] = await Promise.allSettled([
       api(`/memory/search?${params}`),
       api(`/memory/area?${params}`),
     ]);
+    if (ticket !== state.searches) return;  // a later search (back, forward) answers instead
     const explained = area.status === "fulfilled" ? area.value : null;
     if (found.status === "fulfilled") showSearch(found.value, explained);
     else {
@@ -351,176 +362,349 @@
   }
 
   // --- the area ---------------------------------------------------------------------------
+  //
+  // Drawn as columns a person reads left to right: the question's foci, the nodes that link
+  // them (entities, words, contexts, sessions), the representative, and the fragments by
+  // score. Each column is a list: nodes one row apart, labels (HTML, so they keep their
+  // size and end in an ellipsis) no wider than the gap to the next column, so no two
+  // labels can overlap. At most MAX_SHOWN nodes are drawn; the rest fold into "+N more".
 
-  function areaElements(explained) {
-    const area = explained.area;
-    const foci = explained.foci;
-    const totals = area.nodes.map((n) => Object.values(n.per_focus).reduce((a, b) => a + b, 0));
-    const top = Math.max(...totals, 1e-12);
-    const nodes = area.nodes.map((n, i) => {
-      const entries = Object.entries(n.per_focus);
-      const [dominant, strongest] = entries.reduce((a, b) => (b[1] > a[1] ? b : a), ["", -1]);
-      const share = totals[i] > 0 ? strongest / totals[i] : 0;
-      const focusIndex = foci.indexOf(dominant);
-      return {
-        data: {
-          id: `n${n.node}`,
-          node: n.node,
-          kind: n.kind,
-          label: cut(n.label, 28),
-          full: n.label,
-          fragment: n.kind === "fragment" ? n.id : null,
-          activation: totals[i] / top,
-          total: totals[i],
-          dominant,
-          share,
-          colour: KIND_COLOURS[n.kind] || "#999999",
-          ring: focusIndex >= 0 ? FOCUS_COLOURS[focusIndex % FOCUS_COLOURS.length] : "#333333",
-          rep: n.node === area.representative.node ? 1 : 0,
-        },
-      };
-    });
-    const present = new Set(area.nodes.map((n) => n.node));
-    const edges = area.edges
-      .filter((e) => present.has(e.src) && present.has(e.dst))
-      .map((e, i) => {
-        const [line, colour] = EDGE_STYLES[e.type] || OTHER_EDGE;
-        return {
-          data: { id: `e${i}`, source: `n${e.src}`, target: `n${e.dst}`, type: e.type, line, colour },
-        };
-      });
-    return { nodes, edges };
+  const MAX_SHOWN = 24;
+  const MAX_FRAGMENTS = 10;
+  const ROW = 30;
+  const TOP = 34;
+  const TYPE_WORDS = { PER: "person", LOC: "place", ORG: "organisation" };
+  const FOCUS_WORDS = { bm25: "the question's words (BM25)", dense: "the question's meaning" };
+  const COLUMNS = [
+    ["foci", 0.02],
+    ["linking", 0.25],
+    ["representative", 0.5],
+    ["fragments by score", 0.68],
+  ];
+  const SVG = "http://www.w3.org/2000/svg";
+
+  const typeWord = (n) => TYPE_WORDS[n.type] || "";
+  const fullLabel = (n) => {
+    if (n.kind === "fragment") return `${n.label}${n.conversation_label ? " — " + n.conversation_label : ""}`;
+    const type = typeWord(n);
+    return type ? `${n.label} (${type})` : n.label;
+  };
+  const focusText = (f) => FOCUS_WORDS[f] || f.replace(/^word:/, "word “").replace(/^entity:/, "") +
+    (f.startsWith("word:") ? "”" : "");
+
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+    for (const child of children) node.append(child);
+    return node;
   }
 
-  function graphStyle() {
-    return [
-      {
-        selector: "node",
-        style: {
-          "background-color": "data(colour)",
-          "border-color": "data(ring)",
-          "border-width": "mapData(share, 0, 1, 2, 6)",
-          width: "mapData(activation, 0, 1, 16, 56)",
-          height: "mapData(activation, 0, 1, 16, 56)",
-          opacity: "mapData(activation, 0, 1, 0.35, 1)",
-          label: "data(label)",
-          "font-size": 9,
-          color: "#222222",
-          "text-valign": "bottom",
-          "text-margin-y": 3,
-          "text-wrap": "ellipsis",
-          "text-max-width": 120,
-        },
-      },
-      {
-        selector: "node[rep = 1]",
-        style: {
-          "border-style": "double",
-          "border-width": 7,
-          "underlay-color": "#000000",
-          "underlay-opacity": 0.18,
-          "underlay-padding": 7,
-          "underlay-shape": "ellipse",
-          "font-weight": "bold",
-        },
-      },
-      {
-        selector: "node:selected",
-        style: { "overlay-color": "#ffcc00", "overlay-opacity": 0.45, "overlay-padding": 6 },
-      },
-      {
-        selector: "edge",
-        style: {
-          "line-color": "data(colour)",
-          "line-style": "data(line)",
-          width: 1.5,
-          opacity: 0.7,
-          "curve-style": "bezier",
-          "target-arrow-shape": "triangle",
-          "target-arrow-color": "data(colour)",
-          "arrow-scale": 0.6,
-        },
-      },
-    ];
+  // Every node of the area with what the drawing needs: activation, dominant focus, score.
+  function areaNodes(explained) {
+    const area = explained.area;
+    const ranked = new Map((explained.fragments || []).map((f) => [f.id, f.score]));
+    const totals = area.nodes.map((n) => Object.values(n.per_focus).reduce((a, b) => a + b, 0));
+    const top = Math.max(...totals, 1e-12);
+    return area.nodes.map((n, i) => {
+      const [dominant, strongest] = Object.entries(n.per_focus).reduce((a, b) => (b[1] > a[1] ? b : a), ["", -1]);
+      const focusIndex = explained.foci.indexOf(dominant);
+      return {
+        ...n,
+        total: totals[i],
+        activation: totals[i] / top,
+        share: totals[i] > 0 ? strongest / totals[i] : 0,
+        dominant,
+        score: n.kind === "fragment" ? ranked.get(n.id) ?? null : null,
+        rep: n.node === area.representative.node,
+        colour: KIND_COLOURS[n.kind] || "#999999",
+        ring: focusIndex >= 0 ? FOCUS_COLOURS[focusIndex % FOCUS_COLOURS.length] : "#333333",
+        fragment: n.kind === "fragment" ? n.id : null,
+      };
+    });
+  }
+
+  // The node standing for each focus: the word or entity it names when the area holds it,
+  // else a drawn anchor of its own (BM25, dense) tied to the node it activated most.
+  function focusAnchors(explained, nodes) {
+    return explained.foci.map((focus, i) => {
+      const [kind, name] = focus.includes(":") ? focus.split(/:(.*)/s) : ["", ""];
+      const found = nodes.find((n) => n.kind === kind && norm(n.label) === norm(name));
+      const colour = FOCUS_COLOURS[i % FOCUS_COLOURS.length];
+      if (found) return { focus, node: found, colour };
+      const candidates = nodes.filter((n) => !n.rep);
+      const strongest = candidates.length
+        ? candidates.reduce((a, b) => ((b.per_focus[focus] || 0) > (a.per_focus[focus] || 0) ? b : a))
+        : null;
+      return { focus, node: null, colour, strongest };
+    });
+  }
+
+  // Which nodes are drawn: the representative, the foci, the best fragments, the most
+  // activated others; everything when expanded.
+  function chooseShown(nodes, anchors, expanded) {
+    if (expanded) return new Set(nodes.map((n) => n.node));
+    const shown = new Set();
+    const add = (n) => shown.size < MAX_SHOWN && shown.add(n.node);
+    for (const n of nodes) if (n.rep) shown.add(n.node);
+    for (const a of anchors) if (a.node) add(a.node);
+    const byScore = (a, b) => (b.score ?? b.activation) - (a.score ?? a.activation);
+    const fragments = nodes.filter((n) => n.kind === "fragment").sort(byScore);
+    for (const n of fragments.slice(0, MAX_FRAGMENTS)) add(n);
+    for (const a of anchors) if (a.strongest) add(a.strongest);
+    const others = nodes.filter((n) => n.kind !== "fragment").sort((a, b) => b.activation - a.activation);
+    for (const n of [...others, ...fragments]) add(n);
+    return shown;
+  }
+
+  function columnOf(n, anchored) {
+    if (n.rep) return 2;
+    if (anchored.has(n.node)) return 0;
+    return n.kind === "fragment" ? 3 : 1;
+  }
+
+  // Positions: each column a list from the top, best first; the representative centred.
+  function layout(nodes, anchors, shown, width) {
+    const anchored = new Set(anchors.filter((a) => a.node && !a.node.rep).map((a) => a.node.node));
+    state.anchored = anchored;
+    const columns = [[], [], [], []];
+    const drawn = nodes.filter((n) => shown.has(n.node));
+    const byWeight = (a, b) => (b.score ?? b.activation) - (a.score ?? a.activation);
+    for (const n of drawn.sort(byWeight)) columns[columnOf(n, anchored)].push(n);
+    const virtual = anchors.filter((a) => !a.node).map((a) => ({ virtual: true, focus: a.focus, colour: a.colour, strongest: a.strongest }));
+    const real = [...new Set(anchors.filter((a) => a.node && !a.node.rep).map((a) => a.node))];
+    columns[0] = [...real, ...virtual];
+    const rows = Math.max(...columns.map((c) => c.length), 3);
+    const height = TOP + rows * ROW + 20;
+    const place = new Map();
+    columns.forEach((column, c) => {
+      const x = Math.round(COLUMNS[c][1] * width) + 14;
+      const next = c + 1 < COLUMNS.length ? Math.round(COLUMNS[c + 1][1] * width) : width;
+      const start = c === 2 ? TOP + Math.max(0, Math.floor((rows - column.length) / 2)) * ROW : TOP;
+      column.forEach((n, i) => place.set(n.virtual ? `f:${n.focus}` : n.node, { x, y: start + i * ROW + ROW / 2, room: next - x - 26, n }));
+    });
+    return { columns, place, height };
+  }
+
+  function radius(n) {
+    if (n.virtual) return 7;
+    return n.rep ? 13 : 5 + Math.round(7 * Math.sqrt(n.activation));
+  }
+
+  // Shortest paths (over the drawn edges) from each focus to the representative: the
+  // edges drawn strong.
+  function pathEdges(edges, sources, target) {
+    const next = new Map();
+    edges.forEach((e, i) => {
+      for (const [a, b] of [[e.from, e.to], [e.to, e.from]]) {
+        if (!next.has(a)) next.set(a, []);
+        next.get(a).push([b, i]);
+      }
+    });
+    const marked = new Set();
+    for (const source of sources) {
+      const back = new Map([[source, null]]);
+      const queue = [source];
+      while (queue.length && !back.has(target)) {
+        const at = queue.shift();
+        for (const [to, i] of next.get(at) || []) {
+          if (!back.has(to)) {
+            back.set(to, [at, i]);
+            queue.push(to);
+          }
+        }
+      }
+      for (let step = back.get(target); step; step = back.get(step[0])) marked.add(step[1]);
+    }
+    return marked;
+  }
+
+  function drawnEdges(explained, place, anchors) {
+    const seen = new Set();
+    const edges = [];
+    for (const e of explained.area.edges) {
+      const key = [Math.min(e.src, e.dst), Math.max(e.src, e.dst), e.type].join(":");
+      if (!place.has(e.src) || !place.has(e.dst) || e.src === e.dst || seen.has(key)) continue;
+      seen.add(key);
+      edges.push({ from: e.src, to: e.dst, type: e.type });
+    }
+    for (const a of anchors) {
+      if (!a.node && a.strongest && place.has(a.strongest.node)) {
+        edges.push({ from: `f:${a.focus}`, to: a.strongest.node, type: "focus" });
+      }
+    }
+    return edges;
+  }
+
+  // The edges drawn by default: the paths from the foci, and each node's one edge to its
+  // most activated neighbour (the representative first): a skeleton of the area, not its
+  // every edge ("draw every edge" in the legend shows them all).
+  function treeEdges(edges, place, strong) {
+    const best = new Map();
+    edges.forEach((e, i) => {
+      for (const [a, b] of [[e.from, e.to], [e.to, e.from]]) {
+        const n = place.get(b).n;
+        const weight = n.virtual ? 0 : n.rep ? 2 : n.activation;
+        if (!best.has(a) || weight > best.get(a)[1]) best.set(a, [i, weight]);
+      }
+    });
+    return new Set([...strong, ...[...best.values()].map(([i]) => i)]);
+  }
+
+  function edgePath(p, q) {
+    if (Math.abs(p.x - q.x) < 4) {  // same column: an arc left of it, away from the labels
+      const bend = Math.min(60, 12 + Math.abs(q.y - p.y) / 4);
+      return `M${p.x},${p.y} C${p.x - bend},${p.y} ${q.x - bend},${q.y} ${q.x},${q.y}`;
+    }
+    const [a, b] = p.x < q.x ? [p, q] : [q, p];
+    const mid = (a.x + b.x) / 2;
+    return `M${a.x},${a.y} C${mid},${a.y} ${mid},${b.y} ${b.x},${b.y}`;
   }
 
   function drawArea(explained) {
     const box = $("graph");
-    if (state.cy) {
-      state.cy.destroy();
-      state.cy = null;
-    }
+    state.explained = explained;
     clear(box);
     clear($("area-nodes"));
     clear($("legend"));
+    $("graph-detail").textContent = "";
     box.dataset.selectedFragment = "";
     if (!explained || !explained.area) {
       box.dataset.state = explained ? "none" : "error";
-      box.dataset.nodeCount = "0";
-      box.dataset.edgeCount = "0";
+      box.dataset.nodeCount = box.dataset.edgeCount = box.dataset.shownCount = "0";
       $("area-summary").textContent = explained
-        ? `No area: the question's foci (${explained.foci.join(", ") || "none"}) reach nothing in memory.`
+        ? `No area: the question's foci (${explained.foci.map(focusText).join(", ") || "none"}) reach nothing in memory.`
         : "";
       return;
     }
-    const { nodes, edges } = areaElements(explained);
+    const nodes = areaNodes(explained);
+    state.areaNodes = new Map(nodes.map((n) => [n.node, n]));
     listNodes(nodes);
-    drawLegend(explained, edges);
     summarise(explained);
-    if (typeof window.cytoscape !== "function") {
-      box.dataset.state = "error";
-      showError("area-error", new Error("cytoscape.js did not load (proxy/static/ui/vendor: make vendor-ui)"));
-      return;
-    }
-    const cy = window.cytoscape({
-      container: box,
-      elements: { nodes, edges },
-      style: graphStyle(),
-      layout: {
-        name: "concentric",
-        concentric: (n) => (n.data("rep") ? 2 : n.data("activation")),
-        levelWidth: () => 0.25,
-        minNodeSpacing: 24,
-        animate: false,
-      },
-      selectionType: "single",
+    render(explained, nodes);
+  }
+
+  function render(explained, nodes) {
+    const box = clear($("graph"));
+    const anchors = focusAnchors(explained, nodes);
+    const shown = chooseShown(nodes, anchors, state.expanded);
+    const width = Math.max(box.clientWidth - 18, 640);
+    const { columns, place, height } = layout(nodes, anchors, shown, width);
+    const edges = drawnEdges(explained, place, anchors);
+    const rep = (nodes.find((n) => n.rep) || nodes[0]).node;
+    const sources = anchors.map((a) => (a.node ? a.node.node : `f:${a.focus}`));
+    const strong = pathEdges(edges, sources, rep);
+    const kept = state.allEdges ? new Set(edges.keys()) : treeEdges(edges, place, strong);
+    const picture = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+    COLUMNS.forEach(([title, at]) =>
+      picture.append(svg("text", { x: Math.round(at * width) + 6, y: 16, class: "column-title" }, title)));
+    edges.forEach((e, i) => {
+      if (!kept.has(i)) return;
+      const [line, colour] = e.type === "focus" ? ["dotted", "#555555"] : EDGE_STYLES[e.type] || OTHER_EDGE;
+      const dash = line === "dashed" ? "6 4" : line === "dotted" ? "2 3" : "none";
+      picture.append(svg("path", {
+        d: edgePath(place.get(e.from), place.get(e.to)),
+        class: strong.has(i) ? "edge path" : "edge",
+        stroke: colour,
+        "stroke-dasharray": dash,
+        "data-type": e.type,
+      }));
     });
-    cy.on("tap", "node", (event) => {
-      const fragment = event.target.data("fragment");
-      if (fragment !== null) selectFragment(searchView(), fragment, null);
-      markNode(event.target.data("node"));
-    });
-    state.cy = cy;
-    box.dataset.nodeCount = String(cy.nodes().length);
-    box.dataset.edgeCount = String(cy.edges().length);
+    box.append(picture);
+    for (const { x, y, room, n } of place.values()) drawNode(box, picture, n, x, y, room);
+    const hidden = nodes.length - shown.size;
+    if (hidden > 0 || state.expanded) drawMore(box, hidden, width, height);
+    drawLegend(explained, edges.filter((_, i) => kept.has(i)), anchors, edges.length);
+    box.dataset.nodeCount = String(nodes.length);
+    box.dataset.shownCount = String(shown.size);
+    box.dataset.edgeCount = String(kept.size);
+    box.dataset.pathEdges = String(strong.size);
+    box.dataset.question = explained.query;
     box.dataset.state = "drawn";
+    if (state.selectedNode !== undefined) markNode(state.selectedNode);
+  }
+
+  function drawNode(box, picture, n, x, y, room) {
+    const r = radius(n);
+    const colour = n.virtual ? "#ffffff" : n.colour;
+    const ring = n.virtual ? n.colour : n.ring;
+    const group = svg("g", { class: "node", "data-node": n.virtual ? n.focus : n.node });
+    if (n.rep) group.append(svg("circle", { cx: x, cy: y, r: r + 5, fill: "none", stroke: "#1d2330", "stroke-width": 2 }));
+    group.append(svg("circle", {
+      cx: x, cy: y, r, class: "body", fill: colour, stroke: ring,
+      "stroke-width": n.virtual ? 3 : 1.5 + 3 * (n.share || 0),
+      "fill-opacity": n.virtual ? 1 : 0.45 + 0.55 * n.activation,
+    }));
+    const text = n.virtual ? focusText(n.focus) : n.kind === "fragment" ? n.label : n.label;
+    const full = n.virtual ? `focus: ${focusText(n.focus)}` : `${n.kind}: ${fullLabel(n)}`;
+    group.append(svg("title", {}, full));
+    picture.append(group);
+    const label = el("div", {
+      class: `glabel${n.rep ? " rep" : ""}${n.virtual || state.anchored?.has(n.node) ? " focus" : ""}`,
+      title: full,
+      dataset: { node: n.virtual ? `f:${n.focus}` : String(n.node) },
+    }, n.rep ? "★ " : "", text, !n.virtual && typeWord(n) ? el("span", { class: "type" }, ` · ${typeWord(n)}`) : "");
+    label.style.left = `${x + r + 6}px`;
+    label.style.top = `${y - 8}px`;
+    label.style.maxWidth = `${Math.max(40, room - r)}px`;
+    box.append(label);
+    const pick = () => (n.virtual ? showFocus(n) : pickNode(n));
+    group.addEventListener("click", pick);
+    label.addEventListener("click", pick);
+  }
+
+  function drawMore(box, hidden, width, height) {
+    const more = el("button", { type: "button", class: "glabel more", id: "graph-more" },
+      state.expanded ? "show fewer" : `+${hidden} more`);
+    more.title = state.expanded ? `Fold the area back to ${MAX_SHOWN} nodes` : `${hidden} nodes of the area are not drawn: draw them all`;
+    more.style.left = `${Math.round(COLUMNS[1][1] * width) + 14}px`;
+    more.style.top = `${height - 22}px`;
+    more.addEventListener("click", () => {
+      state.expanded = !state.expanded;
+      render(state.explained, [...state.areaNodes.values()]);
+    });
+    box.append(more);
+  }
+
+  function showFocus(anchor) {
+    const strongest = anchor.strongest ? ` · reached most strongly: ${fullLabel(anchor.strongest)}` : "";
+    $("graph-detail").textContent = `focus ${focusText(anchor.focus)}${strongest}`;
+  }
+
+  function pickNode(n) {
+    if (n.fragment !== null) selectFragment(searchView(), n.fragment, null);
+    else selectNode(null, n.node);
+  }
+
+  function describeNode(n) {
+    const per = Object.entries(n.per_focus).map(([f, v]) => `${focusText(f)} ${score(v)}`).join(", ");
+    const scored = n.score !== null ? ` · score ${score(n.score)}` : "";
+    return `${n.rep ? "★ representative · " : ""}${n.kind} ${fullLabel(n)}${scored} · activation ${score(n.total)} (${per})`;
   }
 
   function listNodes(nodes) {
     const list = $("area-nodes");
-    for (const { data } of nodes) {
+    nodes.forEach((data, i) => {
+      const swatch = el("span", { class: "swatch" });
+      swatch.style.background = data.colour;
+      swatch.style.borderColor = data.ring;
       const item = el(
         "li",
         { class: data.rep ? "node rep" : "node", dataset: { node: String(data.node), kind: data.kind } },
-        el("span", { class: "swatch" }),
+        el("span", { class: "n" }, `${i + 1}.`),
+        swatch,
         data.rep ? "★ " : "",
         el("strong", {}, data.kind),
         " ",
-        data.full,
-        el("span", { class: "muted" }, ` · activation ${num(data.total)} · mostly ${data.dominant || "–"}`)
+        fullLabel(data),
+        el("span", { class: "muted" }, ` · activation ${num(data.total)} · mostly ${data.dominant ? focusText(data.dominant) : "–"}`)
       );
-      item.firstChild.style.background = data.colour;
-      item.firstChild.style.borderColor = data.ring;
-      item.addEventListener("click", () => {
-        if (data.fragment !== null) selectFragment(searchView(), data.fragment, null);
-        else selectNode(null, data.node);
-      });
+      item.addEventListener("click", () => pickNode(data));
       list.append(item);
-    }
+    });
   }
 
-  function drawLegend(explained, edges) {
-    const legend = $("legend");
+  function drawLegend(explained, edges, anchors, every) {
+    const legend = clear($("legend"));
     const row = (colour, text, ring) => {
       const swatch = el("span", { class: ring ? "swatch ring" : "swatch" });
       if (ring) swatch.style.borderColor = colour;
@@ -528,20 +712,28 @@
       return el("li", {}, swatch, text);
     };
     legend.append(el("h4", {}, "Foci (ring)"));
-    legend.append(el("ul", {}, explained.foci.map((f, i) => row(FOCUS_COLOURS[i % FOCUS_COLOURS.length], f, true))));
+    legend.append(el("ul", {}, anchors.map((a) => row(a.colour, focusText(a.focus), true))));
     legend.append(el("h4", {}, "Kinds (fill)"));
     legend.append(el("ul", {}, Object.entries(KIND_COLOURS).map(([k, c]) => row(c, k, false))));
-    const types = [...new Set(edges.map((e) => e.data.type))].sort();
-    legend.append(el("h4", {}, "Edges"));
+    const types = [...new Set(edges.map((e) => e.type))].sort();
+    legend.append(el("h4", {}, "Edges drawn"));
     legend.append(
       el("ul", {}, types.map((t) => {
-        const [line, colour] = EDGE_STYLES[t] || OTHER_EDGE;
+        const [line, colour] = t === "focus" ? ["dotted", "#555555"] : EDGE_STYLES[t] || OTHER_EDGE;
         const sample = el("span", { class: `edge-sample ${line}` });
         sample.style.borderColor = colour;
-        return el("li", {}, sample, t);
+        return el("li", {}, sample, t === "focus" ? "reached most by a focus" : t.replace(/_/g, " "));
       }))
     );
-    legend.append(el("p", { class: "muted" }, "★ double ring: the representative · size and opacity: activation"));
+    const all = el("input", { type: "checkbox", id: "all-edges" });
+    all.checked = Boolean(state.allEdges);
+    all.addEventListener("change", () => {
+      state.allEdges = all.checked;
+      render(state.explained, [...state.areaNodes.values()]);
+    });
+    legend.append(el("label", { class: "toggle" }, all, ` draw every edge between drawn nodes (${every})`));
+    legend.append(el("p", { class: "muted" },
+      "★ double ring: the representative · bold lines: the shortest paths from each focus to it · size: activation"));
   }
 
   function summarise(explained) {
@@ -549,31 +741,29 @@
     const s = area.score;
     const rep = area.representative;
     $("area-summary").textContent =
-      `graph v${explained.graph_version} (${explained.graph.nodes} nodes) · region of ${area.nodes.length} nodes, ` +
-      `${area.edges.length} edges · representative: ${rep.kind} ${cut(rep.label, 60)} · score ${num(s.score)} ` +
+      `Memory holds ${explained.graph.nodes} nodes; the area is ${area.nodes.length} of them ` +
+      `(${area.edges.length} edges) around ${rep.kind} “${cut(rep.label, 60)}” · score ${num(s.score)} ` +
       `(coverage ${num(s.coverage, 2)}, convergence ${num(s.convergence, 2)}, mass ${num(s.mass, 2)}, ` +
-      `support ${num(s.support, 2)}) · foci: ${explained.foci.join(", ")}`;
+      `support ${num(s.support, 2)}) · graph v${explained.graph_version}`;
   }
 
   function selectNode(fragment, nodeIndex) {
-    const cy = state.cy;
     $("graph").dataset.selectedFragment = fragment === null || fragment === undefined ? "" : String(fragment);
-    if (!cy) return;
-    cy.elements().unselect();
-    const found =
-      nodeIndex !== undefined && nodeIndex !== null
-        ? cy.getElementById(`n${nodeIndex}`)
-        : cy.nodes().filter((n) => n.data("fragment") === fragment);
-    if (found.length) {
-      found.select();
-      markNode(found[0].data("node"));
-    } else markNode(null);
+    let found = null;
+    if (nodeIndex !== undefined && nodeIndex !== null) found = state.areaNodes?.get(nodeIndex) || null;
+    else if (state.areaNodes) found = [...state.areaNodes.values()].find((n) => n.fragment === fragment) || null;
+    state.selectedNode = found ? found.node : undefined;
+    markNode(found ? found.node : null);
+    $("graph-detail").textContent = found ? describeNode(found) : "";
   }
 
   function markNode(nodeIndex) {
-    for (const item of $("area-nodes").querySelectorAll("li.selected")) item.classList.remove("selected");
+    const box = $("graph");
+    for (const item of document.querySelectorAll("#area-nodes li.selected, #graph .selected")) item.classList.remove("selected");
     if (nodeIndex === null || nodeIndex === undefined) return;
-    const item = $("area-nodes").querySelector(`li[data-node="${CSS.escape(String(nodeIndex))}"]`);
+    const key = CSS.escape(String(nodeIndex));
+    for (const item of box.querySelectorAll(`[data-node="${key}"]`)) item.classList.add("selected");
+    const item = $("area-nodes").querySelector(`li[data-node="${key}"]`);
     if (item) item.classList.add("selected");
   }
 
@@ -641,7 +831,7 @@
             "tr",
             { dataset: { entity: String(e.id) } },
             el("td", {}, el("strong", {}, e.name), e.is_speaker ? el("span", { class: "badge" }, "speaker") : ""),
-            el("td", {}, e.label),
+            el("td", { title: e.label }, TYPE_WORDS[e.label] || "–"),
             el("td", {}, String(e.mentions)),
             el("td", {}, e.aliases.map((a) =>
               el("span", { class: "chip", title: `from ${a.source}` }, a.alias, a.lang ? ` (${a.lang})` : ""))),
@@ -697,6 +887,7 @@
     await guarded("history-error", async () => {
       const body = await api(`/memory/snapshots?${query({ limit: 50 })}`);
       state.snapshots = body.snapshots;
+      state.head = body.head;
       $("history-state").textContent =
         `head ${body.head === null ? "none" : "#" + body.head} · generation ${body.generation} · ` +
         `${body.held} held messages · ${body.journal_entries} writes since the head` +
@@ -738,16 +929,42 @@
   }
 
   async function showDiff(event) {
-    event.preventDefault();
+    if (event) event.preventDefault();
     const a = $("diff-from").value;
     const b = $("diff-to").value;
     const box = clear($("diff"));
     if (!a || !b) return;
     await guarded("history-error", async () => {
       const d = await api(`/memory/snapshots/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`);
+      state.diffShown = [a, b];
+      box.dataset.from = String(d.from_snapshot);
+      box.dataset.to = String(d.to_snapshot);
       box.append(el("h3", {}, `From #${d.from_snapshot} to #${d.to_snapshot}: ${d.rows_changed} rows differ`));
       for (const name of ["entities", "relations", "contexts"]) box.append(diffSection(name, d[name]));
     });
+  }
+
+  // A changed column in words: vectors and other binary values as "changed" (never their
+  // bytes), stored times as local date-times, the rest as old → new.
+  const TIME_COLUMNS = /(^|_)(at|ts|seen|time|timestamp)$/;
+  const COLUMN_WORDS = {
+    vector_sum: "context vector", centroid: "centroid", vectors: "vectors summed",
+    label: "type", first_seen: "first seen", last_seen: "last seen", created_at: "created",
+    first_ts: "first said", last_ts: "last said", interpretation: "formed by",
+  };
+
+  function columnChange(column, old, now) {
+    const name = COLUMN_WORDS[column] || column.replace(/_/g, " ");
+    const binary = (v) => typeof v === "string" && /^<\d+ bytes>$/.test(v);
+    if (binary(old) || binary(now)) return old === null ? `${name} set` : now === null ? `${name} cleared` : `${name} changed`;
+    const show = (v) => {
+      if (v === null || v === undefined) return "none";
+      if (typeof v === "number" && TIME_COLUMNS.test(column)) return when(v);
+      if (column === "label" && TYPE_WORDS[v]) return TYPE_WORDS[v];
+      if (column.startsWith("is_") && (v === 0 || v === 1)) return v ? "yes" : "no";
+      return typeof v === "string" ? `“${cut(v, 60)}”` : String(v);
+    };
+    return `${name} ${show(old)} → ${show(now)}`;
   }
 
   function diffSection(name, section) {
@@ -757,7 +974,7 @@
       for (const row of rows) {
         const detail = cls === "changed"
           ? Object.entries(row.values).map(([col, v]) =>
-              `${col}: ${JSON.stringify(Array.isArray(v) ? v[0] : v)} → ${JSON.stringify(Array.isArray(v) ? v[1] : v)}`).join("; ")
+              Array.isArray(v) ? columnChange(col, v[0], v[1]) : columnChange(col, null, v)).join("; ")
           : "";
         const sources = row.sources.map((s) => `#${s.fragment_id} ${s.speaker || ""}: ${cut(s.text, 80)}`).join(" | ");
         list.append(el("li", { class: cls, title: sources }, `${sign} ${row.label}`, detail ? el("span", { class: "muted" }, ` (${detail})`) : ""));
@@ -768,7 +985,7 @@
     show("~", "changed", section.changed);
     if (!list.childElementCount) list.append(el("li", { class: "muted" }, "no difference"));
     return el("section", { class: "diff-section" },
-      el("h4", {}, `${name}: +${t.added ?? 0} −${t.removed ?? 0} ~${t.changed ?? 0}`), list);
+      el("h4", {}, `${name}: ${t.added ?? 0} added, ${t.removed ?? 0} removed, ${t.changed ?? 0} changed`), list);
   }
 
   function askRollback(snapshot) {
@@ -786,47 +1003,127 @@
     if (confirmed && snapshot) rollback(snapshot, reform);
   }
 
+  // After a rollback every panel shows memory as it now is: the lists reload, the diff
+  // shows what the rollback changed (the head before it to the rollback's snapshot), and
+  // the area and search run again.
   async function rollback(snapshot, reform) {
     const notice = $("rollback-result");
     notice.hidden = true;
+    const before = state.head;
+    let done = null;
     await guarded("history-error", async () => {
-      const r = await api("/memory/rollback", { method: "POST", body: { snapshot: snapshot.id, reform } });
+      done = await api("/memory/rollback", { method: "POST", body: { snapshot: snapshot.id, reform } });
       notice.textContent =
-        `Memory restored to snapshot #${r.restored} (recorded as snapshot #${r.snapshot}): ` +
-        `${r.rows_changed} rows changed, ${r.held} messages held` +
-        (reform ? `, ${r.reformed} formed again` : "") + ".";
+        `Memory restored to snapshot #${done.restored} (recorded as snapshot #${done.snapshot}): ` +
+        `${done.rows_changed} rows changed, ${done.held} messages held` +
+        (reform ? `, ${done.reformed} formed again` : "") + ".";
       notice.hidden = false;
     });
-    refreshAll();
-    if (state.question) search(null);
+    clear($("diff"));
+    await Promise.all([loadReceipts(), loadEntities(), loadRelations(null), loadSnapshots()]);
+    if (done && before !== null && before !== undefined) {
+      $("diff-from").value = String(before);
+      $("diff-to").value = String(done.snapshot);
+      await showDiff(null);
+    }
+    if (state.question) await search(null, { push: false });
+    document.body.dataset.rollbacks = String(Number(document.body.dataset.rollbacks || 0) + 1);
   }
 
   // --- start ------------------------------------------------------------------------------
 
   function refreshAll() {
+    loadTenant();
     loadReceipts();
     loadEntities();
     loadRelations(null);
     loadSnapshots();
   }
 
+  // --- the address: /ui/?q=…&k=…&tenant=… -----------------------------------------------
+
+  function readAddress() {
+    const params = new URLSearchParams(location.search);
+    return { q: params.get("q") || "", k: params.get("k") || "", tenant: params.get("tenant") || "" };
+  }
+
+  function writeAddress(push) {
+    const params = new URLSearchParams();
+    if (state.question) params.set("q", state.question);
+    const k = $("k").value;
+    if (k && k !== "8") params.set("k", k);
+    const tenant = state.tenant || readAddress().tenant;
+    if (tenant) params.set("tenant", tenant);
+    const url = `${location.pathname}?${params}`;
+    if (url === location.pathname + location.search) return;
+    if (push) history.pushState(null, "", url);
+    else history.replaceState(null, "", url);
+  }
+
+  function restoreAddress() {
+    const wanted = readAddress();
+    $("q").value = wanted.q;
+    $("k").value = wanted.k || "8";
+    state.wantedTenant = wanted.tenant;
+    showTenant();
+    if (wanted.q) search(null, { push: false });
+  }
+
+  // The tenant is the key's (the API's own rule): the address names the tenant it was
+  // made for, and the page says so when the key in use acts for another one.
+  async function loadTenant() {
+    try {
+      state.tenant = (await api("/memory/stats")).tenant;
+    } catch (_) {
+      state.tenant = null;
+    }
+    showTenant();
+  }
+
+  function showTenant() {
+    const wanted = state.wantedTenant;
+    $("tenant-state").textContent = state.tenant ? `tenant ${state.tenant}` : "tenant unknown (no key)";
+    const box = $("tenant-warning");
+    box.hidden = !(wanted && state.tenant && wanted !== state.tenant);
+    box.textContent = box.hidden ? "" :
+      `This address is for tenant “${wanted}”, but the key in use acts for tenant “${state.tenant}”: ` +
+      `use ${wanted}'s key to see its memory.`;
+  }
+
+  // --- start ------------------------------------------------------------------------------
+
+  // A button inside a panel's summary acts without opening or closing the panel.
+  function onButton(id, work) {
+    $(id).addEventListener("click", (event) => {
+      event.preventDefault();
+      work();
+    });
+  }
+
   function start() {
     $("key-form").addEventListener("submit", useKey);
     $("key-forget").addEventListener("click", forgetKey);
-    $("search-form").addEventListener("submit", search);
-    $("receipts-refresh").addEventListener("click", loadReceipts);
-    $("entities-refresh").addEventListener("click", loadEntities);
-    $("relations-refresh").addEventListener("click", () => loadRelations(null));
+    $("search-form").addEventListener("submit", (event) => search(event));
+    onButton("receipts-refresh", loadReceipts);
+    onButton("entities-refresh", loadEntities);
+    onButton("relations-refresh", () => loadRelations(null));
     $("relations-form").addEventListener("submit", loadRelations);
-    $("snapshots-refresh").addEventListener("click", loadSnapshots);
+    onButton("snapshots-refresh", loadSnapshots);
     $("diff-form").addEventListener("submit", showDiff);
     $("rollback-cancel").addEventListener("click", () => closeRollback(false));
     $("rollback-confirm").addEventListener("click", () => closeRollback(true));
     $("rollback-dialog").addEventListener("cancel", () => {
       state.pendingRollback = null;
     });
+    window.addEventListener("popstate", restoreAddress);
+    let resizing = null;
+    window.addEventListener("resize", () => {
+      clearTimeout(resizing);
+      resizing = setTimeout(() => state.explained && state.explained.area && render(state.explained, [...state.areaNodes.values()]), 150);
+    });
     showKeyState();
     refreshAll();
+    restoreAddress();
     document.body.dataset.ready = "1";
   }
 
