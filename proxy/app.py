@@ -298,7 +298,7 @@ async def _reencode(svc: Services, tenant: str, reencoding: tuple[tuple[str, ...
     return await memory.form(on_pass=progress)
 
 
-_HOMES = frozenset({"/", "/v1", "/v1/", "/ui/"})
+_HOMES = frozenset({"/", "/v1", "/v1/"})
 """Paths a person types into a browser: sent to the inspector (an API client asking
 JSON still gets the 404 it always did)."""
 

@@ -216,9 +216,11 @@ async def test_a_browser_at_the_root_is_sent_to_the_inspector(serve: Any) -> Non
     await _ready(served)
     browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
     async with aiohttp.ClientSession() as http:
-        for path in ("/", "/v1", "/ui/"):
+        for path in ("/", "/v1", "/v1/"):
             async with http.get(served.url + path, headers=browser, allow_redirects=False) as r:
                 assert (r.status, r.headers.get("Location")) == (302, "/ui"), path
+        async with http.get(served.url + "/ui/", headers=browser, allow_redirects=False) as r:
+            assert r.status == 200 and "text/html" in r.headers["Content-Type"]  # the page
         async with http.get(served.url + "/", headers={"Accept": "application/json"}) as r:
             assert r.status == 404 and (await r.json())["error"]["code"] == "not_found"
         async with http.get(served.url + "/v1/models", headers=browser) as r:
