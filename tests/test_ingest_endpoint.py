@@ -188,9 +188,3 @@ async def test_an_ingest_and_its_formation_each_write_a_log_line_with_counts(
     assert formed[0]["passes"] >= 1 and formed[0]["failed"] == 0
     assert {"entities", "relations", "segments", "contexts", "ms"} <= set(formed[0])
 
-
-def test_the_formation_line_reads_as_text() -> None:
-    from proxy.http.request_log import text_line
-
-    line = text_line({"event": "formed", "tenant": "t", "rows": 4, "entities": 2, "ms": 12.4})
-    assert line.endswith("INFO  formed tenant=t rows=4 entities=2 (12 ms)")

@@ -168,9 +168,17 @@ def _shown(value: object) -> str:
     text = str(value)
     if len(text) > 80:
         text = text[:77] + "..."
-    if not text or any(c.isspace() or c in '"=' for c in text):
-        return json.dumps(text, ensure_ascii=False)
+    if not text or any(c.isspace() or c in '"=' or not c.isprintable() for c in text):
+        # quoted and escaped: a client's model name or conversation id can hold a line
+        # break or a terminal escape sequence, never written raw to a person's terminal
+        quoted = json.dumps(text, ensure_ascii=False)
+        return "".join(c if c.isprintable() else _escaped(c) for c in quoted)
     return text
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _stamp(now: float) -> str:
