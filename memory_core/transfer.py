@@ -93,12 +93,20 @@ def export(conn: Connection, dest: Path, *, tenant: str, now: float) -> Manifest
     return manifest
 
 
-def import_(conn: Connection, source: Path, *, replace: bool = False) -> Manifest:
+def import_(
+    conn: Connection, source: Path, *, replace: bool = False, max_bytes: int | None = None
+) -> Manifest:
     """Load the export at ``source`` into ``conn``'s file in one transaction (see the
     module docstring); its manifest. Raises :class:`ExportFileError` or
-    :class:`MemoryNotEmptyError`, changing nothing."""
+    :class:`MemoryNotEmptyError`, changing nothing.
+
+    What is read is bounded before it is read: the manifest by :data:`_MAX_MANIFEST`, a
+    row by :data:`_MAX_ROW`, and with ``max_bytes`` the whole export once decompressed (a
+    zip's members say their sizes, and reading one never returns more than it says), so
+    a small file that inflates to gigabytes is refused, not read."""
     try:
         with zipfile.ZipFile(source) as archive:
+            _bounded(archive, source, max_bytes)
             manifest = _manifest(archive, source)
             _same_schema(manifest, conn)
             with transaction(conn, journal=False):
@@ -163,6 +171,30 @@ def _decode(value: Any) -> Any:
             raise ValueError("a value is neither JSON's nor a blob")
         return base64.b64decode(encoded, validate=True)
     return value
+
+
+_MAX_MANIFEST = 16 << 20
+"""The most a manifest may hold (its parts' names, columns and hashes: kilobytes)."""
+
+_MAX_ROW = 64 << 20
+"""The most one row's line may hold (a fragment's text and its vector, base64)."""
+
+
+def _bounded(archive: zipfile.ZipFile, source: Path, max_bytes: int | None) -> None:
+    """Refuse an export whose manifest, or whole, would inflate past the bounds."""
+    members = archive.infolist()
+    manifest = next((m for m in members if m.filename == _MANIFEST), None)
+    if manifest is not None and manifest.file_size > _MAX_MANIFEST:
+        raise ExportFileError(
+            f"{source}: its {_MANIFEST} says {manifest.file_size} bytes, more than the"
+            f" {_MAX_MANIFEST} a manifest holds"
+        )
+    total = sum(m.file_size for m in members)
+    if max_bytes is not None and total > max_bytes:
+        raise ExportFileError(
+            f"{source}: the export inflates to {total} bytes, more than the {max_bytes}"
+            " allowed here (import it with `areamem import`, which has no such limit)"
+        )
 
 
 def _manifest(archive: zipfile.ZipFile, source: Path) -> Manifest:
@@ -233,7 +265,9 @@ def _load(conn: Connection, archive: zipfile.ZipFile, table: str, part: Part) ->
 
 
 def _decoded(stream: IO[bytes], digest: Any, table: str, width: int) -> Iterator[list[Any]]:
-    for line in stream:
+    while line := stream.readline(_MAX_ROW + 1):
+        if len(line) > _MAX_ROW:
+            raise ValueError(f"a row of {table} is longer than {_MAX_ROW} bytes")
         digest.update(line)
         values = json.loads(line)
         if not isinstance(values, list) or len(values) != width:

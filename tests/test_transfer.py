@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import ExportFileError, MemoryNotEmptyError, MemoryStore
+from memory_core import ExportFileError, MemoryNotEmptyError, MemoryStore, transfer
 from memory_core.formation import Backends
 from memory_core.storage import integrity_check
 
@@ -159,5 +159,46 @@ def test_a_target_with_memory_is_refused_unless_replaced(
         assert answers(target) == answers(source)
         assert target.stats().log_messages == 4
         assert target.recall("bees Lyon", limit=3, budget_tokens=100).hits == ()
+    finally:
+        target.close()
+
+
+DEFLATED = zipfile.ZIP_DEFLATED
+
+
+def _deflated(path: Path, dest: Path, change: dict[str, bytes]) -> Path:
+    """:func:`_rewritten`, compressed: a member of zeros takes a thousandth of its size."""
+    with zipfile.ZipFile(path) as original, zipfile.ZipFile(dest, "w", DEFLATED) as copy:
+        for name in original.namelist():
+            copy.writestr(name, change.get(name, original.read(name)))
+    return dest
+
+
+def test_an_export_that_inflates_past_its_bounds_is_refused_before_it_is_read(
+    source: MemoryStore, tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small file that inflates to gigabytes (a zip bomb) is refused from the sizes its
+    members declare: a manifest past 16 MiB, an export past ``max_bytes``, a row past the
+    row bound; nothing is stored."""
+    path = _export(source, tmp_path)
+    bomb = _deflated(path, tmp_path / "bomb.areamem", {"manifest.json": b" " * (17 << 20)})
+    assert bomb.stat().st_size < 1 << 20
+    with zipfile.ZipFile(path) as archive:
+        log = archive.read("tables/log.jsonl")
+    padded = _deflated(path, tmp_path / "padded.zip", {"tables/log.jsonl": log + b" " * (8 << 20)})
+    one_long_row = _deflated(path, tmp_path / "long.zip", {"tables/log.jsonl": b"[" * (1 << 20)})
+    monkeypatch.setattr(transfer, "_MAX_ROW", 1 << 19)
+    target = opened(tmp_path / "target.db", backends)
+    try:
+        before = rows(target), target.stats()
+        with pytest.raises(ExportFileError, match=r"manifest\.json says"):
+            target.import_export(bomb)
+        with pytest.raises(ExportFileError, match="inflates to"):
+            target.import_export(padded, max_bytes=4 << 20)
+        with pytest.raises(ExportFileError, match="longer than"):
+            target.import_export(one_long_row)
+        assert (rows(target), target.stats()) == before
+        target.import_export(path, max_bytes=4 << 20)  # a sound export within the bound
+        assert rows(target) == rows(source)
     finally:
         target.close()

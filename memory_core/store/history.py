@@ -146,15 +146,18 @@ class StoreHistory(abc.ABC):
         finally:
             reading.close()
 
-    def import_export(self, source: Path, *, replace: bool = False) -> Manifest:
+    def import_export(
+        self, source: Path, *, replace: bool = False, max_bytes: int | None = None
+    ) -> Manifest:
         """Load the export at ``source`` into this store, in one transaction (refused,
-        nothing changed, when the file is not a sound export of this schema, or when
-        this store holds memory and ``replace`` is False); the graph is read again.
+        nothing changed, when the file is not a sound export of this schema, when it
+        inflates past ``max_bytes``, or when this store holds memory and ``replace`` is
+        False); the graph is read again.
         Raises :class:`ExportFileError`, :class:`MemoryNotEmptyError`, or
         :class:`DreamBusyError` while a cycle or a rollback runs for this tenant."""
         began = time.perf_counter()
         with exclusive(self.path, "an import"), self._form_lock, self._transition():
-            manifest = import_memory(self._forming, source, replace=replace)
+            manifest = import_memory(self._forming, source, replace=replace, max_bytes=max_bytes)
         counts = manifest.counts
         self._events({
             "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,

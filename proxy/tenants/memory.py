@@ -538,7 +538,9 @@ class TenantMemory:
         """Write this memory to ``dest`` (see :meth:`MemoryStore.export`), on a reader thread."""
         return await self._read(lambda: self.store.export(dest, tenant=self.name))
 
-    async def import_export(self, source: Path, *, replace: bool) -> Manifest:
+    async def import_export(
+        self, source: Path, *, replace: bool, max_bytes: int | None = None
+    ) -> Manifest:
         """Load the export at ``source`` (see :meth:`MemoryStore.import_export`) on the
         formation thread; copies as of a snapshot are dropped (they were of the memory
         replaced)."""
@@ -546,7 +548,8 @@ class TenantMemory:
         self.dreaming = True
         try:
             manifest = await loop.run_in_executor(
-                self._former, lambda: self.store.import_export(source, replace=replace)
+                self._former,
+                lambda: self.store.import_export(source, replace=replace, max_bytes=max_bytes),
             )
         finally:
             self.dreaming = False
