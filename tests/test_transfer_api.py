@@ -4,6 +4,7 @@ body past ``server.max_body_bytes`` are refused and change nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any
 
@@ -73,3 +74,32 @@ async def test_export_and_import_over_http(upstream: FakeUpstream, make_proxy: M
         assert status == 200 and body["replaced"] is True
     events = [r for r in proxy.log_records() if r.get("event") == "import"]
     assert [(e["tenant"], e["from_tenant"]) for e in events] == [("bob", "alice")] * 2
+
+
+async def test_one_export_at_a_time_per_tenant(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """Each export is a copy of the memory on disk until it is sent: while one is written
+    or sent, another of the same tenant is a 409 ``export_busy`` (another tenant's is
+    not), and the next one after it is served."""
+    proxy = await make_proxy(proxy_config(upstream.url, auth={"keys": KEYS}))
+    url = proxy.url
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{url}/memory/ingest", json=TRANSCRIPT, headers=_as("sk-alice")) as r:
+            assert r.status == 200
+        alice = proxy.services.tenants.get("alice")
+        alice.exporting = True  # as while a large export is still being sent
+        async with http.get(f"{url}/memory/export", headers=_as("sk-alice")) as r:
+            assert r.status == 409 and (await r.json())["error"]["code"] == "export_busy"
+            assert r.headers["Retry-After"] == "5"
+        async with http.get(f"{url}/memory/export", headers=_as("sk-bob")) as r:
+            assert r.status == 200
+        alice.exporting = False
+        for _ in range(2):  # released after each, once its scratch copy is gone
+            async with http.get(f"{url}/memory/export", headers=_as("sk-alice")) as r:
+                assert r.status == 200 and len(await r.read()) > 0
+            for _ in range(500):  # the handler ends just after the client has read it all
+                if not alice.exporting:
+                    break
+                await asyncio.sleep(0.01)
+            assert not alice.exporting

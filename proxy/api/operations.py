@@ -599,6 +599,10 @@ def export() -> Json:
             " ``POST /memory/import`` read it).",
             "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
         },
+        "409": _error(
+            "An export of this memory is already being written or sent (``export_busy``).",
+            _RETRY_AFTER,
+        ),
     }
     return _operation(
         "exportMemory",

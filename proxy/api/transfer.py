@@ -11,6 +11,7 @@ is not a sound export of this schema a 400 ``invalid_export``; nothing is change
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -38,10 +39,22 @@ _INFLATION = 64
 """An export over HTTP may inflate to this many times the body limit (an export's rows
 compress about fivefold; larger memories go through ``areamem import``)."""
 
+
 async def export(request: web.Request) -> web.StreamResponse:
-    """The caller's memory as an export file (``application/zip``)."""
+    """The caller's memory as an export file (``application/zip``); one at a time per
+    tenant (a 409 ``export_busy`` meanwhile), since each is a copy of the memory on disk
+    until it is sent."""
     svc = request.app[SERVICES]
     memory = svc.tenants.get(tenant_of(request.headers, svc.config.auth))
+    if memory.exporting:
+        raise ApiError(
+            409,
+            "an export of this memory is already being written or sent; try again after it",
+            type_="server_error",
+            code="export_busy",
+            headers={"Retry-After": "5"},
+        )
+    memory.exporting = True
     path = _scratch(svc, memory.name)
     try:
         try:
@@ -57,13 +70,16 @@ async def export(request: web.Request) -> web.StreamResponse:
                 "Content-Length": str(path.stat().st_size),
             }
         )
-        await response.prepare(request)
+        loop = asyncio.get_running_loop()
         with path.open("rb") as file:
-            while chunk := file.read(_CHUNK):
+            path.unlink()  # the open file is read to its end; nothing is left behind meanwhile
+            await response.prepare(request)
+            while chunk := await loop.run_in_executor(None, file.read, _CHUNK):  # off the loop
                 await response.write(chunk)
         await response.write_eof()
         return response
     finally:
+        memory.exporting = False
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 

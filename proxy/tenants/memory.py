@@ -153,6 +153,9 @@ class TenantMemory:
         self._as_of = as_of
         self.dreaming = False
         """A consolidation cycle or a rollback runs for this tenant (started here)."""
+        self.exporting = False
+        """An export of this tenant is being written or sent (one at a time: each is a
+        copy of the memory on disk until it is sent)."""
         self._events = events
         self._remote = remote
         self._learned: list[str] = []
