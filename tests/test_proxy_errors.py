@@ -119,6 +119,26 @@ async def test_upstream_refusing_connections_is_502(make_proxy: MakeProxy) -> No
     assert caught.value.code == "upstream_unreachable"
 
 
+async def test_an_upstream_url_holding_a_key_is_never_shown(make_proxy: MakeProxy) -> None:
+    """An ``api_base`` may carry credentials (``https://user:key@host``, ``?api-key=``):
+    the 502 a client gets, its log line and the start-up check's line show the URL
+    without them."""
+    base = f"http://alice:sk-secret@127.0.0.1:{_closed_port()}/v1?api-key=sk-query"
+    proxy = await make_proxy(proxy_config(base))
+    async with proxy.client() as client:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(model="echo", messages=USER)  # type: ignore[arg-type]
+    assert "sk-" not in str(caught.value.message) and "127.0.0.1" in str(caught.value.message)
+    await proxy.settle()
+    for _ in range(100):  # the start-up check runs in the background
+        if any(r.get("event") == "upstream_unreachable" for r in proxy.log_records()):
+            break
+        await asyncio.sleep(0.05)
+    logged = json.dumps(proxy.log_records())
+    assert "upstream_unreachable" in logged and "http://127.0.0.1:" in logged
+    assert "sk-secret" not in logged and "sk-query" not in logged and "alice" not in logged
+
+
 async def test_a_stream_refused_before_its_first_byte_is_timed(make_proxy: MakeProxy) -> None:
     """The upstream latency a dashboard shows includes calls that never got a byte back
     (they were left out, so an outage looked fast)."""

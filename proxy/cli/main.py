@@ -41,6 +41,7 @@ from ..errors import ListenError
 from ..http.request_log import write_console
 from ..server import ProxyServer, bind
 from ..services import Services
+from ..upstream.urls import shown_url
 from . import history as cli_history
 from . import tools as cli_tools
 from .parsing import command, package_version, tenant_options
@@ -275,7 +276,7 @@ def _banner(config: Config, port: int) -> None:
     ]
     for up in config.upstreams:
         path = "fast path" if up.uses_fast_path else "litellm"
-        base = up.api_base or "(provider default)"
+        base = shown_url(up.api_base) if up.api_base else "(provider default)"
         lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
     lines.append(f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)")
     write_console(sys.stdout, "\n".join(lines) + "\n")

@@ -10,6 +10,7 @@ import json
 
 from ..config import UpstreamConfig
 from ..errors import UpstreamError
+from .urls import shown_url
 
 __all__ = ["credentials_refused", "error_code", "status_error", "timeout", "unreachable"]
 
@@ -69,5 +70,7 @@ def timeout(config: UpstreamConfig) -> UpstreamError:
 
 def unreachable(config: UpstreamConfig, exc: BaseException) -> UpstreamError:
     return UpstreamError(
-        502, f"upstream {config.api_base} unreachable: {exc}", code="upstream_unreachable"
+        502,
+        f"upstream {shown_url(config.api_base or '')} unreachable: {exc}",
+        code="upstream_unreachable",
     )

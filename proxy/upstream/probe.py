@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from ..config import UpstreamConfig
+from .urls import shown_url
 
 __all__ = ["PROBE_TIMEOUT_S", "probe"]
 
@@ -34,6 +35,7 @@ async def probe(
     if upstream.api_base is None:  # a provider's own cloud: nothing local to check
         return None
     url = f"{upstream.api_base}/models"
+    shown = shown_url(url)
     began = time.perf_counter()
     key = upstream.api_key()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -46,13 +48,13 @@ async def probe(
             status = answer.status
             body = await answer.content.read(_MAX_BODY) if status == 200 else b""
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        events({"event": "upstream_unreachable", "model": upstream.model, "url": url,
+        events({"event": "upstream_unreachable", "model": upstream.model, "url": shown,
                 "error": str(exc) or type(exc).__name__,
                 "then": "chat requests for it get 502 until it answers"})  # fmt: skip
         return None
     names = _listed(body)
     ms = round((time.perf_counter() - began) * 1000, 1)
-    events({"event": "upstream_ok", "model": upstream.model, "url": url, "status": status,
+    events({"event": "upstream_ok", "model": upstream.model, "url": shown, "status": status,
             "models": len(names) if names is not None else None, "ms": ms})  # fmt: skip
     return names
 
