@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +79,6 @@ class Served:
         for pipe in (self.process.stdout, self.process.stderr):
             if pipe is not None:
                 pipe.close()
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    server = await FakeUpstream().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +68,6 @@ class Served:
             self.process.wait()
         assert self.process.stdout is not None
         self.process.stdout.close()
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    server = await FakeUpstream().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
