@@ -63,8 +63,7 @@ class RequestLog:
     def write(self, record: dict[str, Any]) -> None:
         """Write one record; ``ts`` (ISO time) is added first. Never raises OSError."""
         now = time.time()
-        full = {"ts": _stamp(now), **record}
-        line = json.dumps(full, ensure_ascii=False, default=str).translate(_LINE_BREAKS) + "\n"
+        line = _json_line(record, now)
         self._to_file(line)
         if self._stdout is not None:
             self._to_stdout(text_line(record, now) + "\n" if self._text else line)
@@ -101,10 +100,7 @@ class RequestLog:
         if stream is None or write_console(stream, line):
             return
         self._stdout = None
-        self._to_file(
-            json.dumps({"ts": _stamp(time.time()), "event": "stdout_closed", "then": "file only"})
-            + "\n"
-        )
+        self._to_file(_json_line({"event": "stdout_closed", "then": "file only"}, time.time()))
 
 
 def console_format(wanted: LogFormat, stream: TextIO | None) -> Literal["text", "json"]:
@@ -179,6 +175,12 @@ def _shown(value: object) -> str:
 def _escaped(char: str) -> str:
     code = ord(char)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _json_line(record: dict[str, Any], now: float) -> str:
+    """``record`` as the file's line: ``ts`` (ISO time) first, one line whatever it holds."""
+    full = {"ts": _stamp(now), **record}
+    return json.dumps(full, ensure_ascii=False, default=str).translate(_LINE_BREAKS) + "\n"
 
 
 def _stamp(now: float) -> str:
