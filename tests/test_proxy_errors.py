@@ -278,3 +278,20 @@ async def test_a_receipt_that_breaks_its_contract_is_counted_and_chat_goes_on(
         async with http.get(f"{proxy.url}/metrics") as response:
             metrics = await response.text()
     assert 'areamem_memory_failures_total{stage="receipt"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("field", ["model", "user"])
+async def test_a_lone_surrogate_in_a_logged_field_is_answered_and_logged(
+    proxy: Proxy, field: str
+) -> None:
+    """``"\\ud800"`` is valid JSON that decodes to a lone surrogate; where the request log
+    writes the field, the request is still answered (never a 500) and logged."""
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
+    raw = json.dumps(body).replace('"echo"' if field == "model" else '"hi"}]', (
+        '"echo\\ud800"' if field == "model" else '"hi"}], "user": "u\\ud800"'
+    ))  # fmt: skip
+    status, answer = await _post(proxy, raw)
+    assert status < 500, answer
+    await proxy.settle()
+    records = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert records and records[-1]["status"] == status

@@ -31,9 +31,18 @@ LogFormat = Literal["auto", "text", "json"]
 """How stdout shows records: ``text`` (one short line a person reads), ``json`` (the
 file's lines), ``auto`` (text on a terminal, JSON into a pipe or a file)."""
 
-_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-"""Characters JSON leaves raw that line readers (``str.splitlines``) split on: escaped,
-so one record is always one line (they can only occur inside JSON strings)."""
+_LINE_BREAKS = str.maketrans(
+    {
+        "\x85": "\\u0085",
+        "\u2028": "\\u2028",
+        "\u2029": "\\u2029",
+        **{chr(c): f"\\u{c:04x}" for c in range(0xD800, 0xE000)},
+    }
+)
+"""Characters JSON leaves raw that line readers (``str.splitlines``) split on, and lone
+surrogates (a client's ``"\\ud800"`` decodes to one; UTF-8 cannot write it, and the
+write would raise): escaped, so one record is always one line the file can hold (they
+can only occur inside JSON strings, where the escape reads back as the same text)."""
 
 
 class RequestLog:
