@@ -218,3 +218,13 @@ def test_relation_phrases_are_mentioned_in_any_language_once_held() -> None:
     assert index.mentioned("O meu chefe ligou") == ["meu chefe"]
     assert index.mentioned("Should I call my brother?") == []
     assert len(index) == 1  # relation phrases are not names
+
+
+def test_a_name_learned_after_a_lookup_is_mentioned_the_next_time() -> None:
+    index = NameIndex(["Marta"])
+    assert index.mentioned("Did Rui call Marta?") == ["Marta"]
+    answer = index.mentioned("Did Rui call Marta?")  # the kept answer, a copy of it
+    answer.append("changed by the caller")
+    index.add(["Rui"])
+    assert index.mentioned("Did Rui call Marta?") == ["Rui", "Marta"]
+    assert index.mentioned("Did Rui call Marta?") == ["Rui", "Marta"]

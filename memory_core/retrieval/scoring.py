@@ -232,10 +232,11 @@ class Candidates:
             "area": area,
             "date": np.zeros(ids.shape[0]) if date is None else date,
         }
-        terms = np.zeros((ids.shape[0], len(TERMS)))
+        terms = np.empty((ids.shape[0], len(TERMS)))
         for j, term in enumerate(TERMS):
-            column = np.asarray(columns[term], dtype=np.float64)
-            terms[:, j] = np.clip(np.nan_to_num(column, nan=0.0, posinf=1.0, neginf=0.0), 0, 1)
+            terms[:, j] = columns[term]
+        np.nan_to_num(terms, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
+        np.clip(terms, 0.0, 1.0, out=terms)  # one pass over the table, not one per term
         newer = np.asarray(imputed, dtype=bool)
         for term in _IMPUTED:
             terms[newer, TERMS.index(term)] = terms[newer, 0]

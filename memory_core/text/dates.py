@@ -461,12 +461,15 @@ def label(span: Span, *, year: int | None = None) -> str:
     return f"about {text}" if span.approximate else text
 
 
+@functools.lru_cache(maxsize=_FOUND_KEPT)
 def annotate(text: str, at: dt.date | None) -> str:
     """``text`` with the absolute date after each relative time expression it holds
     ("yesterday" said on 8 May 2023: "yesterday (7 May)"), in as few words as say it: the
     year of ``at`` (the date heading the line) is left out, and nothing is added where
     the words already say it ("today", "in May"). The words themselves are unchanged and
-    absolute dates left as written; ``at`` None (date unknown): ``text`` as it is."""
+    absolute dates left as written; ``at`` None (date unknown): ``text`` as it is. Kept
+    for the latest texts, as :func:`find` is: a block shows the same fragments again
+    and again."""
     if at is None:
         return text
     out: list[str] = []

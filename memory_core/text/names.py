@@ -360,6 +360,12 @@ class NameIndex:
         self._strict: set[str] = set()
         self._capitalised: set[str] = set()
         self._relations: dict[str, str] = {}
+        self._learned = 0
+        """How many times names were learned: an answer kept from before is stale."""
+        self._last: tuple[int, str, tuple[str, ...]] | None = None
+        """The latest text :meth:`mentioned` read, with its answer and :attr:`_learned` when
+        it began: a lookup asks it of the same question twice (the speakers it calls by
+        name, the entity foci)."""
         self.add(names)
 
     def add(self, names: Iterable[str], *, capitalised: bool = False) -> None:
@@ -367,6 +373,12 @@ class NameIndex:
         and the chat's role names are not names. A name learned ``capitalised`` (a word
         memory only knows as a thing: "Fantasy") is mentioned only where it is written
         capitalised, until it is learned without."""
+        try:
+            self._add(names, capitalised)
+        finally:
+            self._learned += 1  # after the change: an answer begun during it is not kept
+
+    def _add(self, names: Iterable[str], capitalised: bool) -> None:
         for name in names:
             words = [w for w in _key_words(name) if w]
             key = " ".join(words)
@@ -385,13 +397,16 @@ class NameIndex:
     def add_relations(self, predicates: Iterable[str]) -> None:
         """Learn the phrases that name the speaker's relations memory holds: for a
         ``has_sister`` claim, "my sister", "minha irmã" and "mi hermana"."""
-        for predicate in predicates:
-            relation = by_predicate(predicate)
-            if relation is None:
-                continue
-            for phrase in phrases(relation):
-                words = [plain(w) for w in _key_words(phrase)]
-                self._relations.setdefault(" ".join(words), phrase)
+        try:
+            for predicate in predicates:
+                relation = by_predicate(predicate)
+                if relation is None:
+                    continue
+                for phrase in phrases(relation):
+                    words = [plain(w) for w in _key_words(phrase)]
+                    self._relations.setdefault(" ".join(words), phrase)
+        finally:
+            self._learned += 1
 
     def names(self) -> list[str]:
         """The display form of every known name."""
@@ -403,6 +418,14 @@ class NameIndex:
     def mentioned(self, text: str) -> list[str]:
         """Known names and relation phrases that occur in ``text`` as whole words,
         longest first."""
+        learned, last = self._learned, self._last
+        if last is not None and last[0] == learned and last[1] == text:
+            return list(last[2])
+        found = self._mentioned(text)
+        self._last = (learned, text, tuple(found))
+        return found
+
+    def _mentioned(self, text: str) -> list[str]:
         tokens = _tokens(text)
         if not tokens:
             return []
