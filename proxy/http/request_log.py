@@ -12,7 +12,9 @@ line can break a request, a shutdown or a signal handler. The file is written fi
 whatever stdout does: a stdout whose reader went away (``areamem serve | head``, a
 ``tee`` stopped by Ctrl-C) is dropped at its first failed write, once, and that is
 recorded in the file (``stdout_closed``); a failed file write is said on stderr once
-and the next line tries again.
+and the next line tries again. Lines come from the event loop and from threads (the
+store's events, formation workers' reports, a shutdown timer): one line is written whole
+before the next begins.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -65,6 +68,7 @@ class RequestLog:
         self._path = file
         self._file: TextIO | None = None
         self._file_failed = False
+        self._lock = threading.Lock()
         if file is not None:
             file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._file = _open(file)
@@ -73,9 +77,11 @@ class RequestLog:
         """Write one record; ``ts`` (ISO time) is added first. Never raises OSError."""
         now = time.time()
         line = _json_line(record, now)
-        self._to_file(line)
-        if self._stdout is not None:
-            self._to_stdout(text_line(record, now) + "\n" if self._text else line)
+        shown = text_line(record, now) + "\n" if self._text and self._stdout else line
+        with self._lock:
+            self._to_file(line)
+            if self._stdout is not None:
+                self._to_stdout(shown)
 
     @property
     def stdout_open(self) -> bool:
@@ -83,10 +89,11 @@ class RequestLog:
         return self._stdout is not None
 
     def close(self) -> None:
-        if self._file is not None:
-            file, self._file = self._file, None
-            with contextlib.suppress(OSError):
-                file.close()
+        with self._lock:
+            if self._file is not None:
+                file, self._file = self._file, None
+                with contextlib.suppress(OSError):
+                    file.close()
 
     def _to_file(self, line: str) -> None:
         if self._path is None:
