@@ -295,3 +295,22 @@ async def test_a_lone_surrogate_in_a_logged_field_is_answered_and_logged(
     await proxy.settle()
     records = [r for r in proxy.log_records() if r.get("event") == "chat"]
     assert records and records[-1]["status"] == status
+
+
+async def test_an_upstream_url_with_a_query_keeps_it_after_the_endpoint(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """An ``api_base`` holding a query (Azure's ``?api-version=``): requests go to
+    ``<path>/chat/completions?<query>`` and the start-up check to ``<path>/models?<query>``
+    (the endpoint was pasted after the query: the chat went to ``/v1`` itself, a 404)."""
+    proxy = await make_proxy(proxy_config(f"{upstream.url}/?api-version=2024-06-01"))
+    async with proxy.client() as client:
+        reply = await client.chat.completions.create(model="echo", messages=USER)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content
+    assert upstream.requests[-1].query == "api-version=2024-06-01"
+    for _ in range(100):  # the start-up check runs in the background
+        checked = [r for r in proxy.log_records() if r.get("event") == "upstream_ok"]
+        if checked:
+            break
+        await asyncio.sleep(0.05)
+    assert checked and checked[0]["status"] == 200 and checked[0]["models"]

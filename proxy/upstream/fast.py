@@ -24,6 +24,7 @@ from .http1 import (
     Http1Error,
     Http1Response,
 )
+from .urls import endpoint_url
 
 __all__ = ["ANTHROPIC_VERSION", "MAX_REPLY_BYTES", "FastUpstream", "Natives"]
 
@@ -59,7 +60,7 @@ class FastUpstream:
         self, config: UpstreamConfig, *, endpoint: str = "chat/completions", base: str = ""
     ) -> None:
         self.config = config
-        self._url = f"{base or config.api_base}/{endpoint}"
+        self._url = endpoint_url(base or config.api_base or "", endpoint)
         self._path = _request_path(self._url)
         self._anthropic = endpoint == "messages"
         self._http: Http1Client | None = None
@@ -165,8 +166,12 @@ filling up with an upstream that never stops sending)."""
 
 
 def _request_path(url: str) -> str:
-    """The path of ``url`` as a request target: percent-encoded where it was not."""
-    return quote(urlsplit(url).path or "/", safe="/%:@!$&'()*+,;=-._~")
+    """The path and query of ``url`` as a request target: percent-encoded where they
+    were not (an ``api_base`` may hold a query: Azure's ``?api-version=``)."""
+    parts = urlsplit(url)
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    query = quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
+    return f"{path}?{query}" if query else path
 
 
 class _Decoder:

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from ..config import UpstreamConfig
-from .urls import shown_url
+from .urls import endpoint_url, shown_url
 
 __all__ = ["PROBE_TIMEOUT_S", "probe"]
 
@@ -34,7 +34,7 @@ async def probe(
     (None when it lists none, was not reached, or has no ``api_base`` to check)."""
     if upstream.api_base is None:  # a provider's own cloud: nothing local to check
         return None
-    url = f"{upstream.api_base}/models"
+    url = endpoint_url(upstream.api_base, "models")
     shown = shown_url(url)
     began = time.perf_counter()
     key = upstream.api_key()

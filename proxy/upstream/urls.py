@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["shown_url"]
+__all__ = ["endpoint_url", "shown_url"]
+
+
+def endpoint_url(base: str, endpoint: str) -> str:
+    """``endpoint`` (``chat/completions``, ``models``) under ``base``'s path, its query
+    kept where it belongs: ``https://x.azure.com/openai/deployments/d?api-version=1`` and
+    ``models`` make ``https://x.azure.com/openai/deployments/d/models?api-version=1``
+    (the endpoint pasted after the whole URL went into the query, and the request went to
+    ``base``'s own path)."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/") + "/" + endpoint.lstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def shown_url(url: str) -> str:
