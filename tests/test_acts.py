@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.text.acts import asks, is_question, restated_share, sentence_states, unstated
+from memory_core.text.acts import (
+    asks,
+    is_question,
+    restated_share,
+    sentence_states,
+    tells,
+    unstated,
+)
 from memory_core.text.conversations import is_opaque, label_of
 from memory_core.text.question import Question
 
@@ -58,6 +65,14 @@ def test_a_text_asks_when_any_sentence_does_and_what_it_asks_is_what_it_does_not
     assert unstated("Ana moved to Porto. Where does Tom live?") == "Where does Tom live?"
     assert unstated("volcano") == "volcano"  # the keywords of a search state nothing
     assert sentence_states("Tom lives in Madrid.") and not sentence_states("Ana's bakery")
+
+
+def test_a_text_tells_when_one_sentence_states_something_in_any_of_the_three_languages() -> None:
+    assert tells("Wow, Caroline! I just signed up for a pottery class yesterday.")
+    assert tells("Ana moved to Porto. Did you know?")  # it asks, but it tells too
+    assert tells("Ontem fui à praia com os miúdos.") and tells("Ayer fuimos al museo.")
+    for nothing in ("Cool! What did it look like?", "Thanks, Mel!", "Que bom!", "¿Y tú?"):
+        assert not tells(nothing)
 
 
 def test_the_coverage_note_is_about_what_a_turn_asks_not_what_it_tells() -> None:

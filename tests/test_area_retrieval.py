@@ -324,12 +324,16 @@ def test_the_turn_beside_the_one_with_the_question_words_is_brought_up(
     _formed(path, backends, PAINTING)
     answer = PAINTING[3][1]  # shares no content word with the question
     question = "Where was the lake painting done?"
-    alone = _ranked(path, backends, question, context=0.0)
+    alone = _ranked(path, backends, question, context=0.0, untold=1.0)
     beside = _ranked(path, backends, question, context=0.4)
     assert beside.index(answer) < (alone.index(answer) if answer in alone else 99)
     assert answer in alone  # found either way (its document holds the question's words
     # it answers, lent by the turn before), but only the context puts it right after it
-    assert beside.index(answer) == 1 < alone.index(answer)
+    asking = _ranked(path, backends, question, context=0.4, untold=1.0)
+    assert asking.index(answer) == 1 < alone.index(answer)
+    # ... or above it: the question turn tells nothing, so it is set back (``untold``),
+    # yet lends its whole score to the turn that answers it
+    assert beside.index(answer) == 0 < alone.index(answer)
     recall = _recall(path, backends, question)
     assert recall.area is not None
     assert all("context" in f["terms"] for f in recall.area["fragments"])  # reported
@@ -373,6 +377,40 @@ def test_a_speaker_called_by_a_function_word_is_not_named_by_it(
     assert named.area is not None
     assert named.hits[0].text == "I love painting horses."
     assert {f["factor"] for f in named.area["fragments"]} == {1.0, 0.6}  # Caroline's alone
+
+
+def test_a_speaker_named_in_the_possessive_is_named(tmp_path: Path, backends: Backends) -> None:
+    path = tmp_path / "m.db"
+    _formed(path, backends, HOBBIES)
+    for question in ("What do Melanie's kids love painting?", "What do Melanie\u2019s kids paint?"):
+        recall = _recall(path, backends, question)
+        assert recall.area is not None
+        by_id = {f["id"]: f["factor"] for f in recall.area["fragments"]}
+        factors = {h.text: by_id[h.fragment_id] for h in recall.hits}
+        assert {factors[t] for who, t in HOBBIES if who == "Melanie"} == {1.0}
+        assert {factors[t] for who, t in HOBBIES if who == "Caroline"} == {0.6}
+
+
+UNTOLD = [
+    ("Caroline", "Cool! What did the painting of the lake look like?"),
+    ("Melanie", "It shows the lake at dawn, with a small red boat near the shore."),
+    ("Caroline", "Wow! How long did the painting of the lake take?"),
+]
+
+
+def test_a_turn_that_tells_nothing_is_set_back(tmp_path: Path, backends: Backends) -> None:
+    path = tmp_path / "m.db"
+    _formed(path, backends, UNTOLD)
+    question = "What does the painting of the lake show?"
+    recall = _recall(path, backends, question)
+    assert recall.area is not None
+    by_id = {f["id"]: f["factor"] for f in recall.area["fragments"]}
+    factors = {h.text: by_id[h.fragment_id] for h in recall.hits}
+    assert factors == {UNTOLD[0][1]: 0.6, UNTOLD[1][1]: 1.0, UNTOLD[2][1]: 0.6}
+    assert recall.hits[0].text == UNTOLD[1][1]  # the turn that tells
+    off = _recall(path, backends, question, untold=1.0)
+    assert off.area is not None
+    assert {f["factor"] for f in off.area["fragments"]} == {1.0}  # off: none set back
 
 
 def test_a_speaker_called_by_a_nickname_is_the_speaker_named(

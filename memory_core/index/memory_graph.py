@@ -56,6 +56,7 @@ from ..storage import Connection, read_snapshot
 from ..storage.tables import contexts, entities, fragments, relations
 from ..storage.tables import dream as dream_rows
 from ..storage.tables import history as history_rows
+from ..text.acts import tells
 from ..text.names import NameIndex
 from ..text.words import content_stems, normalise_name
 from .buffer import AppendBuffer
@@ -129,12 +130,23 @@ class MemoryGraph:
     """Normalised name -> {entity node: speaker name} of the speakers the other speaker
     addresses by that name (``vocative`` aliases: :mod:`memory_core.formation.stages
     .addressing`); they are in :attr:`aliases` too."""
+    untold: npt.NDArray[np.bool_] | None = None
+    """node -> whether the fragment is stored as stating (``stated``) but no sentence of it
+    tells anything (:func:`~memory_core.text.acts.tells`: it asks, greets or thanks
+    only, "Cool! What did it look like?"); False for every other node. None: none is."""
 
     def speaker_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         """The speaker codes of the fragments of ``nodes`` (0: none)."""
         if self.speakers is None:
             return np.zeros(nodes.shape[0], np.int32)
         return self.speakers[nodes]
+
+    def untold_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether the fragments of ``nodes`` (nodes of this version) tell nothing (see
+        :attr:`untold`)."""
+        if self.untold is None:
+            return np.zeros(nodes.shape[0], np.bool_)
+        return self.untold[nodes]
 
     def act_of(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
         """What the fragments of ``nodes`` (nodes of this version) do, as :data:`ACTS`
@@ -202,6 +214,7 @@ class MemoryGraphIndex:
         )
         self._fragment_of = AppendBuffer(np.int64)
         self._acts = AppendBuffer(np.int8)
+        self._untold = AppendBuffer(np.bool_)
         self._speakers = AppendBuffer(np.int32)
         self._said_before: OrderedDict[str, list[str]] = OrderedDict()
         self._voice_said: OrderedDict[tuple[str, str, object], list[str]] = OrderedDict()
@@ -328,6 +341,8 @@ class MemoryGraphIndex:
             batch.fragment_of.append((node, fid))
             if act != ACTS[0]:
                 batch.acts.append((node, ACTS.index(act) if act in ACTS else 0))
+            elif not tells(str(text)):
+                batch.untold.append(node)
             who = normalise_name(str(speaker)) if speaker else ""
             if who:
                 code = self._speaker_codes.setdefault(who, len(self._speaker_codes) + 1)
@@ -454,6 +469,9 @@ class MemoryGraphIndex:
         for node, act in batch.acts:
             acts[node - batch.first_node] = act
         self._acts.extend(acts)
+        untold = np.zeros(new_kinds.shape[0], np.bool_)
+        untold[np.asarray(batch.untold, np.int64) - batch.first_node] = True
+        self._untold.extend(untold)
         speakers = np.zeros(new_kinds.shape[0], np.int32)
         for node, code in batch.speakers:
             speakers[node - batch.first_node] = code
@@ -510,6 +528,7 @@ class MemoryGraphIndex:
             self._speakers.view(),
             self._speaker_codes,
             self._addressed,
+            self._untold.view(),
         )
         return self._snapshot
 
@@ -522,6 +541,7 @@ class _Batch:
         self.kinds: list[int] = []
         self.fragment_of: list[tuple[int, int]] = []
         self.acts: list[tuple[int, int]] = []  # (node, ACTS index) of fragments that do not state
+        self.untold: list[int] = []  # nodes of stated fragments that tell nothing (acts.tells)
         self.speakers: list[tuple[int, int]] = []  # (node, speaker code) of fragments with one
         self.vectors: list[npt.NDArray[np.float32]] = []
         self.vector_nodes: list[int] = []

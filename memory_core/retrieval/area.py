@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -209,6 +210,9 @@ def retrieve_area(
         said = np.zeros(len(candidates), np.int32)  # rows formed since: no speaker known
         said[: nodes.shape[0]] = memory.speaker_of(nodes)
         factor[(said != 0) & (said != speaker)] *= scoring.other_speaker
+    untold = np.zeros(len(candidates), dtype=bool)  # rows formed since: not known to
+    untold[: nodes.shape[0]] = memory.untold_of(nodes)  # tell nothing
+    factor[untold] *= scoring.untold
     if np.any(factor != 1.0):
         candidates = candidates.factored(factor)
 
@@ -233,7 +237,10 @@ def retrieve_area(
     candidates, order, scores = rank_computing(candidates, scoring, pool, "similarity", similarity)
     context: dict[int, float] = {}
     if scoring.context > 0:
-        order, scores, context = _in_context(memory, candidates, nodes, order, scores, scoring)
+        lends = np.where(untold, 1.0 / scoring.untold, 1.0)  # set back, but lends in full
+        order, scores, context = _in_context(
+            memory, candidates, nodes, order, scores, scoring, lends
+        )
     order = order[:limit]
     clock.lap("rank")
     factor = candidates.multipliers()
@@ -260,17 +267,24 @@ def retrieve_area(
     )
 
 
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+"""The possessive ending of a word ("Melanie's", "James'"): :func:`normalise_name` drops
+it at the end of a name only, and a question's text is no name."""
+
+
 def _named_speaker(memory: MemoryGraph, question: Question) -> int:
     """The code of the one speaker of memory's conversations the question names (by a
     word or two of its text, as :func:`normalise_name` writes them), or 0 when it names
     none or several ("What did Caroline tell Melanie?" is about both); a speaker called
     by the name the other speaker addresses them with (:mod:`.addressed`) is named too.
     A speaker called by a function word ("What", "Hey": a client's ``name`` is
-    anything) is never named by that word."""
+    anything) is never named by that word. A possessive names its owner ("What do
+    Melanie's kids like?": before it did not, and that question's other speaker's turns
+    went unweighted; LoCoMo dev recall@10 0.804 -> 0.805, multi-hop 0.504 -> 0.508)."""
     codes = memory.speaker_codes
     if not codes:
         return 0
-    words = normalise_name(question.text).split()
+    words = [_POSSESSIVE.sub("", w) for w in normalise_name(question.text).split()]
     named = {codes[w] for w in words if w in codes and not is_function_word(w)}
     named |= {codes[f"{a} {b}"] for a, b in itertools.pairwise(words) if f"{a} {b}" in codes}
     for _, labels in question.named:  # called by the name the other speaker uses ("Mel")
@@ -289,6 +303,7 @@ def _in_context(
     order: npt.NDArray[np.int64],
     scores: npt.NDArray[np.float64],
     scoring: ScoringConfig,
+    lends: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], dict[int, float]]:
     """The ``order``-ed best rows ranked again with the scores of the turns said just
     before and after each (``scoring.context`` times the better of the two, times the
@@ -296,6 +311,9 @@ def _in_context(
     one that answers all of it): what answers a question is often the turn beside the
     one that names its words ("Is this your own painting?" / "Yeah, I painted that lake
     sunrise last year!").
+    A neighbour lends its score times its ``lends`` (the inverse of the factor
+    ``scoring.untold`` set it back by: "Is this your own painting?" tells nothing, but
+    names what the turn after it answers).
     Returns the new order, the scores with the context added for those rows, and each
     row's context share (unweighted). Rows formed after the pinned graph have no
     neighbours here; a neighbour that is no candidate brings nothing."""
@@ -308,7 +326,8 @@ def _in_context(
         found[found] = nodes[at[found]] == arcs.target[found]
         rows, neighbours = graph_rows[arcs.owner[found]], at[found]
         beside = rows != neighbours
-        np.maximum.at(share, rows[beside], scores[neighbours[beside]])
+        lent = scores if lends is None else scores * lends
+        np.maximum.at(share, rows[beside], lent[neighbours[beside]])
     factor = candidates.multipliers()[order]
     boosted = scores.copy()
     boosted[order] = scores[order] + scoring.context * factor * share[order]

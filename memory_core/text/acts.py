@@ -40,6 +40,7 @@ __all__ = [
     "sentence_asks",
     "sentence_states",
     "stems",
+    "tells",
     "unstated",
 ]
 
@@ -140,6 +141,14 @@ def unstated(text: str) -> str:
 def asks(text: str) -> bool:
     """Whether some sentence of ``text`` asks (a question or a request to be told)."""
     return any(sentence_asks(s) for s in split_sentences(text))
+
+
+def tells(text: str) -> bool:
+    """Whether some sentence of ``text`` tells something (:func:`sentence_states`): not
+    "Cool! What did it look like?" nor "Thanks, Mel!" (a text that only asks, greets or
+    thanks); "Wow! I just signed up for a pottery class." tells. Only the first
+    :data:`READ_CHARS` characters are read (a long text tells within them)."""
+    return any(sentence_states(s) for s in split_sentences(text[:READ_CHARS]))
 
 
 def is_question(text: str) -> bool:
