@@ -109,8 +109,10 @@ class TokenizerChoice:
 _COUNTS_KEPT = 2048
 """Short texts whose counts a tokenizer keeps: the block counts each fragment's line, and
 the same fragments come back question after question (a tenth of a lookup's CPU was BPE)."""
-_KEPT_CHARS = 2000
-"""Longer texts are counted every time (kept, a count would keep the text alive)."""
+_KEPT_CHARS = 1000
+"""Longer texts are counted every time: what is kept stays under ~8 MB a tokenizer
+(:data:`_COUNTS_KEPT` texts of up to 1,000 characters of up to 4 bytes), a handful of
+tokenizers a process."""
 
 
 class _Kept:
