@@ -11,7 +11,8 @@ proxy and the upstream never share an event loop. Added latency is the proxy's m
 Four scenarios: non-stream and stream, each with memory off (``X-Memory: off``: no
 retrieval and no ingestion) and memory on (``X-Memory: force``: retrieval over a store
 preloaded through ``/memory/ingest`` with ``--fragments`` synthetic chat turns,
-injection, and ingestion of the exchange after the answer). Every round opens a new
+injection, and ingestion of the exchange after the answer; ``--no-ingest``: without it,
+the lookup alone). Every round opens a new
 conversation (its own ``X-Conversation-Id`` and a unique first user message). The
 memory-on questions use words of the stored text, so retrieval returns fragments; the
 receipts confirm it.
@@ -172,6 +173,8 @@ class Settings:
     compare_litellm: bool = False
     preload_locomo: str | None = None
     formation_workers: int = 1
+    ingest: bool = True
+    """Memory-on chats store their exchange (``memory.ingest``); off: the lookup alone."""
     store: str | None = None
     api: str = "chat"
     """``chat``, or the front door timed against chat (``responses``, ``messages``)."""
@@ -270,8 +273,10 @@ class LocalStack:
 
     def __init__(self, workdir: Path, retrieval: str = "bm25", litellm: bool = False,
                  formation_workers: int = 1, *, serves: Sequence[str] = (),
-                 encoder: str | None = None, record: Path | None = None) -> None:
+                 encoder: str | None = None, record: Path | None = None,
+                 ingest: bool = True) -> None:
         self.workdir = workdir
+        self.ingest = ingest
         self.record = record
         self.encoder = encoder
         self.serves = tuple(serves)
@@ -337,7 +342,7 @@ class LocalStack:
             "upstreams": [upstream],
             "logging": {"stdout": False, "file": True},
             "memory": {"retrieval": self.retrieval,
-                       "formation_workers": self.formation_workers},
+                       "formation_workers": self.formation_workers, "ingest": self.ingest},
             **({"formation": {"encoder": {"model": self.encoder}}} if self.encoder else {}),
             # no automatic consolidation cycle: the preload's thousands of messages would
             # start one mid-measurement (cycles are measured by bench_dreamer.py)
@@ -1241,6 +1246,7 @@ def print_report(report: Report) -> None:
     print(f"\n{s.requests} requests per target and scenario after {s.warmup} warm-up rounds, "
           f"sequential, {pairing(report)}; retrieval {s.retrieval}; "
           f"encoder {s.encoder or 'the default'}; "
+          f"{'' if s.ingest else 'memory-on exchanges not stored (--no-ingest); '}"
           f"medians are the figures to quote\n")
     if report.litellm_version:
         print(f"LiteLLM {report.litellm_version}: its proxy, one uvicorn worker, master key, "
@@ -1323,6 +1329,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
     parser.add_argument("--formation-workers", type=int, default=1,
                         help="memory.formation_workers of the proxy (default 1, as shipped)")
+    parser.add_argument("--no-ingest", action="store_true",
+                        help="memory-on chats do not store their exchange (memory.ingest: "
+                        "false): the lookup's cost without the formation that follows it")
     parser.add_argument("--retrieval", choices=("bm25", "area"), default="bm25",
                         help="the proxy's memory.retrieval (default: bm25)")
     parser.add_argument("--preload-locomo", type=Path, metavar="FILE",
@@ -1364,6 +1373,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         compare_litellm=args.compare_litellm,
         preload_locomo=str(args.preload_locomo) if args.preload_locomo else None,
         formation_workers=args.formation_workers,
+        ingest=not args.no_ingest,
         store=str(args.store) if args.store else None,
         api=args.api,
         native=args.native,
@@ -1404,7 +1414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             serves = (settings.api,) if settings.native else ()
             with LocalStack(Path(tmp), settings.retrieval, settings.compare_litellm,
                             settings.formation_workers, serves=serves,
-                            encoder=settings.encoder) as stack:
+                            encoder=settings.encoder, ingest=settings.ingest) as stack:
                 report = asyncio.run(benchmark(stack, settings, pool, version, kept))
     except BenchError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)

@@ -318,3 +318,15 @@ def test_bench_dreamer_quick_run_times_cycles_snapshots_and_rollbacks(tmp_path: 
         assert whole["relations_restored"] == run["relations_start"]
         assert whole["relations_after_undo"] == whole["relations_before"]
         assert whole["check"] and run["rollback_one_cycle"]["check"] and run["check"]
+
+
+def test_no_ingest_leaves_memory_on_chats_unstored(bench: ModuleType, tmp_path: Path) -> None:
+    """``--no-ingest`` times the lookup without the formation of each exchange after it:
+    the proxy it starts is configured not to store chats (``/memory/ingest`` still
+    preloads)."""
+    settings = bench.settings_from(bench.parse_args(["--no-ingest", "--quick"]))
+    assert settings.ingest is False
+    assert bench.settings_from(bench.parse_args(["--quick"])).ingest is True
+    stack = bench.LocalStack(tmp_path, ingest=settings.ingest)
+    config = yaml.safe_load(stack.config().read_text())
+    assert config["memory"]["ingest"] is False
