@@ -105,6 +105,38 @@ def test_induced_edges_are_exactly_the_edges_inside(
     assert rows_of(got) == rows_of(everything.take(np.flatnonzero(keep)))
 
 
+@settings(max_examples=80, deadline=None)
+@given(graph=small_graphs(), cut=st.integers(0, 36), data=st.data())
+def test_best_beside_is_the_best_member_linked_either_way(
+    graph: SmallGraph, cut: int, data: st.DataObject
+) -> None:
+    """What the context re-rank reads: for each node, the best value among the members
+    it shares an edge with (any type, either direction, base or delta), itself aside."""
+    base, delta = split(graph.edges(), [cut])
+    version = GraphVersion.build(graph.kinds, base).with_delta(delta)
+    members = sorted(data.draw(st.sets(st.integers(0, graph.n - 1))))
+    values = data.draw(st.lists(st.floats(0, 10), min_size=len(members), max_size=len(members)))
+    nodes = data.draw(st.lists(st.integers(0, graph.n - 1), max_size=graph.n))
+    value_of = dict(zip(members, values, strict=True))
+    expected = []
+    for node in nodes:
+        linked = {d for s, d in zip(graph.src, graph.dst, strict=True) if s == node}
+        linked |= {s for s, d in zip(graph.src, graph.dst, strict=True) if d == node}
+        expected.append(max([0.0, *(value_of[v] for v in linked - {node} if v in value_of)]))
+    got = version.best_beside(
+        np.array(nodes, np.int64), np.array(members, np.int64), np.array(values, np.float64)
+    )
+    assert got.tolist() == expected
+
+
+def test_best_beside_reads_nodes_added_since_the_base() -> None:
+    version = GraphVersion.build([0, 0], EdgeList.from_arrays([0], [1]))
+    newer = version.with_delta(EdgeList.from_arrays([2, 1], [1, 2], edge_id=[5, 6]), [0])
+    members = np.array([0, 1, 2], np.int64)
+    got = newer.best_beside(np.array([2, 1, 0], np.int64), members, np.array([1.0, 2.0, 3.0]))
+    assert got.tolist() == [2.0, 3.0, 2.0]
+
+
 def test_csr_layout_groups_by_source_and_reverse_index_points_back() -> None:
     edges = EdgeList.from_arrays([2, 0, 2, 1, 0], [0, 1, 0, 2, 1], edge_id=[7, 8, 9, 10, 11])
     version = GraphVersion.build([0, 0, 0], edges)

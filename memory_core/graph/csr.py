@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .compiled.beside import best_beside
 from .compiled.induced import base_positions_within
 from .edges import EdgeList
 from .errors import GraphError
@@ -50,6 +51,7 @@ _D = TypeVar("_D")
 _MAX_NODES = int(np.iinfo(np.int32).max)
 _SCAN_FACTOR = 8
 Int64s = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,6 +260,29 @@ class GraphVersion:
             weight=np.concatenate([p[2] for p in parts]),
             read=sum(int(p[0].shape[0]) for p in parts),
         )
+
+    def best_beside(self, nodes: Int64s, members: Int64s, values: Floats) -> Floats:
+        """For each of ``nodes``, the largest of ``values`` over the ``members`` (sorted,
+        distinct; ``values`` aligned with them) it shares a stored edge with, in either
+        direction, base or delta, of any type, the node itself aside; 0 for a node that
+        shares none (``values`` are not negative)."""
+        best = np.zeros(nodes.shape[0])
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        best_beside(self.out.indptr, self.out.indices, nodes, members, values, best)
+        best_beside(self.inc.indptr, self.inc.indices, nodes, members, values, best)
+        delta = ((self._delta_out, self.delta.dst), (self._delta_in, self.delta.src))
+        for index, ends in delta if len(self.delta) else ():
+            lo, lengths = index.spans(nodes)
+            if not int(lengths.sum()):
+                continue
+            owner = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), lengths)
+            other = ends[index.order[_spans(lo, lengths)]]
+            at = np.searchsorted(members, other)
+            found = at < members.shape[0]
+            found[found] = members[at[found]] == other[found]
+            found &= other != nodes[owner]
+            np.maximum.at(best, owner[found], values[at[found]])
+        return best
 
     def induced_edges(self, nodes: Int64s) -> EdgeList:
         """Every stored edge whose two endpoints are both in ``nodes`` (parallel edges kept).

@@ -292,10 +292,6 @@ def _named_speaker(memory: MemoryGraph, question: Question) -> int:
     return named.pop() if len(named) == 1 else 0
 
 
-_DIALOGUE = Traversal({EdgeType.NEXT: (1.0, 1.0)}, default=(0.0, 0.0))
-"""Only the links between a turn and the turns said just before and after it."""
-
-
 def _in_context(
     memory: MemoryGraph,
     candidates: Candidates,
@@ -314,20 +310,19 @@ def _in_context(
     A neighbour lends its score times its ``lends`` (the inverse of the factor
     ``scoring.untold`` set it back by: "Is this your own painting?" tells nothing, but
     names what the turn after it answers).
+    The turns beside a row are those the graph links it to (said just before or after
+    it, or that it answers, corrects or depends on: every fragment-to-fragment edge;
+    on LoCoMo dev the next/previous links alone give the same ranking).
     Returns the new order, the scores with the context added for those rows, and each
     row's context share (unweighted). Rows formed after the pinned graph have no
     neighbours here; a neighbour that is no candidate brings nothing."""
     graph_rows = order[order < nodes.shape[0]]
     share = np.zeros(len(candidates))
     if graph_rows.shape[0]:
-        arcs = memory.graph.arcs(nodes[graph_rows], _DIALOGUE)
-        at = np.searchsorted(nodes, arcs.target)  # graph rows' nodes are sorted
-        found = at < nodes.shape[0]
-        found[found] = nodes[at[found]] == arcs.target[found]
-        rows, neighbours = graph_rows[arcs.owner[found]], at[found]
-        beside = rows != neighbours
         lent = scores if lends is None else scores * lends
-        np.maximum.at(share, rows[beside], lent[neighbours[beside]])
+        share[graph_rows] = memory.graph.best_beside(  # graph rows' nodes are sorted
+            nodes[graph_rows], nodes, lent[: nodes.shape[0]]
+        )
     factor = candidates.multipliers()[order]
     boosted = scores.copy()
     boosted[order] = scores[order] + scoring.context * factor * share[order]
