@@ -13,6 +13,7 @@ from memory_core.text.lexicon import (
     is_verb_form,
 )
 from memory_core.text.names import NameIndex, extract_names
+from memory_core.text.question import Question
 from memory_core.text.words import (
     MAX_QUERY_TERMS,
     content_stems,
@@ -228,3 +229,25 @@ def test_a_name_learned_after_a_lookup_is_mentioned_the_next_time() -> None:
     index.add(["Rui"])
     assert index.mentioned("Did Rui call Marta?") == ["Rui", "Marta"]
     assert index.mentioned("Did Rui call Marta?") == ["Rui", "Marta"]
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "terms"),
+    [
+        ("O que a Gina fez para promover a sua loja de roupas?", "pt",
+         ("gina", "fez", "promover", "loja", "roupas")),
+        ("¿Qué ciudades ha visitado Jon con su hermana?", "es",
+         ("ciudades", "visitado", "jon", "hermana")),
+        ("Did Al move to LA with the EU grant?", "en", ("al", "move", "la", "eu", "grant")),
+    ],
+)  # fmt: skip
+def test_a_question_reads_its_own_language_s_function_words_as_none(
+    text: str, language: str, terms: tuple[str, ...]
+) -> None:
+    """A Portuguese or Spanish question's articles, prepositions and pronouns are no
+    terms (they kept every sentence of a block that shares "de" or "que", and weighed on
+    BM25); an English question keeps "la" and "eu" ("LA", "the EU")."""
+    question = Question.of(text)
+    assert question.language == language
+    assert question.terms == terms
+    assert question.content == frozenset(stem(t) for t in terms)

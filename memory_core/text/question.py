@@ -40,7 +40,15 @@ from .acts import unstated
 from .dates import Span, find
 from .language import detect_language
 from .lexicon import is_function_word
-from .words import MAX_QUERY_TERMS, STOP_WORDS, WORD, fold, query_terms, stem
+from .words import (
+    MAX_QUERY_TERMS,
+    STOP_WORDS,
+    STOP_WORDS_BY_LANGUAGE,
+    WORD,
+    fold,
+    query_terms,
+    stem,
+)
 
 __all__ = [
     "COMMON_VERBS",
@@ -319,7 +327,8 @@ class Question:
         """The question ``text`` asks on day ``at`` (None: unknown), read as its
         :func:`question_excerpt`."""
         excerpt = question_excerpt(text)
-        terms = tuple(query_terms(excerpt))
+        language = detect_language(excerpt)
+        terms = tuple(query_terms(excerpt, STOP_WORDS_BY_LANGUAGE.get(language, STOP_WORDS)))
         stems = tuple(dict.fromkeys(map(stem, terms)))
         every = foci(excerpt, min_chars=min_focus_chars, ignore=ignore_foci)
         asked = unstated(excerpt)
@@ -333,7 +342,7 @@ class Question:
             stems,
             frozenset(stems),
             every,
-            detect_language(excerpt),
+            language,
             noted=noted,
             times=times_of(excerpt, at),
         )

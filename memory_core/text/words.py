@@ -34,6 +34,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MISTAKE_MARKERS",
     "STOP_WORDS",
+    "STOP_WORDS_BY_LANGUAGE",
     "WORD",
     "content_stems",
     "fold",
@@ -70,6 +71,43 @@ _STOP_LIST = (
 STOP_WORDS = frozenset(_STOP_LIST)
 """English stop words (NLTK's list, abridged): never content words, never foci."""
 
+_PT_STOP = (
+    "o", "os", "as", "um", "uma", "uns", "umas", "de", "do", "da", "dos", "das", "em", "no",
+    "na", "nos", "nas", "num", "numa", "ao", "aos", "à", "às", "pelo", "pela", "pelos",
+    "pelas", "por", "para", "pra", "pro", "com", "sem", "sobre", "entre", "até", "e", "ou",
+    "mas", "nem", "que", "se", "eu", "tu", "você", "voce", "vocês", "voces", "ele", "ela",
+    "eles", "elas", "nós", "me", "te", "lhe", "lhes", "meu", "minha", "meus", "minhas",
+    "teu", "tua", "teus", "tuas", "seu", "sua", "seus", "suas", "nosso", "nossa", "nossos",
+    "nossas", "dele", "dela", "deles", "delas", "isso", "isto", "aquilo", "esse", "essa",
+    "esses", "essas", "este", "esta", "estes", "estas", "aquele", "aquela", "aqueles",
+    "aquelas", "é", "são", "sao", "foi", "foram", "era", "eram", "ser", "sido", "estar",
+    "está", "estou", "estava", "estão", "tem", "têm", "tinha", "ter", "há", "já", "ja",
+    "não", "nao", "sim", "muito", "muita", "mais", "menos", "também", "tambem", "como",
+    "quando", "onde", "qual", "quais", "quem", "porque", "porquê", "quê", "quanto",
+    "quantos", "quanta", "quantas",
+)  # fmt: skip
+_ES_STOP = (
+    "el", "la", "los", "las", "lo", "un", "una", "unos", "unas", "de", "del", "al", "en",
+    "por", "para", "con", "sin", "sobre", "entre", "hasta", "y", "e", "o", "u", "ni", "pero",
+    "que", "si", "yo", "tú", "tu", "él", "ella", "ellos", "ellas", "usted", "ustedes",
+    "nosotros", "nosotras", "me", "te", "se", "le", "les", "nos", "mi", "mis", "tus", "su",
+    "sus", "nuestro", "nuestra", "nuestros", "nuestras", "eso", "esto", "ese", "esa", "esos",
+    "esas", "este", "esta", "estos", "estas", "aquel", "aquella", "es", "son", "fue",
+    "fueron", "era", "eran", "ser", "sido", "estar", "está", "estoy", "estaba", "están", "ha",
+    "han", "he", "has", "hay", "había", "ya", "no", "sí", "muy", "más", "mas", "también",
+    "tambien", "como", "cómo", "cuando", "cuándo", "donde", "dónde", "qué", "cuál", "cual",
+    "cuáles", "quién", "quien", "quiénes", "cuánto", "cuántos", "cuánta", "cuántas",
+    "porque",
+)  # fmt: skip
+STOP_WORDS_BY_LANGUAGE: dict[str, frozenset[str]] = {
+    "pt": STOP_WORDS | frozenset(_PT_STOP),
+    "es": STOP_WORDS | frozenset(_ES_STOP),
+}
+"""A Portuguese or Spanish question's stop words: its language's articles, prepositions,
+pronouns, conjunctions, auxiliaries and question words as well as English's. Only for a
+text :func:`~.language.detect_language` reads as that language: "la" and "eu" are words
+of an English question ("LA", "the EU")."""
+
 _SUFFIXES = ("ing", "ed", "s")
 _MIN_STEM = 4
 _ARTICLES = re.compile(r"^(the|a|an|o|os|as|el|la|los|las|le|les|der|die|das)\s+")
@@ -87,12 +125,13 @@ def words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
-def query_terms(text: str) -> list[str]:
+def query_terms(text: str, stop: frozenset[str] = STOP_WORDS) -> list[str]:
     """Content words of ``text``, lowercased, in first-occurrence order, at most
-    :data:`MAX_QUERY_TERMS` of them."""
+    :data:`MAX_QUERY_TERMS` of them; ``stop``: the words that are none (English's, or
+    :data:`STOP_WORDS_BY_LANGUAGE`'s for a question in another language)."""
     terms: dict[str, None] = {}
     for word in WORD.findall(text.lower()):
-        if word not in STOP_WORDS and (len(word) > 1 or word.isdigit()):
+        if word not in stop and (len(word) > 1 or word.isdigit()):
             terms.setdefault(word, None)
             if len(terms) == MAX_QUERY_TERMS:
                 break
