@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import apsw
+import numpy as np
 import pytest
 
 from memory_core import (
@@ -191,3 +192,34 @@ def test_a_store_from_before_kinds_reads_its_fragments_as_stated_and_keeps_them(
         kinds = fragment_rows.kind_counts(reader, "later")
     assert kinds == {"asked": 1, "restated": 1}
     again.close()
+
+
+def test_stored_questions_seed_nothing_and_stay_out_of_the_dense_pool(tmp_path: Path) -> None:
+    """A question asked again found its own earlier askings first, by words and by
+    vector, and the lookup's seeds and nearest candidates were questions instead of what
+    answers them: they are left out of both (``pool_questions``); the fact comes first."""
+    from memory_core.retrieval.area import _unasked
+
+    store = _store(tmp_path)
+    _say(store, "trip", "We booked a cabin near Tromsø for the aurora.", "Bring warm boots.")
+    for n in range(3):
+        store.append(
+            [LogMessage({"role": "user", "content": "Where is the cabin?"}, 1.7e9 + n)],
+            conversation=f"later-{n}",
+            source="proxy",
+        )
+    store.form_all()
+    graph = store.warm_graph()
+    with store.lookup() as reader:
+        kinds = {k: v for c in ("later-0", "later-1", "later-2")
+                 for k, v in fragment_rows.kind_counts(reader, c).items()}  # fmt: skip
+    assert kinds == {"asked": 1}
+    asked = [f for f, n in graph.fragment_nodes.items() if graph.act_of(np.array([n]))[0] == 1]
+    assert len(asked) == 3
+    rows = [int(r) for r in np.flatnonzero(~graph.unasked_vectors)]
+    assert sorted(int(graph.fragment_of[graph.vector_nodes[r]]) for r in rows) == sorted(asked)
+    everything = sorted(graph.fragment_nodes)
+    assert _unasked(graph, everything) == [f for f in everything if f not in asked]
+    hits = store.recall_area("Where is the cabin?", limit=10, budget_tokens=1000).hits
+    assert hits[0].kind == "stated" and "Tromsø" in hits[0].text
+    store.close()

@@ -141,3 +141,26 @@ def test_codes_missing_for_some_rows_fall_back_to_the_exact_search(
     for partial, first in ((stored[:50], prefixes(stored)), (stored, prefixes(stored[:50]))):
         rows, _ = nearest(vectors, partial, first, query, 15)
         assert rows.tolist() == _exact(vectors, query, 15)
+
+
+@pytest.mark.parametrize("exact_rows", [16_384, 10])
+def test_only_allowed_rows_are_returned(monkeypatch: pytest.MonkeyPatch, exact_rows: int) -> None:
+    """The dense pool leaves stored questions out (``retrieval.scoring.pool_questions``):
+    the nearest allowed rows, exact or through the shortlist, and fewer than k when
+    fewer are allowed."""
+    monkeypatch.setattr(nearest_module, "EXACT_ROWS", exact_rows)
+    monkeypatch.setattr(nearest_module, "SHORTLIST", 500)
+    vectors = _clustered(500, seed=7)
+    query = _clustered(1, seed=8)[0]
+    allowed = np.arange(500) % 3 != 0
+    stored = codes(vectors)
+    rows, sims = nearest(vectors, stored, prefixes(stored), query, 30, allowed)
+    best = [r for r in _exact(vectors, query, 500) if allowed[r]][:30]
+    assert rows.tolist() == best
+    np.testing.assert_allclose(sims, vectors[rows] @ query, rtol=1e-6)
+    few = np.zeros(500, bool)
+    few[[4, 250]] = True
+    rows, _ = nearest(vectors, stored, prefixes(stored), query, 30, few)
+    assert sorted(rows.tolist()) == [4, 250]
+    rows, sims = nearest(vectors, stored, prefixes(stored), query, 30, np.zeros(500, bool))
+    assert rows.shape == sims.shape == (0,)

@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import threading
@@ -154,6 +155,14 @@ class MemoryGraph:
         if self.acts is None:
             return np.zeros(nodes.shape[0], np.int8)
         return self.acts[nodes]
+
+    @functools.cached_property
+    def unasked_vectors(self) -> npt.NDArray[np.bool_]:
+        """Per row of :attr:`vectors`: whether its fragment is anything but a stored
+        question (``asked``): the rows the dense pool is drawn from unless
+        ``retrieval.scoring.pool_questions``. Worked out once per version."""
+        unasked: npt.NDArray[np.bool_] = self.act_of(self.vector_nodes) != ACTS.index("asked")
+        return unasked
 
     @property
     def version(self) -> int:

@@ -94,27 +94,42 @@ def prefixes(stored: Codes) -> Codes:
 
 
 def nearest(
-    vectors: Vectors, stored_codes: Codes, stored_prefixes: Codes, query: Vectors, k: int
+    vectors: Vectors,
+    stored_codes: Codes,
+    stored_prefixes: Codes,
+    query: Vectors,
+    k: int,
+    allowed: npt.NDArray[np.bool_] | None = None,
 ) -> Nearest:
     """The ``k`` rows of ``vectors`` with the largest cosine to ``query`` (vectors are
     unit length, so the cosine is the dot product), best first; ``stored_codes`` are the
     rows' codes and ``stored_prefixes`` their :func:`prefixes` (at least as many of each
-    as there are vectors beyond :data:`EXACT_ROWS`, else the search is exact)."""
+    as there are vectors beyond :data:`EXACT_ROWS`, else the search is exact). With
+    ``allowed`` (a flag per row), only allowed rows (fewer than ``k`` when fewer are; on a
+    large store, those of the shortlist)."""
     rows = vectors.shape[0]
     k = min(k, rows)
     if k <= 0:
         return np.empty(0, np.int64), np.empty(0, np.float32)
     if rows <= EXACT_ROWS or min(stored_codes.shape[0], stored_prefixes.shape[0]) < rows:
+        near = np.arange(rows, dtype=np.int64)
         sims = vectors @ query
-        return _best(np.arange(rows, dtype=np.int64), sims, k)
-    near = shortlist(
-        stored_codes[:rows],
-        stored_prefixes[:rows],
-        codes(query[None, :])[0],
-        max(SHORTLIST, k),
-        max(FIRST_PASS, SHORTLIST, k),
-    )
-    return _best(near, rescored(vectors, near, np.ascontiguousarray(query, np.float32)), k)
+    else:
+        near = shortlist(
+            stored_codes[:rows],
+            stored_prefixes[:rows],
+            codes(query[None, :])[0],
+            max(SHORTLIST, k),
+            max(FIRST_PASS, SHORTLIST, k),
+        )
+        sims = rescored(vectors, near, np.ascontiguousarray(query, np.float32))
+    if allowed is not None:
+        keep = allowed[near]
+        near, sims = near[keep], sims[keep]
+        k = min(k, near.shape[0])
+        if k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+    return _best(near, sims, k)
 
 
 def _best(rows: npt.NDArray[np.int64], sims: Vectors, k: int) -> Nearest:

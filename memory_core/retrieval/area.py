@@ -157,9 +157,10 @@ def retrieve_area(
     scoring = scoring.covering(known_share(conn, memory.lexical, question))
     found = [fid for fid, _ in hits]
     timed = _timed(conn, question, scoring.candidates)
+    seeding = found if scoring.pool_questions else _unasked(memory, found)
     lexical = [
         n
-        for n in map(memory.fragment_nodes.get, found[: scoring.seeds])
+        for n in map(memory.fragment_nodes.get, seeding[: scoring.seeds])
         if n is not None and memory.has(n)
     ]
     foci, labels = _foci(memory, question, lexical)
@@ -175,8 +176,9 @@ def retrieve_area(
     scale: tuple[float, float] | None = None  # (0, 1) of the relative similarity
     if vector is not None and memory.vectors.shape[0]:
         wanted = max(scoring.candidates, scoring.seeds)
+        allowed = None if scoring.pool_questions else memory.unasked_vectors
         rows, near = nearest(
-            memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted
+            memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted, allowed
         )
         if scoring.relative_similarity and near.shape[0] > 1 and near[0] > near[-1]:
             scale = (float(near[min(near.shape[0], scoring.candidates) - 1]), float(near[0]))
@@ -428,6 +430,21 @@ def _timed(conn: Connection, question: Question, limit: int) -> list[int]:
         if (span.last - span.first).days < _SAID_WITHIN_DAYS:
             out += dates.said_within(conn, span, limit=limit)
     return out
+
+
+def _unasked(memory: MemoryGraph, found: list[int]) -> list[int]:
+    """``found`` less the fragments the pinned graph holds as stored questions (unless
+    ``retrieval.scoring.pool_questions``): a question asked again found its own earlier
+    askings first, by words and by vector, and the pulse seeded from them started from
+    questions instead of what answers them. A fragment formed since the graph's version
+    is kept (its kind is not known here; it seeds nothing anyway)."""
+    nodes = [memory.fragment_nodes.get(fid) for fid in found]
+    held = [n for n in nodes if n is not None and memory.has(n)]
+    if not held:
+        return found
+    asked = ACTS.index("asked")
+    acts = dict(zip(held, memory.act_of(np.asarray(held, np.int64)).tolist(), strict=True))
+    return [fid for fid, n in zip(found, nodes, strict=True) if n is None or acts.get(n) != asked]
 
 
 def _kinds(

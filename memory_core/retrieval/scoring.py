@@ -154,6 +154,13 @@ class ScoringConfig(ConfigModel):
         "anything (it asks, greets or thanks only: 'Cool! What did it look like?'; "
         ":func:`memory_core.text.acts.tells`); 1: off",
     )
+    pool_questions: bool = Field(
+        False,
+        description="let stored questions into the nearest-by-embedding candidates and "
+        "the BM25 seeds; off (the default), a question asked again no longer finds its own "
+        "earlier askings first, by words and by vector, crowding out what answers it (they "
+        "stay BM25 candidates, scored by ``asked``)",
+    )
     context: float = Field(
         0.4,
         ge=0,
