@@ -116,36 +116,40 @@ tokenizers a process."""
 
 
 class _Kept:
-    """A counter that remembers the counts of the latest short texts (:data:`_COUNTS_KEPT`
+    """``count`` that remembers the counts of the latest short texts (:data:`_COUNTS_KEPT`
     of at most :data:`_KEPT_CHARS` characters): a text's count never changes."""
 
-    def __init__(self) -> None:
-        self._kept = functools.lru_cache(maxsize=_COUNTS_KEPT)(self._count)
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self._count = count
+        self._kept = functools.lru_cache(maxsize=_COUNTS_KEPT)(count)
 
-    def count(self, text: str) -> int:
+    def __call__(self, text: str) -> int:
         return self._kept(text) if len(text) <= _KEPT_CHARS else self._count(text)
 
-    def _count(self, text: str) -> int:
-        raise NotImplementedError
 
-
-class _Tiktoken(_Kept):
+class _Tiktoken:
     def __init__(self, encoding: object, name: str) -> None:
-        super().__init__()
         self._encoding = encoding
         self.name = name
+        self._kept = _Kept(self._tokens)
 
-    def _count(self, text: str) -> int:
+    def count(self, text: str) -> int:
+        return self._kept(text)
+
+    def _tokens(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
 
-class _HuggingFace(_Kept):
+class _HuggingFace:
     def __init__(self, tokenizer: object, name: str) -> None:
-        super().__init__()
         self._tokenizer = tokenizer
         self.name = name
+        self._kept = _Kept(self._tokens)
 
-    def _count(self, text: str) -> int:
+    def count(self, text: str) -> int:
+        return self._kept(text)
+
+    def _tokens(self, text: str) -> int:
         try:
             return self._ids(text)
         except TypeError:  # lone surrogates cannot cross into Rust as UTF-8
