@@ -23,7 +23,7 @@ import yaml
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
-from .test_shutdown import Served
+from .served import Served
 
 pytestmark = pytest.mark.e2e
 
@@ -168,8 +168,9 @@ async def test_sigterm_stops_the_workers_and_leaves_no_process(
     config["server"].update({"data_dir": str(tmp_path / "data"), "shutdown_grace_s": 2})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    served = Served(path, tmp_path / "data")
+    served = Served(path, "--port", "0", keep_stderr=False)
     try:
+        served.banner()
         worker = await _worker_ready(served.url)
         children = _children(served.process.pid)
         assert worker["pid"] in children

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,93 +18,28 @@ from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from proxy.fake_upstream import FakeUpstream
 from proxy.http.request_log import RequestLog
 
-from .conftest import proxy_config
+from .served import Served, chat, ready, serve_config
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Served:
-    """One ``areamem serve`` process: its URL, data folder and log records."""
-
-    def __init__(self, config: Path, data: Path) -> None:
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        self.data = data
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        assert self.process.stdout is not None
-        first = self.process.stdout.readline()
-        assert "areamem proxy on " in first, first
-        self.url = first.split(" on ", 1)[1].strip().removesuffix("/v1")
-
-    def records(self) -> list[dict[str, Any]]:
-        path = self.data / "logs" / "proxy.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-    def signal(self, sig: signal.Signals) -> None:
-        self.process.send_signal(sig)
-
-    def wait(self, limit_s: float) -> int:
-        return self.process.wait(timeout=limit_s)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-
 
 @pytest.fixture
 def serve(tmp_path: Path, upstream: FakeUpstream) -> Iterator[Any]:
     started: list[Served] = []
 
     def start(**memory: Any) -> Served:
-        config = proxy_config(upstream.url, memory=memory)
-        config["server"].update({"data_dir": str(tmp_path / "data"), "shutdown_grace_s": 2})
-        config["logging"] = {"stdout": True, "file": True}
-        path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        served = Served(path, tmp_path / "data")
+        config = serve_config(tmp_path, upstream.url, memory=memory)
+        served = Served(config, "--port", "0", keep_stderr=False)
         started.append(served)
+        served.banner()
         return served
 
     yield start
     for served in started:
         served.kill()
-
-
-async def _ready(served: Served) -> list[int]:
-    """Poll ``/readyz`` until 200 (at most 60 s); returns the statuses seen."""
-    seen: list[int] = []
-    async with aiohttp.ClientSession() as http:
-        for _ in range(600):
-            async with http.get(served.url + "/readyz") as r:
-                seen.append(r.status)
-                if r.status == 200:
-                    return seen
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"not ready within 60 s: {seen[-3:]}")
-
-
-async def _chat(served: Served, text: str) -> int:
-    body = {"model": "echo", "messages": [{"role": "user", "content": text}]}
-    async with aiohttp.ClientSession() as http:
-        async with http.post(served.url + "/v1/chat/completions", json=body) as r:
-            await r.read()
-            return r.status
 
 
 async def _ingest_background(served: Served, turns: int) -> None:
@@ -134,9 +66,9 @@ async def _queued(served: Served) -> int:
 
 async def test_ready_only_once_warm_and_sigterm_after_a_chat_exits_promptly(serve: Any) -> None:
     served = serve()
-    statuses = await _ready(served)
+    statuses = await ready(served)
     assert statuses[-1] == 200 and set(statuses) <= {200, 503}
-    assert await _chat(served, "hello") == 200
+    assert await chat(served, "hello") == 200
     began = time.monotonic()
     served.signal(signal.SIGTERM)
     assert served.wait(30) == 0
@@ -149,13 +81,13 @@ async def test_sigterm_during_formation_exits_within_grace_and_keeps_the_queue(
     serve: Any,
 ) -> None:
     served = serve(formation_grace_ms=0)
-    await _ready(served)
+    await ready(served)
     await _ingest_background(served, 1000)
     await asyncio.sleep(0.5)  # formation is running on its thread now
     served.signal(signal.SIGTERM)
     assert served.wait(30) == 0  # grace 2 s; the formation batch is left behind
     again = serve()
-    await _ready(again)
+    await ready(again)
     for _ in range(1200):  # the rows left queued are formed after the restart
         if await _queued(again) == 0:
             break
@@ -165,7 +97,7 @@ async def test_sigterm_during_formation_exits_within_grace_and_keeps_the_queue(
 
 async def test_a_second_signal_exits_at_once(serve: Any) -> None:
     served = serve(formation_grace_ms=0)
-    await _ready(served)
+    await ready(served)
     await _ingest_background(served, 3000)
     first = await _queued(served)
     for _ in range(600):  # formation is under way, so the first signal waits its grace
