@@ -9,6 +9,7 @@ English, Portuguese and Spanish.
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import aiohttp
@@ -302,3 +303,35 @@ async def test_a_receipt_kept_from_before_reads_with_todays_meanings(
     assert marks == [(True, False, None), (True, True, 1)]
     listed = {r["id"]: r for r in (await user.get("/memory/receipts"))["receipts"]}
     assert (listed["rcpt_old"]["shown"], listed["rcpt_old"]["cited"]) == (2, 1)
+
+
+async def test_fifty_streaming_users_at_once_each_get_their_own_person(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """Fifty streamed questions at once, five about each of ten people. The lookups run
+    on reader threads side by side (sharing the name index's kept answer and the
+    tokenizer's kept counts): each answer names the city of the person it asked about and
+    no other; past ``memory.max_concurrent_retrievals`` a question is answered without
+    memory, and its receipt says why."""
+    people = {
+        "Ana": "Lisbon", "Bruno": "Porto", "Carla": "Madrid", "Diego": "Seville",
+        "Elena": "Rome", "Farid": "Cairo", "Greta": "Oslo", "Hugo": "Lyon",
+        "Ines": "Braga", "Jonas": "Vilnius",
+    }  # fmt: skip
+    user = await live(make_proxy, upstream)
+    for name, city in people.items():
+        await user.say(f"{name} lives in {city} and works at the harbour.")
+    asked = [name for name in people for _ in range(5)]
+    turns = await asyncio.gather(
+        *(user.chat(f"Where does {name} live?", stream=True) for name in asked)
+    )
+    answered = 0
+    for name, turn in zip(asked, turns, strict=True):
+        named = {city for city in people.values() if city in turn.answer}
+        shed = turn.receipt.get("memory_error")
+        if shed is None:
+            assert named == {people[name]}, (name, turn.answer)
+            answered += 1
+        else:
+            assert "retrieval skipped" in shed and not named, (name, shed, turn.answer)
+    assert answered >= 1
