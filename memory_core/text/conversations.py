@@ -11,6 +11,7 @@ out), or ``chat`` when there is none.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from .acts import PHATIC_WORDS
@@ -27,10 +28,12 @@ _OPAQUE_DIGITS = 4
 _OPAQUE_LENGTH = 16
 
 
+@functools.lru_cache(maxsize=1024)
 def is_opaque(conversation_id: str) -> bool:
     """Whether ``conversation_id`` is an identifier only: separators aside, at least 8
     hexadecimal digits with 3 decimal ones among them (a hash, a UUID), or a run of 16 or
-    more letters and digits with 4 digits or more (a ULID, a random token)."""
+    more letters and digits with 4 digits or more (a ULID, a random token). Kept for the
+    latest ids: the block asks it of every line's conversation."""
     plain = _SEPARATORS.sub("", conversation_id.strip())
     digits = sum(c.isdigit() for c in plain)
     if len(plain) >= 8 and _HEX.fullmatch(plain) and digits >= 3:
