@@ -17,6 +17,7 @@ from memory_core.text.question import Question
 from memory_core.text.words import (
     MAX_QUERY_TERMS,
     content_stems,
+    fold,
     normalise_name,
     query_terms,
     split_sentences,
@@ -251,3 +252,19 @@ def test_a_question_reads_its_own_language_s_function_words_as_none(
     assert question.language == language
     assert question.terms == terms
     assert question.content == frozenset(stem(t) for t in terms)
+
+
+def test_fold_reads_ascii_as_the_general_rule_does() -> None:
+    """ASCII is only lowered (the fast path); everything else is case-folded and
+    stripped of its marks; both agree wherever they meet."""
+    import unicodedata
+
+    def general(word: str) -> str:
+        decomposed = unicodedata.normalize("NFKD", word.casefold())
+        return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+    ascii_words = ["".join(map(chr, range(128))), "Melanie", "LA", "conv-26", ""]
+    others = ["Não", "ÉCOLE", "Straße", "ﬁlm", "İstanbul", "x\u0301", "Ωμέγα", "\ud800"]
+    for word in [*ascii_words, *others]:
+        assert fold(word) == general(word), repr(word)
+    assert fold("Não") == "nao" and fold("Straße") == "strasse"

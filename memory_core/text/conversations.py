@@ -28,17 +28,31 @@ _OPAQUE_DIGITS = 4
 _OPAQUE_LENGTH = 16
 
 
-@functools.lru_cache(maxsize=1024)
+_KEPT_IDS = 1024
+_KEPT_ID_CHARS = 256
+"""The answers of :func:`is_opaque` for the latest ids of at most this many characters are
+kept (the block asks it of every line's conversation; the proxy's ids are at most 200
+characters, a library caller's may be longer and is answered every time)."""
+
+
 def is_opaque(conversation_id: str) -> bool:
     """Whether ``conversation_id`` is an identifier only: separators aside, at least 8
     hexadecimal digits with 3 decimal ones among them (a hash, a UUID), or a run of 16 or
-    more letters and digits with 4 digits or more (a ULID, a random token). Kept for the
-    latest ids: the block asks it of every line's conversation."""
+    more letters and digits with 4 digits or more (a ULID, a random token)."""
+    if len(conversation_id) <= _KEPT_ID_CHARS:
+        return _kept_opaque(conversation_id)
+    return _opaque(conversation_id)
+
+
+def _opaque(conversation_id: str) -> bool:
     plain = _SEPARATORS.sub("", conversation_id.strip())
     digits = sum(c.isdigit() for c in plain)
     if len(plain) >= 8 and _HEX.fullmatch(plain) and digits >= 3:
         return True
     return len(plain) >= _OPAQUE_LENGTH and plain.isalnum() and digits >= _OPAQUE_DIGITS
+
+
+_kept_opaque = functools.lru_cache(maxsize=_KEPT_IDS)(_opaque)
 
 
 def label_of(conversation_id: str, opening: str | None) -> str:
