@@ -112,6 +112,27 @@ def test_question_keeps_matching_sentences_and_drops_phatic_ones() -> None:
     )
 
 
+def test_each_question_s_selection_of_a_fragment_is_dated_sentence_by_sentence() -> None:
+    """Two questions keep different sentences of one fragment: each kept sentence carries
+    the date its time words mean, a dropped one's time words add nothing, and a short
+    fragment (never thinned) is dated whole."""
+    told = (
+        "Hey Caroline, thanks so much for asking, you are great! I adopted a puppy named Rex "
+        "yesterday at the shelter downtown. My sister flies to Lisbon next week for a long "
+        "conference about bees. It was a wild week, you know?"
+    )
+    hits = [_hit(1, "I moved here last month."), _hit(2, told, speaker="Melanie")]  # 2nd: thinned
+    puppy = _render(hits, "What is the puppy called?")
+    assert _body(puppy) == (
+        "… I adopted a puppy named Rex yesterday (7 May) at the shelter downtown. …"
+    )
+    flight = _render(hits, "Where does her sister fly to?")
+    assert _body(flight) == (
+        "… My sister flies to Lisbon next week (15-21 May) for a long conference about bees. …"
+    )
+    assert _body(flight, "Caroline") == "I moved here last month (April)."
+
+
 def test_a_sentence_sharing_a_stemmed_word_is_never_dropped() -> None:
     question = "Where did Melanie walk at dawn, and what did the puppies do?"
     body = _body(_render([_hit(1, TOP), _hit(2, CHATTY, speaker="Melanie")], question))

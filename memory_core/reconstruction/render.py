@@ -575,8 +575,9 @@ def _heading(key: tuple[str, ...]) -> str:
 def _line(hit: Hit, focus: _Focus, *, whole: bool, read: int) -> str:
     """One fragment's line, from at most ``read`` characters of its text (a fragment may
     be megabytes long; no more of it than that could fit the budget)."""
-    text = _condensed(_inert(_head(hit.text, read)), focus, whole=whole)
-    return f"{speaker_label(hit)}: {annotate(text, day_of(stored_timestamp(hit.ts)))}\n"
+    day = day_of(stored_timestamp(hit.ts))
+    text = _condensed(_inert(_head(hit.text, read)), focus, whole=whole, day=day)
+    return f"{speaker_label(hit)}: {text}\n"
 
 
 def _head(text: str, limit: int) -> str:
@@ -712,15 +713,19 @@ and stemming them again was most of a reconstruction). Texts past ``_CACHED_CHAR
 split every time, so a pasted page is not kept alive here."""
 
 
-def _condensed(text: str, focus: _Focus, *, whole: bool) -> str:
+def _condensed(text: str, focus: _Focus, *, whole: bool, day: dt.date | None) -> str:
     """``text`` thinned by sentence selection (see the module docstring); ``whole`` keeps
-    every sentence that is not phatic."""
+    every sentence that is not phatic. What is kept is annotated with the dates its time
+    words mean against ``day`` (:func:`~memory_core.text.dates.annotate`), sentence by
+    sentence: the sentences kept differ from question to question, while each sentence's
+    annotation is kept (annotating the joined selection found its time words again for
+    every question: a quarter of a millisecond a lookup in the proxy)."""
     if len(text.split()) <= _LONG_WORDS:
-        return text
+        return annotate(text, day)
     sentences, stems = _sentence_stems(text) if len(text) <= _CACHED_CHARS else _split(text)
     shared = [len(s & focus.terms) for s in stems]
     if any(shared) and not whole:
-        return _joined(sentences, [n > 0 for n in shared])
+        return _joined(sentences, [n > 0 for n in shared], day)
     content = [_content(t, s, focus.names) for t, s in zip(sentences, stems, strict=True)]
     keep = [n > 0 or c > 0 for n, c in zip(shared, content, strict=True)]
     if not whole:
@@ -730,15 +735,16 @@ def _condensed(text: str, focus: _Focus, *, whole: bool) -> str:
         words = [len(t.split()) for t in sentences]
         best = max(range(len(sentences)), key=lambda i: (shared[i], content[i], words[i], -i))
         keep[best] = True
-    return _joined(sentences, keep)
+    return _joined(sentences, keep, day)
 
 
-def _joined(sentences: Sequence[str], keep: Sequence[bool]) -> str:
-    """Kept sentences in order, each run of dropped ones replaced by ``…``."""
+def _joined(sentences: Sequence[str], keep: Sequence[bool], day: dt.date | None) -> str:
+    """Kept sentences in order, each annotated against ``day``, each run of dropped ones
+    replaced by ``…``."""
     out: list[str] = []
     eliding = False
     for sentence, kept in zip(sentences, keep, strict=True):
         if kept or not eliding:
-            out.append(sentence if kept else _OMITTED)
+            out.append(annotate(sentence, day) if kept else _OMITTED)
         eliding = not kept
     return " ".join(out)

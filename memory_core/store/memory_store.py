@@ -85,9 +85,6 @@ _ENCODE_START_WAIT_S = 0.005
 """At most this long a lookup waits for its question's encoding to start."""
 _WORD_CACHE = 1024
 """The most question words a store keeps the vector of (1.5 MB at 384 dimensions)."""
-_AHEAD_START_WAIT_S = 0.001
-"""At most this long the caller of :meth:`MemoryStore.encode_ahead` (the event loop)
-waits for the encoding to start."""
 _AHEAD = 64
 """The most encodings started ahead of their lookups a store keeps (one a lookup that was
 then skipped or failed never takes is dropped past them)."""
@@ -443,7 +440,14 @@ class MemoryStore(StoreHistory, StoreControls):
         reading then overlap the model instead of preceding it. Never blocks: nothing is
         started (False) before the encoder is loaded and checked, or for a strategy that
         reads no vector; a lookup that never comes leaves its encoding to be dropped
-        after :data:`_AHEAD` newer ones."""
+        after :data:`_AHEAD` newer ones.
+
+        Nobody waits for it to start: the caller (the event loop) goes on to hop to a
+        reader thread and then waits on the network, which leaves the encoding thread
+        the GIL. Waiting here (up to 1 ms, so that it surely started before the lookup)
+        stalled the event loop, and every request with it, and made memory on dearer in
+        the proxy, not cheaper; so did the lookup waiting for it instead (docs/
+        evaluation.md, "issue 29, fourth stop")."""
         backends = self._backends
         if not STRATEGIES.get(strategy).uses_vector or backends is None:
             return False
@@ -458,11 +462,6 @@ class MemoryStore(StoreHistory, StoreControls):
             self._ahead[excerpt] = encoding
             while len(self._ahead) > _AHEAD:
                 self._ahead.popitem(last=False)
-        # Hand the encoding thread the GIL (it holds it only until the model runs): else
-        # the reader thread the lookup is about to hop to may take it first, and the
-        # encoding would start after the lookup after all (seen in the proxy: half the
-        # questions began encoding 0.05 ms after their lookup). Never longer than this.
-        encoding.started.wait(_AHEAD_START_WAIT_S)
         return True
 
     def _submit_encoding(self, encoder: QuestionEncoder, text: str) -> _Encoding:
