@@ -420,3 +420,23 @@ def test_only_the_first_characters_of_a_huge_text_are_read() -> None:
 def test_a_question_naming_many_times_reads_a_few() -> None:
     pasted = " ".join(f"on {d} May 2023," for d in range(1, 29))
     assert len(Question.of(pasted, at=MON_8_MAY_2023).times) == MAX_TIMES
+
+
+def test_only_short_texts_are_kept_so_big_ones_cannot_fill_memory() -> None:
+    """A turn or a sentence (at most 1,000 characters) is kept with its expressions and
+    its annotation; a longer text is read every time and kept nowhere: 4,096 distinct
+    megabyte messages formed, or as many 32,000-character lines shown, stay unkept."""
+    short = "I adopted a puppy yesterday and we walk every morning."
+    kept_find, kept_annotate = find.cache_info(), annotate.cache_info()
+    for i in range(40):
+        long = f"Entry {i}: " + "I adopted a puppy yesterday. " * 2_000  # ~58,000 characters
+        assert annotate(long, MON_8_MAY_2023).startswith(
+            f"Entry {i}: I adopted a puppy yesterday (7 May)."
+        )
+        assert find(long, MON_8_MAY_2023)  # read up to its first 20,000 characters
+    assert find.cache_info().currsize == kept_find.currsize
+    assert annotate.cache_info().currsize == kept_annotate.currsize
+    once = annotate(short, MON_8_MAY_2023)
+    assert once == "I adopted a puppy yesterday (7 May) and we walk every morning."
+    assert annotate(short, MON_8_MAY_2023) == once
+    assert annotate.cache_info().hits > kept_annotate.hits
