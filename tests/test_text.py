@@ -268,3 +268,19 @@ def test_fold_reads_ascii_as_the_general_rule_does() -> None:
     for word in [*ascii_words, *others]:
         assert fold(word) == general(word), repr(word)
     assert fold("Não") == "nao" and fold("Straße") == "strasse"
+
+
+def test_long_words_are_stemmed_and_looked_up_alike_and_never_kept() -> None:
+    """A word's stem and its lexicon answers are kept for words of at most 64
+    characters; a pasted hash or a megabyte run of letters is read every time (kept, a
+    few thousand of them would hold gigabytes in a long-running worker)."""
+    from memory_core.text.lexicon import is_common_word, is_verb_form
+
+    kept = [f.cache_info().currsize for f in (stem, is_common_word, is_verb_form)]
+    for i in range(30):
+        huge = "a" * 200_000 + f"{i:03d}visiting"
+        assert stem(huge) == huge.removesuffix("ing")
+        assert is_common_word(huge) is is_common_word.__wrapped__(huge)
+        assert is_verb_form(huge) is is_verb_form.__wrapped__(huge)
+    assert [f.cache_info().currsize for f in (stem, is_common_word, is_verb_form)] == kept
+    assert stem("painting") == "paint" and is_verb_form("Visiting") and is_common_word("dog")

@@ -11,10 +11,10 @@ out), or ``chat`` when there is none.
 
 from __future__ import annotations
 
-import functools
 import re
 
 from .acts import PHATIC_WORDS
+from .kept import kept_when_short
 from .question import foci
 
 __all__ = ["MAX_LABEL_WORDS", "is_opaque", "label_of"]
@@ -30,29 +30,22 @@ _OPAQUE_LENGTH = 16
 
 _KEPT_IDS = 1024
 _KEPT_ID_CHARS = 256
-"""The answers of :func:`is_opaque` for the latest ids of at most this many characters are
-kept (the block asks it of every line's conversation; the proxy's ids are at most 200
-characters, a library caller's may be longer and is answered every time)."""
+"""The answers of :func:`is_opaque` are kept for the latest ids of at most this many
+characters (:mod:`.kept`; the block asks it of every line's conversation; the proxy's ids
+are at most 200 characters, a library caller's may be longer and is answered every
+time)."""
 
 
+@kept_when_short(_KEPT_IDS, _KEPT_ID_CHARS)
 def is_opaque(conversation_id: str) -> bool:
     """Whether ``conversation_id`` is an identifier only: separators aside, at least 8
     hexadecimal digits with 3 decimal ones among them (a hash, a UUID), or a run of 16 or
     more letters and digits with 4 digits or more (a ULID, a random token)."""
-    if len(conversation_id) <= _KEPT_ID_CHARS:
-        return _kept_opaque(conversation_id)
-    return _opaque(conversation_id)
-
-
-def _opaque(conversation_id: str) -> bool:
     plain = _SEPARATORS.sub("", conversation_id.strip())
     digits = sum(c.isdigit() for c in plain)
     if len(plain) >= 8 and _HEX.fullmatch(plain) and digits >= 3:
         return True
     return len(plain) >= _OPAQUE_LENGTH and plain.isalnum() and digits >= _OPAQUE_DIGITS
-
-
-_kept_opaque = functools.lru_cache(maxsize=_KEPT_IDS)(_opaque)
 
 
 def label_of(conversation_id: str, opening: str | None) -> str:

@@ -32,11 +32,11 @@ Invariant: every :class:`Span` has ``first <= last``, both valid dates.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+
+from .kept import kept_when_short
 
 __all__ = [
     "GRANULARITIES",
@@ -364,21 +364,6 @@ _KEPT_CHARS = 1_000
 texts stay under ~16 MB whatever memory holds (a megabyte message formed, or a block's
 32,000-character line, kept 4,096 times over, would not)."""
 
-_T = TypeVar("_T")
-_D = TypeVar("_D")
-
-
-def _kept_when_short(function: Callable[[str, _D], _T]) -> Callable[[str, _D], _T]:
-    """``function`` of a text and a date, its results for the latest :data:`_FOUND_KEPT`
-    texts of at most :data:`_KEPT_CHARS` characters kept."""
-    kept = functools.lru_cache(maxsize=_FOUND_KEPT)(function)
-
-    @functools.wraps(function)
-    def call(text: str, at: _D) -> _T:
-        return kept(text, at) if len(text) <= _KEPT_CHARS else function(text, at)
-
-    call.cache_info = kept.cache_info  # type: ignore[attr-defined]
-    return call
 
 _COMPILED = tuple(
     (re.compile(rf"(?<![^\W_])(?:{pattern})(?![^\W_])", re.IGNORECASE), resolver, relative)
@@ -403,7 +388,7 @@ spares the ~40 patterns in the nine lines of chat in ten that name no time (LoCo
 turns: 0.27 ms a turn against 0.79 ms)."""
 
 
-@_kept_when_short
+@kept_when_short(_FOUND_KEPT, _KEPT_CHARS)
 def find(text: str, at: dt.date) -> tuple[TimeExpression, ...]:
     """The time expressions of ``text`` said on ``at``, in text order, never overlapping
     (the longest wins where two start at one place or overlap: "the day before
@@ -483,7 +468,7 @@ def label(span: Span, *, year: int | None = None) -> str:
     return f"about {text}" if span.approximate else text
 
 
-@_kept_when_short
+@kept_when_short(_FOUND_KEPT, _KEPT_CHARS)
 def annotate(text: str, at: dt.date | None) -> str:
     """``text`` with the absolute date after each relative time expression it holds
     ("yesterday" said on 8 May 2023: "yesterday (7 May)"), in as few words as say it: the

@@ -37,12 +37,12 @@ sets.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator
 
 from . import vocabulary as words
-from .words import fold
+from .kept import kept_when_short
+from .words import KEPT_WORD_CHARS, fold
 
 __all__ = [
     "is_calendar_word",
@@ -120,7 +120,7 @@ def is_calendar_word(word: str) -> bool:
     return plain(word) in _CALENDAR_WORDS
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@kept_when_short(1 << 14, KEPT_WORD_CHARS)
 def is_common_word(word: str) -> bool:
     """Whether ``word`` (any case) is a common word of English, Portuguese or Spanish in
     one of its regular forms (see the module docstring); a hyphenated word is one when
@@ -148,7 +148,7 @@ def is_common_noun(word: str) -> bool:
     return any(b in _ROMANCE_WORDS for b in _romance_bases(key))
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@kept_when_short(1 << 14, KEPT_WORD_CHARS)
 def is_verb_form(word: str) -> bool:
     """Whether ``word`` is a form of a listed verb ("Visiting", "Loved", "Visitei")."""
     key = _key(word)

@@ -26,11 +26,13 @@ different word to each.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 
+from .kept import kept_when_short
+
 __all__ = [
+    "KEPT_WORD_CHARS",
     "MAX_QUERY_TERMS",
     "MISTAKE_MARKERS",
     "STOP_WORDS",
@@ -138,7 +140,13 @@ def query_terms(text: str, stop: frozenset[str] = STOP_WORDS) -> list[str]:
     return list(terms)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+KEPT_WORD_CHARS = 64
+"""Words of at most this many characters have their stem (and their lexicon answers,
+:mod:`.lexicon`) kept (:mod:`.kept`); a longer "word" (a pasted hash, a megabyte run of
+letters) is read every time."""
+
+
+@kept_when_short(1 << 16, KEPT_WORD_CHARS)
 def stem(word: str) -> str:
     """The stem of a lowercased word (see the module docstring)."""
     for suffix in _SUFFIXES:

@@ -1,0 +1,41 @@
+"""Results kept for short texts only.
+
+The text functions a lookup or a formation pass calls again and again with the same words,
+sentences and turns keep their latest results (:func:`functools.lru_cache`). Kept by their
+text, whatever its length, they would keep whatever memory is sent: a worker that formed a
+few thousand distinct megabyte messages (or one-word megabyte "words") would hold them all
+until it stopped. :func:`kept_when_short` keeps a result only when its text is short (a
+word, a sentence, a turn); a longer text is computed every time and kept nowhere.
+
+Invariant: a function wrapped returns what it returns unwrapped (it must be pure); only how
+often it is computed changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+__all__ = ["kept_when_short"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def kept_when_short(maxsize: int, chars: int) -> Callable[[F], F]:
+    """A decorator for a pure function whose first argument is a text: its results for
+    the latest ``maxsize`` calls whose text has at most ``chars`` characters are kept
+    (``cache_info`` reports on them, as :func:`functools.lru_cache`'s does)."""
+
+    def wrap(function: F) -> F:
+        kept = functools.lru_cache(maxsize=maxsize)(function)
+
+        @functools.wraps(function)
+        def call(text: str, *rest: Any) -> Any:
+            return kept(text, *rest) if len(text) <= chars else function(text, *rest)
+
+        call.cache_info = kept.cache_info  # type: ignore[attr-defined]
+        call.cache_clear = kept.cache_clear  # type: ignore[attr-defined]
+        return cast(F, call)
+
+    return wrap
