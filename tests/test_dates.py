@@ -439,4 +439,5 @@ def test_only_short_texts_are_kept_so_big_ones_cannot_fill_memory() -> None:
     once = annotate(short, MON_8_MAY_2023)
     assert once == "I adopted a puppy yesterday (7 May) and we walk every morning."
     assert annotate(short, MON_8_MAY_2023) == once
+    assert annotate(short, at=MON_8_MAY_2023) == once  # the date by name works too
     assert annotate.cache_info().hits > kept_annotate.hits

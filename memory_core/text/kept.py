@@ -23,16 +23,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def kept_when_short(maxsize: int, chars: int) -> Callable[[F], F]:
-    """A decorator for a pure function whose first argument is a text: its results for
-    the latest ``maxsize`` calls whose text has at most ``chars`` characters are kept
-    (``cache_info`` reports on them, as :func:`functools.lru_cache`'s does)."""
+    """A decorator for a pure function whose first argument is a text (passed by
+    position): its results for the latest ``maxsize`` calls whose text has at most
+    ``chars`` characters are kept (``cache_info`` reports on them, as
+    :func:`functools.lru_cache`'s does); the other arguments pass as they are given."""
 
     def wrap(function: F) -> F:
         kept = functools.lru_cache(maxsize=maxsize)(function)
 
         @functools.wraps(function)
-        def call(text: str, *rest: Any) -> Any:
-            return kept(text, *rest) if len(text) <= chars else function(text, *rest)
+        def call(text: str, *rest: Any, **named: Any) -> Any:
+            if len(text) <= chars:
+                return kept(text, *rest, **named)
+            return function(text, *rest, **named)
 
         call.cache_info = kept.cache_info  # type: ignore[attr-defined]
         call.cache_clear = kept.cache_clear  # type: ignore[attr-defined]
