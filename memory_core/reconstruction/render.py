@@ -129,7 +129,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -137,6 +136,7 @@ from ..log.messages import stored_timestamp
 from ..retrieval.bm25 import Hit
 from ..text.conversations import label_of
 from ..text.dates import annotate, day_of
+from ..text.kept import kept_when_short
 from ..text.question import Question
 from ..text.tokens import TokenCounter
 from ..text.words import content_stems, split_sentences, stem, words
@@ -706,11 +706,12 @@ def _split(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
 
 
 _CACHED_CHARS = 4000
-_sentence_stems = functools.lru_cache(maxsize=4096)(_split)
+_sentence_stems = kept_when_short(4096, _CACHED_CHARS)(_split)
 """:func:`_split` of the fragments reconstructed lately (a pure function of the text; a
 memory block is built from the same fragments question after question, and splitting
 and stemming them again was most of a reconstruction). Texts past ``_CACHED_CHARS`` are
-split every time, so a pasted page is not kept alive here."""
+split every time (:mod:`~memory_core.text.kept`), so a pasted page is not kept alive
+here."""
 
 
 def _condensed(text: str, focus: _Focus, *, whole: bool, day: dt.date | None) -> str:
@@ -722,7 +723,7 @@ def _condensed(text: str, focus: _Focus, *, whole: bool, day: dt.date | None) ->
     every question: a quarter of a millisecond a lookup in the proxy)."""
     if len(text.split()) <= _LONG_WORDS:
         return annotate(text, day)
-    sentences, stems = _sentence_stems(text) if len(text) <= _CACHED_CHARS else _split(text)
+    sentences, stems = _sentence_stems(text)
     shared = [len(s & focus.terms) for s in stems]
     if any(shared) and not whole:
         return _joined(sentences, [n > 0 for n in shared], day)

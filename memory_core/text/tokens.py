@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .kept import kept_when_short
+
 __all__ = [
     "DEFAULT_MAX_NAMES",
     "DEFAULT_TOKENIZER",
@@ -110,28 +112,16 @@ _COUNTS_KEPT = 2048
 """Short texts whose counts a tokenizer keeps: the block counts each fragment's line, and
 the same fragments come back question after question (a tenth of a lookup's CPU was BPE)."""
 _KEPT_CHARS = 1000
-"""Longer texts are counted every time: what is kept stays under ~8 MB a tokenizer
-(:data:`_COUNTS_KEPT` texts of up to 1,000 characters of up to 4 bytes), a handful of
-tokenizers a process."""
-
-
-class _Kept:
-    """``count`` that remembers the counts of the latest short texts (:data:`_COUNTS_KEPT`
-    of at most :data:`_KEPT_CHARS` characters): a text's count never changes."""
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        self._count = count
-        self._kept = functools.lru_cache(maxsize=_COUNTS_KEPT)(count)
-
-    def __call__(self, text: str) -> int:
-        return self._kept(text) if len(text) <= _KEPT_CHARS else self._count(text)
+"""Longer texts are counted every time (:mod:`.kept`; a text's count never changes): what
+is kept stays under ~8 MB a tokenizer (:data:`_COUNTS_KEPT` texts of up to 1,000
+characters of up to 4 bytes), a handful of tokenizers a process."""
 
 
 class _Tiktoken:
     def __init__(self, encoding: object, name: str) -> None:
         self._encoding = encoding
         self.name = name
-        self._kept = _Kept(self._tokens)
+        self._kept = kept_when_short(_COUNTS_KEPT, _KEPT_CHARS)(self._tokens)
 
     def count(self, text: str) -> int:
         return self._kept(text)
@@ -144,7 +134,7 @@ class _HuggingFace:
     def __init__(self, tokenizer: object, name: str) -> None:
         self._tokenizer = tokenizer
         self.name = name
-        self._kept = _Kept(self._tokens)
+        self._kept = kept_when_short(_COUNTS_KEPT, _KEPT_CHARS)(self._tokens)
 
     def count(self, text: str) -> int:
         return self._kept(text)
