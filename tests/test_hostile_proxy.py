@@ -1,0 +1,71 @@
+"""Hostile names and dates through the real proxy (issue 29's features under attack).
+
+Through the real proxy (default policy, the fake upstream's ``recall`` model) with the
+real ``openai`` client: a group chat whose ``name`` fields are regular-expression
+metacharacters, backslashes, role names, function words, a very long name, combining
+marks, zero-width joiners and right-to-left text, whose turns call each other by those
+names and say dates at the edges of the calendar. Every request is answered (never a
+500), the entities endpoint lists them, and what was said first is still found after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy
+from .live import live
+
+pytestmark = pytest.mark.e2e
+
+NAMES = [
+    "K\\1",
+    "(.*)",
+    "a+b",
+    "user",
+    "What",
+    "Hey",
+    "X" * 300,
+    "Zoe\u0301",
+    "Ka\u200dte",
+    "\u05e9\u05e8\u05d4",
+    "\u0130lker",
+    "Stra\u00dfe",
+    "\U0001f642",
+    "\\g<0>",
+]
+LINES = [
+    "I restored a violin yesterday, 32 de fevereiro, the 31st of April, in 10000.",
+    "Hey {name}! 99999999999 years ago and 1e309 days ago, ayer y anteayer.",
+    "Thanks, {name}. Next month I fly to Lisbon, ontem fui ao Porto.",
+    "That's lovely, {name}! In \uff12\uff10\uff12\uff13 and \u0662\u0660\u0662\u0663 I was there.",
+]
+
+
+def _group(name: str) -> list[dict[str, Any]]:
+    speakers = [name, "Tom"]
+    return [
+        {"role": "user", "name": speakers[i % 2], "content": line.format(name=name)}
+        for i, line in enumerate(LINES)
+    ]
+
+
+async def test_hostile_names_and_dates_are_answered_and_kept(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    user = await live(make_proxy, upstream)
+    await user.say("Remember: my cello teacher is called Ines and she lives in Braga.")
+    for i, name in enumerate(NAMES):
+        await user.chat("Nice chatting, everyone.", history=_group(name), conversation=f"g{i}")
+        turn = await user.chat(f"What did {name} restore yesterday? Remember last time?")
+        assert turn.answer
+    entities = await user.entities()
+    assert any(e["name"] == "(.*)" for e in entities)
+    hits = await user.search("cello teacher Braga")
+    assert any("Braga" in h["text"] for h in hits)
+    records = user.proxy.log_records()
+    assert [r for r in records if r.get("memory_error") or "failed" in str(r.get("event"))] == []
+    assert {r.get("status") for r in records if "status" in r} == {200}
