@@ -248,3 +248,19 @@ def test_a_consolidation_cycle_does_not_merge_the_third_person_into_the_speaker(
     store.dream()
     assert [e.id for e in _entity(store, "Kate")] == [kate.id]
     assert [a.source for a in katarzyna.aliases if a.alias == "Kate"] == [VOCATIVE]
+
+
+@pytest.mark.parametrize("label", ["(.*)", "\U0001f642", "  ", "\\", "***"])
+def test_a_speaker_label_of_no_words_founds_no_entity_per_turn(
+    store: MemoryStore, label: str
+) -> None:
+    """A speaker labelled with no letters or digits ("(.*)", an emoji) cannot be keyed
+    by name: before, every turn of theirs founded one more entity of that name (three
+    for "(.*)" in four turns). Their turns are now read as the unnamed speaker's, and
+    the named speaker stays one entity."""
+    _formed(store, _turns([label, "Tom"], KATE))
+    _formed(store, _turns([label, "Tom"], KATE[:2], start=1.8e9), conversation="c2")
+    speakers = [e.name for e in store.entities(limit=1000) if e.is_speaker]
+    assert len(speakers) == len(set(speakers)) and speakers.count("Tom") == 1, speakers
+    assert label not in [e.name for e in store.entities(limit=1000)]
+    assert _vocatives(store) == {}

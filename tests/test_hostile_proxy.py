@@ -63,7 +63,9 @@ async def test_hostile_names_and_dates_are_answered_and_kept(
         turn = await user.chat(f"What did {name} restore yesterday? Remember last time?")
         assert turn.answer
     entities = await user.entities()
-    assert any(e["name"] == "(.*)" for e in entities)
+    speakers = [e["name"] for e in entities if e["is_speaker"]]
+    assert len(speakers) == len(set(speakers)) and "(.*)" not in speakers  # no words: unnamed
+    assert "Tom" in speakers and "a+b" in speakers
     hits = await user.search("cello teacher Braga")
     assert any("Braga" in h["text"] for h in hits)
     records = user.proxy.log_records()

@@ -64,6 +64,7 @@ from ..text.acts import is_question
 from ..text.language import detect_language
 from ..text.names import ROLE_NAMES, NameIndex
 from ..text.question import focus_words
+from ..text.words import normalise_name
 from .budget import RowBudget
 from .config import FormationConfig
 from .interfaces import (
@@ -249,11 +250,11 @@ class Former:
                 row.log_id,
                 row.conversation_id,
                 row.role,
-                str(row.name or row.role),
+                _name_of(row.name) or row.role,
                 str(row.text).strip(),
                 _time_of(row.ts),
                 row.superseded,
-                row.name,
+                _name_of(row.name),
                 attempts=row.attempts,
                 sources=sources.get(row.log_id, ()),
             )
@@ -598,6 +599,17 @@ def _time_of(ts: object) -> float:
     as "date unknown") when that is unusable — an older database may hold inf or text."""
     known = stored_timestamp(ts)
     return math.inf if known is None else known
+
+
+def _name_of(name: object) -> str | None:
+    """A row's speaker name for formation, or None when it has no words (``"(.*)"``,
+    an emoji, blanks): memory keys a speaker by the words of their name
+    (:func:`~memory_core.text.words.normalise_name`), so such a name could be neither
+    told apart nor found again, and each turn under it founded an entity of its own. Its
+    turns are the unnamed speaker's (the role's); the log keeps the name as sent."""
+    if name is None or not normalise_name(str(name)):
+        return None
+    return str(name)
 
 
 def _vectors(found: dict[str, bytes], dimension: int) -> dict[str, Vectors]:
