@@ -210,6 +210,16 @@ def test_known_common_words_count_only_where_written_as_names() -> None:
     assert index.mentioned("how is marta's job?") == ["Marta"]
 
 
+def test_a_name_is_mentioned_whichever_way_its_accents_are_encoded() -> None:
+    """Before: a name learned composed ("Zoé", NFC) was not found in a question that
+    wrote it decomposed ("Zoe" and a combining accent, NFD, as some keyboards and
+    copied text do), nor the other way round: the index compared code points."""
+    composed, decomposed = "Zo\u00e9 Ribeiro", "Zoe\u0301 Ribeiro"
+    assert NameIndex([composed]).mentioned(f"What does {decomposed} do?") == [composed]
+    assert NameIndex([decomposed]).mentioned(f"What does {composed} do?") == [decomposed]
+    assert NameIndex(["Jos\u00e9"]).mentioned("Jose\u0301, Jose and JOS\u00c9") == ["Jos\u00e9"]
+
+
 def test_relation_phrases_are_mentioned_in_any_language_once_held() -> None:
     index = NameIndex(["Marta"])
     assert index.mentioned("Should I visit my sister?") == []
