@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memory_core.text.kinship import by_predicate, by_word, phrases
 from memory_core.text.lexicon import (
@@ -13,7 +17,8 @@ from memory_core.text.lexicon import (
     is_verb_form,
 )
 from memory_core.text.names import NameIndex, extract_names
-from memory_core.text.question import Question
+from memory_core.text.question import Question, foci
+from memory_core.text.question import _opens_sentence as opens_sentence
 from memory_core.text.words import (
     MAX_QUERY_TERMS,
     content_stems,
@@ -294,3 +299,29 @@ def test_long_words_are_stemmed_and_looked_up_alike_and_never_kept() -> None:
         assert is_verb_form(huge) is is_verb_form.__wrapped__(huge)
     assert [f.cache_info().currsize for f in (stem, is_common_word, is_verb_form)] == kept
     assert stem("painting") == "paint" and is_verb_form("Visiting") and is_common_word("dog")
+
+
+_SENTENCE_START_REFERENCE = re.compile(r"(?:^|[.!?¿¡…:;\n])[\W_]*$")
+
+
+@given(st.text(alphabet=st.sampled_from([*" .!?¿¡…:;\n,-_'\u00e9a7A"]), max_size=30))
+def test_a_sentence_opens_where_the_sentence_start_regex_said(text: str) -> None:
+    """Only punctuation and spaces after a sentence's end (or the text's start) stand
+    before the place: as ``(?:^|[.!?¿¡…:;\\n])[\\W_]*$`` on the text before it said
+    (the reference), at every place of the text."""
+    for end in range(len(text) + 1):
+        expected = _SENTENCE_START_REFERENCE.search(text[:end]) is not None
+        assert opens_sentence(text, end) == expected, (text, end)
+
+
+def test_foci_of_a_pasted_run_of_punctuation_are_read_once() -> None:
+    """Before: each capitalised word searched the whole text before it with the
+    sentence-start regex, whose ``[\\W_]*$`` runs over a punctuation run from each of its
+    characters: 1,500 "!" then "x" and a hundred names took 1.3 s in Question.of (the
+    question's 2,000 characters), holding the lookup thread. Now one step back per
+    character before each word."""
+    text = "!" * 1_500 + "x " + "Ana Bob Cid Dan Eve " * 20
+    found = {f.word: f.name for f in Question.of(text).foci}
+    assert found == {"ana": True, "bob": True, "cid": True, "dan": True, "eve": True}
+    assert [f.name for f in foci("!" * 1_000 + " Ana.  Bob, Cid")] == [False, False, True]
+
