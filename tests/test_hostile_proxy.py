@@ -10,8 +10,10 @@ names and say dates at the edges of the calendar. Every request is answered (nev
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from proxy.fake_upstream import FakeUpstream
@@ -71,3 +73,31 @@ async def test_hostile_names_and_dates_are_answered_and_kept(
     records = user.proxy.log_records()
     assert [r for r in records if r.get("memory_error") or "failed" in str(r.get("event"))] == []
     assert {r.get("status") for r in records if "status" in r} == {200}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "name=(.*)",
+        "name=K%5C1",
+        "name=%ED%A0%80",
+        "name=%00",
+        "name=" + "x" * 5000,
+        "name=Zoe%CC%81",
+        "limit=0",
+        "limit=-1",
+        "limit=1e309",
+        "limit=nan",
+    ],
+)
+async def test_entities_by_a_hostile_name_are_answered_or_refused(
+    make_proxy: MakeProxy, upstream: FakeUpstream, query: str
+) -> None:
+    user = await live(make_proxy, upstream)
+    await user.chat("Nice chatting, everyone.", history=_group("Zoe\u0301"), conversation="g")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{user.proxy.url}/memory/entities?{query}") as response:
+            body = await response.text()
+            assert response.status in (200, 400), body
+            if response.status == 200:
+                assert isinstance(json.loads(body)["entities"], list)
