@@ -16,8 +16,10 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
+from memory_core.retrieval.addressed import as_named
 from memory_core.storage.tables.dream import alias_shares
 from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.text.question import Question
 from memory_core.views import EntityView
 
 
@@ -264,3 +266,23 @@ def test_a_speaker_label_of_no_words_founds_no_entity_per_turn(
     assert len(speakers) == len(set(speakers)) and speakers.count("Tom") == 1, speakers
     assert label not in [e.name for e in store.entities(limit=1000)]
     assert _vocatives(store) == {}
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What does Zoe\u0301 do? Is zo\u00e9 ok?", "What does Zofia do? Is Zofia ok?"),
+        ("Did K\\1 call (.*)?", "Did \\g<0> \\1 call (.*)?"),
+    ],
+)
+def test_the_question_encoded_names_the_speaker_however_the_name_is_written(
+    question: str, expected: str
+) -> None:
+    """Before: a name found in a question written decomposed ("Zoe" and a combining
+    accent) was not replaced in the text the question is encoded from (the name index
+    reads it composed, the replacement looked for the composed spelling). A speaker
+    label with a backslash or a group reference is put in as written."""
+    named = Question.of(question).naming(
+        (("Zo\u00e9", ("Zofia",)), ("K\\1", ("\\g<0> \\1",)))
+    )
+    assert as_named(named) == expected
