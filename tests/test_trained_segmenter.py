@@ -203,6 +203,18 @@ def test_a_manifest_missing_a_field_is_refused_naming_it(tmp_path: Path, field: 
         load_boundary_model(manifest, E5Encoder.name, 384)
 
 
+def test_a_path_with_a_nul_character_is_refused_naming_it(tmp_path: Path) -> None:
+    """Before: a manifest path or a ``weights`` name holding a NUL (YAML writes it as
+    "\\0") raised ValueError: embedded null byte, out of the loader."""
+    with pytest.raises(SegmenterWeightsError, match="manifest"):
+        load_boundary_model(tmp_path / "a\x00b.json", E5Encoder.name, 384)
+    manifest, _ = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**fields, "weights": "segmenter\x00.npz"}))
+    with pytest.raises(SegmenterWeightsError, match="cannot read the weights"):
+        load_boundary_model(manifest, E5Encoder.name, 384)
+
+
 def _rewritten(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
     """The shipped weights with ``change`` made to their arrays, written with a manifest
     that matches them (size and sha256): only the arrays' own checks can refuse them."""

@@ -203,7 +203,7 @@ def write_boundary_model(
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # also UnicodeDecodeError, JSONDecodeError, a NUL
         raise SegmenterWeightsError(path, f"cannot read the weights manifest: {exc}") from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise SegmenterWeightsError(path, f"not a segmenter weights manifest ({FORMAT})")
@@ -262,7 +262,7 @@ _OPTIONAL = frozenset({"dip", "dip_gaps"})
 def _read_verified(path: Path, size: int, sha256: str) -> bytes:
     try:
         data = path.read_bytes()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         raise SegmenterWeightsError(path, f"cannot read the weights: {exc}") from exc
     if len(data) != size:
         raise SegmenterWeightsError(
