@@ -177,6 +177,29 @@ def test_the_longest_expression_wins() -> None:
     assert _resolved("pasado mañana") == [("pasado mañana", "10 May 2023")]
 
 
+@pytest.mark.parametrize(
+    ("text", "words", "meant"),
+    [
+        ("last May 2023", "May 2023", "May 2023"),
+        ("next January 2026", "January 2026", "January 2026"),
+        ("previous May, 2021", "May, 2021", "May 2021"),
+        ("coming March of 2027", "March of 2027", "March 2027"),
+        ("next May 7, 2026", "May 7, 2026", "7 May 2026"),
+        ("last May 7", "May 7", "7 May 2024"),
+    ],
+)
+def test_a_named_month_with_its_year_or_day_written_is_not_shifted(
+    text: str, words: str, meant: str
+) -> None:
+    """Before: "last May 2023" said on 1 June 2024 meant May 2024 ("last May" and "May
+    2023" are as long; the first won), and the block showed "next January (January
+    2025) 2026". As "in May" already does, "last May" / "next May" before a year or a day
+    is no relative expression: the month written out wins."""
+    said = dt.date(2024, 6, 1)
+    assert [(e.words, label(e.span)) for e in find(text, said)] == [(words, meant)]
+    assert annotate(text, said) == text
+
+
 def test_annotate_puts_the_absolute_date_beside_the_words() -> None:
     text = "I adopted a puppy yesterday, today is calm, last week was busy; see you in May."
     assert annotate(text, MON_8_MAY_2023) == (

@@ -20,7 +20,9 @@ Pure and deterministic: text and a date in, spans out; no clock is read. Convent
 * "N days ago" is one day; "N weeks ago" the week holding the day N weeks before; "N
   months ago" that month; "N years ago" that year; "in N ..." the same forwards;
 * "in May" (no year) is May of the turn's year; "last May" the latest May before the
-  turn's month, "next May" the first after it; "7 May" without a year is in the turn's year;
+  turn's month, "next May" the first after it (with a day or year written after them,
+  "last May 2023", the month written out is read instead); "7 May" without a year is
+  in the turn's year;
 * "a few days ago" is the approximate range 2 to 5 days before (``approximate``);
 * an expression whose date would fall outside years 1-9999 ("10000 years ago") is left
   alone, as is anything not listed here (a bare "Friday", "soon", "recently"): never a
@@ -314,6 +316,10 @@ _QUE_VEM = r"(?:que vem|que viene)"
 _FEW = r"(?:a few|several|some|uns|umas|alguns|algumas|unos|unas|algunos|algunas|poucos|pocos)"
 
 _ART = r"(?:n?[oa] |el |la )?"
+_NO_DATE = r"(?!,? (?:de |of )?\d)"
+"""After a month named relatively ("in May", "last May", "next May"): no day or year
+written after it. "last May 2023" is May 2023, not the May before the turn's month
+(the two expressions are as long, and the first one would win)."""
 
 # (patterns, resolver, relative): every pattern tried; the longest match at a place wins.
 # One pattern per alternative: a pattern names each of its groups once.
@@ -341,10 +347,10 @@ _RULES: tuple[tuple[tuple[str, ...], Resolver, bool], ...] = (
       rf"(?:el )?{_WEEKDAY} {_QUE_VEM}"), _weekday(1), True),
     ((rf"this {_WEEKDAY}", rf"n?est[ea] {_WEEKDAY}"), _weekday(0), True),
     # months by name
-    ((rf"{_LAST} {_MONTH}", rf"{_MONTH} {_PASSADO}"), _named_month(-1), True),
-    ((rf"{_NEXT} {_MONTH}", rf"{_PROXIMO} {_MONTH}", rf"{_MONTH} {_QUE_VEM}"),
+    ((rf"{_LAST} {_MONTH}{_NO_DATE}", rf"{_MONTH} {_PASSADO}"), _named_month(-1), True),
+    ((rf"{_NEXT} {_MONTH}{_NO_DATE}", rf"{_PROXIMO} {_MONTH}{_NO_DATE}", rf"{_MONTH} {_QUE_VEM}"),
      _named_month(1), True),
-    ((rf"(?:in|em|en|during|durante) {_MONTH}(?!,? (?:de |of )?\d)",), _named_month(0), True),
+    ((rf"(?:in|em|en|during|durante) {_MONTH}{_NO_DATE}",), _named_month(0), True),
     # written out (absolute): days, months of a year, years
     ((rf"{_DAY}(?: of)? {_MONTH},? {_YEAR}", rf"{_MONTH} {_DAY},? {_YEAR}",
       rf"{_DAY} de {_MONTH} de {_YEAR}"), _calendar_day, False),
