@@ -200,6 +200,25 @@ def test_a_named_month_with_its_year_or_day_written_is_not_shifted(
     assert annotate(text, said) == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the last week of May I was in Rome",
+        "I travel the last weekend of June",
+        "the last year of school was hard",
+        "the next week of camp is in July",
+        "this week of the course was easy",
+    ],
+)
+def test_the_last_week_of_something_is_no_relative_week(text: str) -> None:
+    """Before: "the last week of May" said on 12 June 2024 was stored and shown as "the
+    last week (3-9 June) of May": "of" makes the period a part of what follows (the
+    final week of May), not the week before the turn's."""
+    said = dt.date(2024, 6, 12)
+    assert [e for e in find(text, said) if e.span.granularity in ("week", "weekend", "year")] == []
+    assert annotate(text, said) == text
+
+
 def test_annotate_puts_the_absolute_date_beside_the_words() -> None:
     text = "I adopted a puppy yesterday, today is calm, last week was busy; see you in May."
     assert annotate(text, MON_8_MAY_2023) == (

@@ -14,7 +14,8 @@ Pure and deterministic: text and a date in, spans out; no clock is read. Convent
 (fixed, documented, never guessed per case):
 
 * weeks run Monday to Sunday; a weekend is Saturday and Sunday; "last week" is the week
-  before the one of the turn, "next weekend" the weekend of the week after;
+  before the one of the turn, "next weekend" the weekend of the week after ("the last
+  week of May", a period of something, is neither);
 * "last Friday" is the latest Friday strictly before the turn's day, "next Monday" the
   first Monday strictly after it, "this Friday" the Friday of the turn's week;
 * "N days ago" is one day; "N weeks ago" the week holding the day N weeks before; "N
@@ -316,6 +317,9 @@ _QUE_VEM = r"(?:que vem|que viene)"
 _FEW = r"(?:a few|several|some|uns|umas|alguns|algumas|unos|unas|algunos|algunas|poucos|pocos)"
 
 _ART = r"(?:n?[oa] |el |la )?"
+_NOT_OF = r"(?! of\b)"
+"""After "last week", "next year", "this weekend": "the last week of May" is May's final
+week, not the week before the turn's."""
 _NO_DATE = r"(?!,? (?:de |of )?\d)"
 """After a month named relatively ("in May", "last May", "next May"): no day or year
 written after it. "last May 2023" is May 2023, not the May before the turn's month
@@ -332,10 +336,10 @@ _RULES: tuple[tuple[tuple[str, ...], Resolver, bool], ...] = (
       r"|esta (?:manhã|tarde|noite|mañana|noche)|hoy",), _day(0), True),
     ((r"tomorrow|amanhã|(?<!la )(?<!por )(?<!esta )(?<!pasado )mañana(?! por)",), _day(1), True),
     # periods
-    ((rf"{_LAST} {_PERIOD}", rf"{_ART}{_PERIOD} {_PASSADO}"), _shifted_period(-1), True),
-    ((rf"{_NEXT} {_PERIOD}", rf"{_ART}{_PROXIMO} {_PERIOD}", rf"{_ART}{_PERIOD} {_QUE_VEM}"),
-     _shifted_period(1), True),
-    ((rf"this {_PERIOD}", rf"n?est[ea] {_PERIOD}"), _shifted_period(0), True),
+    ((rf"{_LAST} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PERIOD} {_PASSADO}"), _shifted_period(-1), True),
+    ((rf"{_NEXT} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PROXIMO} {_PERIOD}",
+      rf"{_ART}{_PERIOD} {_QUE_VEM}"), _shifted_period(1), True),
+    ((rf"this {_PERIOD}{_NOT_OF}", rf"n?est[ea] {_PERIOD}"), _shifted_period(0), True),
     # counts
     ((rf"{_FEW} days ago|há {_FEW} dias|hace {_FEW} días|{_FEW} dias atrás",), _few_days, True),
     ((rf"{_N} {_UNIT} ago", rf"há {_N} {_UNIT}", rf"hace {_N} {_UNIT}", rf"{_N} {_UNIT} atrás"),
