@@ -172,6 +172,16 @@ def test_unknown_or_ambiguous_expressions_are_left_alone() -> None:
     assert _resolved("31 April 2023") == [("April 2023", "April 2023")]
 
 
+def test_manana_is_tomorrow_only_where_it_means_tomorrow() -> None:
+    """Before: "mañana por la mañana" / "por la tarde" (tomorrow morning, afternoon) named
+    no day (a "mañana" followed by "por" was refused), while "cada mañana" (every
+    morning) and "una mañana" (one morning) were read as tomorrow."""
+    assert _resolved("Mañana por la mañana voy al médico") == [("Mañana", "9 May 2023")]
+    assert _resolved("mañana por la tarde") == [("mañana", "9 May 2023")]
+    for text in ("Cada mañana corro", "una mañana de abril", "otra mañana", "a media mañana"):
+        assert find(text, MON_8_MAY_2023) == (), text
+
+
 def test_the_longest_expression_wins() -> None:
     assert _resolved("the day before yesterday") == [("the day before yesterday", "6 May 2023")]
     assert _resolved("pasado mañana") == [("pasado mañana", "10 May 2023")]

@@ -317,6 +317,10 @@ _QUE_VEM = r"(?:que vem|que viene)"
 _FEW = r"(?:a few|several|some|uns|umas|alguns|algumas|unos|unas|algunos|algunas|poucos|pocos)"
 
 _ART = r"(?:n?[oa] |el |la )?"
+_MANANA = "".join(f"(?<!{w} )" for w in ("la", "por", "esta", "pasado", "una", "cada", "otra",
+                                        "esa", "aquella", "media")) + "mañana"  # fmt: skip
+"""Spanish "mañana" where it is tomorrow, not the morning ("por la mañana", "cada mañana",
+"una mañana", "pasado mañana"): "mañana por la tarde" is tomorrow afternoon."""
 _NOT_OF = r"(?! of\b)"
 """After "last week", "next year", "this weekend": "the last week of May" is May's final
 week, not the week before the turn's."""
@@ -334,7 +338,7 @@ _RULES: tuple[tuple[tuple[str, ...], Resolver, bool], ...] = (
     ((r"yesterday|ontem|ayer|last night|ontem à noite|anoche",), _day(-1), True),
     ((r"today|tonight|this (?:morning|afternoon|evening)|hoje(?: de manhã| à noite)?"
       r"|esta (?:manhã|tarde|noite|mañana|noche)|hoy",), _day(0), True),
-    ((r"tomorrow|amanhã|(?<!la )(?<!por )(?<!esta )(?<!pasado )mañana(?! por)",), _day(1), True),
+    ((rf"tomorrow|amanhã|{_MANANA}",), _day(1), True),
     # periods
     ((rf"{_LAST} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PERIOD} {_PASSADO}"), _shifted_period(-1), True),
     ((rf"{_NEXT} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PROXIMO} {_PERIOD}",
