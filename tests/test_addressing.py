@@ -19,7 +19,7 @@ from memory_core.formation import Backends
 from memory_core.retrieval.addressed import as_named
 from memory_core.storage.tables.dream import alias_shares
 from memory_core.storage.tables.entities import VOCATIVE
-from memory_core.text.question import Question
+from memory_core.text.question import QUESTION_CHARS, Question
 from memory_core.views import EntityView
 
 
@@ -286,3 +286,16 @@ def test_the_question_encoded_names_the_speaker_however_the_name_is_written(
         (("Zo\u00e9", ("Zofia",)), ("K\\1", ("\\g<0> \\1",)))
     )
     assert as_named(named) == expected
+
+
+def test_the_question_encoded_stays_as_short_as_a_question() -> None:
+    """Before: each name asked was replaced by the speakers' labels whatever their
+    length, so a question of 2,000 characters repeating a nickname ("Jo Jo Jo ...") of
+    a speaker whose label is 20,000 characters long became a 13 MB text, handed to the
+    encoder (2 MB of it took 81 s to encode with e5). The text encoded is cut as a
+    question is (:func:`~memory_core.text.question.question_excerpt`)."""
+    named = Question.of("Jo " * 666).naming((("Jo", ("X" * 20_000,)),))
+    text = as_named(named)
+    assert len(text) <= QUESTION_CHARS + 3 and text.startswith("X" * 100)
+    two = Question.of("Jo " * 666).naming((("Jo", ("Al " * 700,)), ("Al", ("X" * 2_000,))))
+    assert len(as_named(two)) <= QUESTION_CHARS + 3  # never a label inside a label inside...
