@@ -229,6 +229,20 @@ def test_the_last_week_of_something_is_no_relative_week(text: str) -> None:
     assert annotate(text, said) == text
 
 
+def test_a_datetime_as_the_turns_day_gives_spans_of_dates() -> None:
+    """A datetime is a date to the type checker: before, "yesterday" against 8 May 2023
+    15:30 was the span 7 May 2023 15:30 to 15:30 (datetimes, whose ISO form
+    "2023-05-07T15:30:00" compares after the stored day "2023-05-07", so the question's
+    span missed it), while "last month" gave dates."""
+    at = dt.datetime(2023, 5, 8, 15, 30)
+    for text in ("yesterday", "last week", "a few days ago", "in 3 days", "next Friday"):
+        (expression,) = find(text, at)
+        assert expression.span == _only(text), text
+        assert type(expression.span.first) is type(expression.span.last) is dt.date
+    assert [s.first for s in times_of("What did I do yesterday?", at)] == [dt.date(2023, 5, 7)]
+    assert annotate("today and yesterday", at) == "today and yesterday (7 May)"
+
+
 def test_annotate_puts_the_absolute_date_beside_the_words() -> None:
     text = "I adopted a puppy yesterday, today is calm, last week was busy; see you in May."
     assert annotate(text, MON_8_MAY_2023) == (

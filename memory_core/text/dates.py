@@ -407,11 +407,11 @@ def find(text: str, at: dt.date) -> tuple[TimeExpression, ...]:
     """The time expressions of ``text`` said on ``at``, in text order, never overlapping
     (the longest wins where two start at one place or overlap: "the day before
     yesterday" is one expression, not "yesterday"). Only the first :data:`_MAX_TEXT`
-    characters are read."""
+    characters are read; a datetime ``at`` counts as its day (a span holds dates only)."""
     text = text[:_MAX_TEXT]
     if _KEYWORDS.search(text) is None:
         return ()
-    return _scan(text, at)
+    return _scan(text, at.date() if isinstance(at, dt.datetime) else at)
 
 
 def _scan(text: str, at: dt.date) -> tuple[TimeExpression, ...]:
@@ -493,6 +493,8 @@ def annotate(text: str, at: dt.date | None) -> str:
     and again."""
     if at is None:
         return text
+    if isinstance(at, dt.datetime):
+        at = at.date()
     out: list[str] = []
     end = 0
     for expression in find(text, at):
