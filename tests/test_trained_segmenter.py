@@ -84,6 +84,21 @@ def test_features_are_local_to_their_gap() -> None:
     assert gap_features(texts[:1], vectors[:1]).shape == (0, feature_count(DIMENSION))
 
 
+def test_a_vector_that_is_not_finite_gives_finite_features() -> None:
+    """Before: a vector holding an infinity (an encoder's overflow) made NaN features,
+    and a NaN probability is never at the threshold: the gaps around it silently lost
+    their boundaries. Such a vector is read as a zero vector (its cosines are 0), as
+    the module's invariant says ("all finite")."""
+    texts = [f"{i // 3} turn {i}" for i in range(6)]
+    vectors = TopicEncoder().encode(texts).astype(np.float64)
+    vectors[1, 0], vectors[4, 2] = np.inf, np.nan
+    features = gap_features(texts, vectors)
+    assert features.shape == (5, feature_count(DIMENSION)) and np.all(np.isfinite(features))
+    zero = vectors.copy()
+    zero[1], zero[4] = 0.0, 0.0
+    np.testing.assert_array_equal(features, gap_features(texts, zero))
+
+
 def test_between_statements_reads_the_question_marks_of_both_turns() -> None:
     texts = ["1 plain", "2 a question?", "3 plain", "4 plain", "5 asks?"]
     features = gap_features(texts, TopicEncoder().encode(texts))
