@@ -101,3 +101,25 @@ async def test_entities_by_a_hostile_name_are_answered_or_refused(
             assert response.status in (200, 400), body
             if response.status == 200:
                 assert isinstance(json.loads(body)["entities"], list)
+
+
+@pytest.mark.parametrize("path", ["/memory/search", "/memory/area"])
+async def test_hostile_questions_to_the_inspection_endpoints_are_answered(
+    make_proxy: MakeProxy, upstream: FakeUpstream, path: str
+) -> None:
+    """Questions naming hostile names and dates, and pasted runs that were quadratic in
+    the text functions ("[", "!" before names, spaces between words), answer 200 or 400."""
+    user = await live(make_proxy, upstream)
+    await user.chat("Nice chatting, everyone.", history=_group("Ka\u200dte"), conversation="g")
+    questions = [
+        "What did Ka\u200dte restore last May 2023, the last week of May?",
+        "[" * 100_000,
+        "!" * 1_500 + "x " + "Ana Bob Cid Dan Eve " * 20,
+        "where " + " " * 100_000 + "now?",
+        "Zoe\u0301 " * 5_000,
+        "mañana por la mañana, 99999999999 years ago, 1e309 days ago",
+    ]
+    async with aiohttp.ClientSession() as http:
+        for question in questions:
+            async with http.get(f"{user.proxy.url}{path}", params={"q": question}) as response:
+                assert response.status in (200, 400), await response.text()
