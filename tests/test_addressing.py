@@ -16,8 +16,10 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
+from memory_core.retrieval.addressed import as_named
 from memory_core.storage.tables.dream import alias_shares
 from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.text.question import QUESTION_CHARS, Question
 from memory_core.views import EntityView
 
 
@@ -248,3 +250,52 @@ def test_a_consolidation_cycle_does_not_merge_the_third_person_into_the_speaker(
     store.dream()
     assert [e.id for e in _entity(store, "Kate")] == [kate.id]
     assert [a.source for a in katarzyna.aliases if a.alias == "Kate"] == [VOCATIVE]
+
+
+@pytest.mark.parametrize("label", ["(.*)", "\U0001f642", "  ", "\\", "***"])
+def test_a_speaker_label_of_no_words_founds_no_entity_per_turn(
+    store: MemoryStore, label: str
+) -> None:
+    """A speaker labelled with no letters or digits ("(.*)", an emoji) cannot be keyed
+    by name: before, every turn of theirs founded one more entity of that name (three
+    for "(.*)" in four turns). Their turns are now read as the unnamed speaker's, and
+    the named speaker stays one entity."""
+    _formed(store, _turns([label, "Tom"], KATE))
+    _formed(store, _turns([label, "Tom"], KATE[:2], start=1.8e9), conversation="c2")
+    speakers = [e.name for e in store.entities(limit=1000) if e.is_speaker]
+    assert len(speakers) == len(set(speakers)) and speakers.count("Tom") == 1, speakers
+    assert label not in [e.name for e in store.entities(limit=1000)]
+    assert _vocatives(store) == {}
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What does Zoe\u0301 do? Is zo\u00e9 ok?", "What does Zofia do? Is Zofia ok?"),
+        ("Did K\\1 call (.*)?", "Did \\g<0> \\1 call (.*)?"),
+    ],
+)
+def test_the_question_encoded_names_the_speaker_however_the_name_is_written(
+    question: str, expected: str
+) -> None:
+    """Before: a name found in a question written decomposed ("Zoe" and a combining
+    accent) was not replaced in the text the question is encoded from (the name index
+    reads it composed, the replacement looked for the composed spelling). A speaker
+    label with a backslash or a group reference is put in as written."""
+    named = Question.of(question).naming(
+        (("Zo\u00e9", ("Zofia",)), ("K\\1", ("\\g<0> \\1",)))
+    )
+    assert as_named(named) == expected
+
+
+def test_the_question_encoded_stays_as_short_as_a_question() -> None:
+    """Before: each name asked was replaced by the speakers' labels whatever their
+    length, so a question of 2,000 characters repeating a nickname ("Jo Jo Jo ...") of
+    a speaker whose label is 20,000 characters long became a 13 MB text, handed to the
+    encoder (2 MB of it took 81 s to encode with e5). The text encoded is cut as a
+    question is (:func:`~memory_core.text.question.question_excerpt`)."""
+    named = Question.of("Jo " * 666).naming((("Jo", ("X" * 20_000,)),))
+    text = as_named(named)
+    assert len(text) <= QUESTION_CHARS + 3 and text.startswith("X" * 100)
+    two = Question.of("Jo " * 666).naming((("Jo", ("Al " * 700,)), ("Al", ("X" * 2_000,))))
+    assert len(as_named(two)) <= QUESTION_CHARS + 3  # never a label inside a label inside...

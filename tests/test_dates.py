@@ -172,9 +172,75 @@ def test_unknown_or_ambiguous_expressions_are_left_alone() -> None:
     assert _resolved("31 April 2023") == [("April 2023", "April 2023")]
 
 
+def test_manana_is_tomorrow_only_where_it_means_tomorrow() -> None:
+    """Before: "mañana por la mañana" / "por la tarde" (tomorrow morning, afternoon) named
+    no day (a "mañana" followed by "por" was refused), while "cada mañana" (every
+    morning) and "una mañana" (one morning) were read as tomorrow."""
+    assert _resolved("Mañana por la mañana voy al médico") == [("Mañana", "9 May 2023")]
+    assert _resolved("mañana por la tarde") == [("mañana", "9 May 2023")]
+    for text in ("Cada mañana corro", "una mañana de abril", "otra mañana", "a media mañana"):
+        assert find(text, MON_8_MAY_2023) == (), text
+
+
 def test_the_longest_expression_wins() -> None:
     assert _resolved("the day before yesterday") == [("the day before yesterday", "6 May 2023")]
     assert _resolved("pasado mañana") == [("pasado mañana", "10 May 2023")]
+
+
+@pytest.mark.parametrize(
+    ("text", "words", "meant"),
+    [
+        ("last May 2023", "May 2023", "May 2023"),
+        ("next January 2026", "January 2026", "January 2026"),
+        ("previous May, 2021", "May, 2021", "May 2021"),
+        ("coming March of 2027", "March of 2027", "March 2027"),
+        ("next May 7, 2026", "May 7, 2026", "7 May 2026"),
+        ("last May 7", "May 7", "7 May 2024"),
+    ],
+)
+def test_a_named_month_with_its_year_or_day_written_is_not_shifted(
+    text: str, words: str, meant: str
+) -> None:
+    """Before: "last May 2023" said on 1 June 2024 meant May 2024 ("last May" and "May
+    2023" are as long; the first won), and the block showed "next January (January
+    2025) 2026". As "in May" already does, "last May" / "next May" before a year or a day
+    is no relative expression: the month written out wins."""
+    said = dt.date(2024, 6, 1)
+    assert [(e.words, label(e.span)) for e in find(text, said)] == [(words, meant)]
+    assert annotate(text, said) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the last week of May I was in Rome",
+        "I travel the last weekend of June",
+        "the last year of school was hard",
+        "the next week of camp is in July",
+        "this week of the course was easy",
+    ],
+)
+def test_the_last_week_of_something_is_no_relative_week(text: str) -> None:
+    """Before: "the last week of May" said on 12 June 2024 was stored and shown as "the
+    last week (3-9 June) of May": "of" makes the period a part of what follows (the
+    final week of May), not the week before the turn's."""
+    said = dt.date(2024, 6, 12)
+    assert [e for e in find(text, said) if e.span.granularity in ("week", "weekend", "year")] == []
+    assert annotate(text, said) == text
+
+
+def test_a_datetime_as_the_turns_day_gives_spans_of_dates() -> None:
+    """A datetime is a date to the type checker: before, "yesterday" against 8 May 2023
+    15:30 was the span 7 May 2023 15:30 to 15:30 (datetimes, whose ISO form
+    "2023-05-07T15:30:00" compares after the stored day "2023-05-07", so the question's
+    span missed it), while "last month" gave dates."""
+    at = dt.datetime(2023, 5, 8, 15, 30)
+    for text in ("yesterday", "last week", "a few days ago", "in 3 days", "next Friday"):
+        (expression,) = find(text, at)
+        assert expression.span == _only(text), text
+        assert type(expression.span.first) is type(expression.span.last) is dt.date
+    assert [s.first for s in times_of("What did I do yesterday?", at)] == [dt.date(2023, 5, 7)]
+    assert annotate("today and yesterday", at) == "today and yesterday (7 May)"
 
 
 def test_annotate_puts_the_absolute_date_beside_the_words() -> None:

@@ -303,3 +303,46 @@ def test_a_row_that_kills_the_process_is_given_up(tmp_path: Path, backends: Back
     assert "interrupted" in error
     formed = _query(reopened, "SELECT text FROM fragments ORDER BY id")
     assert formed == [("Ana lives in Lisbon.",), ("Carla is here.",)]  # none lost, none twice
+
+
+class _Measured:
+    """An encoder that records the longest text it is asked to encode."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.longest = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def encode(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        self.longest = max([self.longest, *map(len, texts)])
+        return self._inner.encode(texts, *args, **kwargs)
+
+
+@pytest.mark.timeout(120)
+def test_a_huge_speaker_name_is_read_only_as_far_as_a_name_is(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Before: the name field was encoded whole, as the speaker's mention context and
+    before every turn's text ("<name>: <text>"), whatever its length: a 200,000-character
+    name made each of that speaker's turns a 200,000-character encoding (e5 encodes
+    every window of a long text: about 40 ms a thousand characters). Formation now reads
+    a name as far as ``max_mention_chars``; the log keeps it whole."""
+    encoder, mentions = _Measured(backends.encoder), _Measured(backends.mentions)
+    store = _store(tmp_path, replace(backends, encoder=encoder, mentions=mentions))
+    name = "Q" + "x" * 200_000
+    store.append(
+        [
+            LogMessage({"role": "user", "name": name, "content": "I moved to Porto."}, 1.7e9),
+            LogMessage({"role": "user", "name": "Tom", "content": "Hey, nice!"}, 1.7e9 + 1),
+        ],
+        conversation="c",
+    )
+    assert store.form_all() == 2
+    cap = FormationConfig().max_mention_chars
+    assert encoder.longest < cap + 100 and mentions.longest < cap + 100
+    speakers = {e.name for e in store.entities(limit=10) if e.is_speaker}
+    assert speakers == {name[:cap], "Tom"}
+    ((stored,),) = _query(store, "SELECT name FROM log WHERE name LIKE 'Q%'")
+    assert stored == name

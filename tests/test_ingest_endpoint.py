@@ -112,6 +112,12 @@ async def test_ingested_memory_is_used_in_chat(proxy: Proxy, upstream: FakeUpstr
         ({"messages": [{"role": "bard", "content": "x"}]}, "role must be one of"),
         ({"messages": [7]}, "must be an object"),
         ([1, 2], "must be a JSON object"),
+        # before: stored as Python's repr, a speaker entity named "{'a': [1]}" or "True"
+        # (the chat endpoint refuses them: the name is a string or absent)
+        ({"messages": [{"role": "user", "name": {"a": [1]}, "content": "x"}]}, ".name must"),
+        ({"messages": [{"role": "user", "name": True, "content": "x"}]}, ".name must"),
+        ({"messages": [{"role": "user", "name": 123, "content": "x"}]}, ".name must"),
+        ({"messages": [{"role": "user", "name": ["Ana"], "content": "x"}]}, ".name must"),
     ],
 )
 async def test_ingest_bad_input(proxy: Proxy, payload: Any, message: str) -> None:

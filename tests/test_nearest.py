@@ -164,3 +164,25 @@ def test_only_allowed_rows_are_returned(monkeypatch: pytest.MonkeyPatch, exact_r
     assert sorted(rows.tolist()) == [4, 250]
     rows, sims = nearest(vectors, stored, prefixes(stored), query, 30, np.zeros(500, bool))
     assert rows.shape == sims.shape == (0,)
+
+
+@pytest.mark.parametrize("exact_rows", [16_384, 10])
+def test_an_allowed_mask_that_is_no_flag_per_row_is_refused(
+    monkeypatch: pytest.MonkeyPatch, exact_rows: int
+) -> None:
+    """Before: a mask shorter than the vectors raised IndexError from deep in the
+    indexing, or nothing at all when the shortlist missed its end (the same call, a
+    different store); a mask of integers was read as row numbers and returned one row
+    several times. Now both are refused, whatever the store's size; a longer mask (the
+    graph's arrays are views of longer buffers) reads its first rows."""
+    monkeypatch.setattr(nearest_module, "EXACT_ROWS", exact_rows)
+    monkeypatch.setattr(nearest_module, "SHORTLIST", 50)
+    vectors = _clustered(200, seed=3)
+    query = _clustered(1, seed=4)[0]
+    stored = codes(vectors)
+    for bad in (np.ones(199, bool), np.zeros(0, bool), np.ones(200, np.int64)):
+        with pytest.raises(ValueError, match="allowed"):
+            nearest(vectors, stored, prefixes(stored), query, 5, bad)
+    longer = np.r_[np.arange(200) % 2 == 0, np.zeros(7, bool)]
+    rows, _ = nearest(vectors, stored, prefixes(stored), query, 500, longer)
+    assert rows.shape == (100,) and all(r % 2 == 0 for r in rows.tolist())

@@ -6,8 +6,9 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,7 @@ from memory_core.formation.stages.boundary_model import (
     decide,
     load_boundary_model,
     shipped_manifest,
+    write_boundary_model,
 )
 from memory_core.formation.stages.gap_features import (
     between_statements,
@@ -80,6 +82,21 @@ def test_features_are_local_to_their_gap() -> None:
     tail = gap_features(texts[4:], vectors[4:])
     np.testing.assert_allclose(tail[4:6], whole[8:10])
     assert gap_features(texts[:1], vectors[:1]).shape == (0, feature_count(DIMENSION))
+
+
+def test_a_vector_that_is_not_finite_gives_finite_features() -> None:
+    """Before: a vector holding an infinity (an encoder's overflow) made NaN features,
+    and a NaN probability is never at the threshold: the gaps around it silently lost
+    their boundaries. Such a vector is read as a zero vector (its cosines are 0), as
+    the module's invariant says ("all finite")."""
+    texts = [f"{i // 3} turn {i}" for i in range(6)]
+    vectors = TopicEncoder().encode(texts).astype(np.float64)
+    vectors[1, 0], vectors[4, 2] = np.inf, np.nan
+    features = gap_features(texts, vectors)
+    assert features.shape == (5, feature_count(DIMENSION)) and np.all(np.isfinite(features))
+    zero = vectors.copy()
+    zero[1], zero[4] = 0.0, 0.0
+    np.testing.assert_array_equal(features, gap_features(texts, zero))
 
 
 def test_between_statements_reads_the_question_marks_of_both_turns() -> None:
@@ -156,6 +173,95 @@ def test_a_manifest_without_dip_gaps_cuts_anywhere_and_a_bad_one_is_refused(
     manifest.write_text(json.dumps({**fields, "dip_gaps": "questions"}))
     with pytest.raises(SegmenterWeightsError, match="dip_gaps"):
         load_boundary_model(manifest, E5Encoder.name, 384)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("bytes", None),
+        ("bytes", "many"),
+        ("bytes", 1e400),
+        ("bytes", True),
+        ("sha256", None),
+        ("sha256", 5),
+        ("threshold", float("nan")),
+        ("threshold", float("inf")),
+        ("threshold", -3),
+        ("threshold", 1.5),
+        ("threshold", True),
+        ("dip", float("nan")),
+        ("dip", float("-inf")),
+        ("dip", 2.0),
+    ],
+)
+def test_a_manifest_field_of_the_wrong_type_or_range_is_refused(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    """Before: a missing or non-integer ``bytes`` raised KeyError, ValueError, TypeError
+    or OverflowError out of the loader, and a NaN, infinite or out-of-range threshold or
+    dip loaded and silently placed no boundary, or one at every gap."""
+    manifest, _ = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**fields, field: value}))
+    with pytest.raises(SegmenterWeightsError, match=field) as caught:
+        load_boundary_model(manifest, E5Encoder.name, 384)
+    assert caught.value.path == str(manifest)
+
+
+@pytest.mark.parametrize("field", ["bytes", "sha256", "threshold", "rule"])
+def test_a_manifest_missing_a_field_is_refused_naming_it(tmp_path: Path, field: str) -> None:
+    manifest, _ = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    del fields[field]
+    manifest.write_text(json.dumps(fields))
+    with pytest.raises(SegmenterWeightsError, match=field):
+        load_boundary_model(manifest, E5Encoder.name, 384)
+
+
+def test_a_path_with_a_nul_character_is_refused_naming_it(tmp_path: Path) -> None:
+    """Before: a manifest path or a ``weights`` name holding a NUL (YAML writes it as
+    "\\0") raised ValueError: embedded null byte, out of the loader."""
+    with pytest.raises(SegmenterWeightsError, match="manifest"):
+        load_boundary_model(tmp_path / "a\x00b.json", E5Encoder.name, 384)
+    manifest, _ = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**fields, "weights": "segmenter\x00.npz"}))
+    with pytest.raises(SegmenterWeightsError, match="cannot read the weights"):
+        load_boundary_model(manifest, E5Encoder.name, 384)
+
+
+def _rewritten(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """The shipped weights with ``change`` made to their arrays, written with a manifest
+    that matches them (size and sha256): only the arrays' own checks can refuse them."""
+    manifest, weights = _copy_weights(tmp_path)
+    fields = json.loads(manifest.read_text())
+    with np.load(weights) as npz:
+        arrays: dict[str, Any] = {name: np.array(npz[name]) for name in npz.files}
+    change(arrays)
+    kept = ("encoder", "dimension", "threshold", "rule", "dip", "dip_gaps")
+    write_boundary_model(manifest, arrays, {k: fields[k] for k in kept})
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda a: a["w0"].__setitem__((0, 0), np.nan), "not finite"),
+        (lambda a: a["scale"].__setitem__(3, 0.0), "scale"),
+        (lambda a: a.__setitem__("w0", a["w0"][:10]), "shapes"),
+        (lambda a: a.pop("b1"), "shapes"),
+        (lambda a: a.__setitem__("extra", np.zeros(3)), "shapes"),
+    ],
+)
+def test_weights_that_cannot_be_used_are_refused_saying_why(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], reason: str
+) -> None:
+    """Before: NaN weights or a zero scale were refused as "arrays of unexpected
+    shapes", listing shapes that were all as expected."""
+    manifest = _rewritten(tmp_path, change)
+    with pytest.raises(SegmenterWeightsError, match=reason) as caught:
+        load_boundary_model(manifest, E5Encoder.name, 384)
+    assert caught.value.path == str(manifest.with_suffix(".npz"))
 
 
 def test_weights_for_another_encoder_are_refused(tmp_path: Path) -> None:

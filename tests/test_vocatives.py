@@ -82,3 +82,23 @@ def test_cost_is_bounded_by_the_head_of_the_text() -> None:
     text = "Hey Kate! " + "Thanks, Jo. " * 100_000
     found = vocatives(text)
     assert found[0].name == "Kate" and max(v.end for v in found) <= 4_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hey Zoe\u0301!",  # "Zoé" decomposed (NFD): the accent is a combining mark
+        "Thanks, Rene\u0301e.",
+        "Hey Ka\u200dte!",  # a zero-width joiner inside the name
+        "That's lovely, Jo\u200cao!",  # a zero-width non-joiner
+    ],
+)
+def test_a_name_cut_inside_a_word_is_no_vocative(text: str) -> None:
+    """Before: a combining mark or a joiner ended the name, so the vocative was its
+    head ("Zoe", "Rene", "Ka"): a wrong name, and it became the speaker's alias. A name
+    that a mark or a joiner goes on is left alone (a wrong name is the worse error)."""
+    assert vocatives(text) == []
+
+
+def test_a_direction_mark_after_a_name_ends_it() -> None:
+    assert [v.name for v in vocatives("Thanks, Kate\u200f!")] == ["Kate"]

@@ -64,6 +64,7 @@ from ..text.acts import is_question
 from ..text.language import detect_language
 from ..text.names import ROLE_NAMES, NameIndex
 from ..text.question import focus_words
+from ..text.words import normalise_name
 from .budget import RowBudget
 from .config import FormationConfig
 from .interfaces import (
@@ -244,20 +245,22 @@ class Former:
         leading rows never attempted."""
         rows = log_rows.queued(self._conn, limit)
         sources = log_rows.sources_of(self._conn, [row.log_id for row in rows])
+        longest = self._config.max_mention_chars
+        names = [_name_of(row.name, longest) for row in rows]
         items = [
             Item(
                 row.log_id,
                 row.conversation_id,
                 row.role,
-                str(row.name or row.role),
+                name or row.role,
                 str(row.text).strip(),
                 _time_of(row.ts),
                 row.superseded,
-                row.name,
+                name,
                 attempts=row.attempts,
                 sources=sources.get(row.log_id, ()),
             )
-            for row in rows
+            for row, name in zip(rows, names, strict=True)
         ]
         if items and items[0].attempts:
             return items[:1]
@@ -598,6 +601,20 @@ def _time_of(ts: object) -> float:
     as "date unknown") when that is unusable — an older database may hold inf or text."""
     known = stored_timestamp(ts)
     return math.inf if known is None else known
+
+
+def _name_of(name: object, longest: int) -> str | None:
+    """A row's speaker name for formation, at most ``longest`` characters of it (the
+    name is encoded before each of the speaker's turns and as their mention: a
+    megabyte name made every turn a megabyte encoding), or None when it has no words
+    (``"(.*)"``, an emoji, blanks): memory keys a speaker by the words of their name
+    (:func:`~memory_core.text.words.normalise_name`), so such a name could be neither
+    told apart nor found again, and each turn under it founded an entity of its own. Its
+    turns are the unnamed speaker's (the role's). The log keeps the name as sent."""
+    if name is None:
+        return None
+    read = str(name)[:longest]
+    return read if normalise_name(read) else None
 
 
 def _vectors(found: dict[str, bytes], dimension: int) -> dict[str, Vectors]:

@@ -106,8 +106,13 @@ def nearest(
     rows' codes and ``stored_prefixes`` their :func:`prefixes` (at least as many of each
     as there are vectors beyond :data:`EXACT_ROWS`, else the search is exact). With
     ``allowed`` (a flag per row), only allowed rows (fewer than ``k`` when fewer are; on a
-    large store, those of the shortlist)."""
+    large store, those of the shortlist). A mask that is no flag per row (not boolean, or
+    shorter than ``vectors``) raises ValueError; a longer one is read for its first rows."""
     rows = vectors.shape[0]
+    if allowed is not None and not _flags_rows(allowed, rows):
+        raise ValueError(
+            f"allowed must flag each of the {rows} rows: got {allowed.dtype} of {allowed.shape}"
+        )
     k = min(k, rows)
     if k <= 0:
         return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -130,6 +135,11 @@ def nearest(
         if k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
     return _best(near, sims, k)
+
+
+def _flags_rows(allowed: npt.NDArray[np.bool_], rows: int) -> bool:
+    """Whether ``allowed`` is a boolean flag for each of ``rows`` rows (or more)."""
+    return allowed.dtype == np.bool_ and allowed.ndim == 1 and allowed.shape[0] >= rows
 
 
 def _best(rows: npt.NDArray[np.int64], sims: Vectors, k: int) -> Nearest:

@@ -138,6 +138,8 @@ def _validated(item: LogMessage, index: int) -> Mapping[str, Any]:
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InvalidInputError(f"messages[{index}].content must be a string, a list or null")
+    if not isinstance(message.get("name"), str | None):  # else stored as its repr: "True"
+        raise InvalidInputError(f"messages[{index}].name must be a string or null")
     rest = {k: v for k, v in message.items() if k not in IDENTITY_KEYS}
     if rest:  # the identity keys are checked as they are hashed (chain.utf8)
         utf8(json.dumps(rest, ensure_ascii=False, default=str), index)

@@ -23,9 +23,10 @@ is encoded again (its first encoding started before memory was read).
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from ..index.memory_graph import MemoryGraph
-from ..text.question import Question
+from ..text.question import QUESTION_CHARS, Question, question_excerpt
 from ..text.words import normalise_name
 
 __all__ = ["addressed", "as_named"]
@@ -50,9 +51,16 @@ def addressed(question: Question, graph: MemoryGraph) -> Question:
 
 def as_named(question: Question) -> str:
     """The question's text with each name of :attr:`~.Question.named` replaced by the
-    speakers' names (whole words, any case)."""
-    text = question.text
+    speakers' names (whole words, any case, accents composed or not: the name index
+    finds "Zoé" written "Zoe" and a combining accent, so the text is read composed), cut
+    as a question is (:func:`~memory_core.text.question.question_excerpt`): a speaker's
+    label can be long and a question can repeat the name, and the text is encoded."""
+    if not question.named:
+        return question.text
+    text = unicodedata.normalize("NFC", question.text)
     for name, speakers in question.named:
-        pattern = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
-        text = pattern.sub(" / ".join(speakers).replace("\\", "\\\\"), text)
+        written = unicodedata.normalize("NFC", name)
+        pattern = re.compile(rf"(?<!\w){re.escape(written)}(?!\w)", re.IGNORECASE)
+        labels = " / ".join(speakers)[:QUESTION_CHARS]  # a megabyte label: its head
+        text = question_excerpt(pattern.sub(labels.replace("\\", "\\\\"), text))
     return text

@@ -80,7 +80,8 @@ _ENGLISH = re.compile(
     re.IGNORECASE,
 )
 _STATING_WORDS = 3
-_CLOSING = re.compile(r"[\s\"'\u201d\u2019\u00bb)]+$")
+_CLOSERS = frozenset("\"'\u201d\u2019\u00bb)")
+"""Closing quotes and brackets after a sentence's last word (skipped, as spaces are)."""
 _OPENING = re.compile(r"^[\s\"'\u201c\u2018\u00ab(]+")
 PHATIC_WORDS = frozenset(
     (
@@ -114,9 +115,19 @@ def sentence_asks(sentence: str) -> bool:
     text = sentence.strip()
     if not text:
         return False
-    if _CLOSING.sub("", text).endswith(("?", "\uff1f")) or _OPENING.sub("", text).startswith("¿"):
+    if _closed(text).endswith(("?", "\uff1f")) or _OPENING.sub("", text).startswith("¿"):
         return True
     return bool(_REQUEST.match(text) or _ENGLISH.match(text))
+
+
+def _closed(text: str) -> str:
+    """``text`` less its closing quotes, brackets and spaces, read from the end once (a
+    regular expression ``[...]+$`` tries every start of a run that stops short of the
+    end: quadratic in a pasted run of spaces between two words)."""
+    end = len(text)
+    while end and (text[end - 1].isspace() or text[end - 1] in _CLOSERS):
+        end -= 1
+    return text[:end]
 
 
 def _phatic(sentence: str) -> bool:

@@ -14,13 +14,16 @@ Pure and deterministic: text and a date in, spans out; no clock is read. Convent
 (fixed, documented, never guessed per case):
 
 * weeks run Monday to Sunday; a weekend is Saturday and Sunday; "last week" is the week
-  before the one of the turn, "next weekend" the weekend of the week after;
+  before the one of the turn, "next weekend" the weekend of the week after ("the last
+  week of May", a period of something, is neither);
 * "last Friday" is the latest Friday strictly before the turn's day, "next Monday" the
   first Monday strictly after it, "this Friday" the Friday of the turn's week;
 * "N days ago" is one day; "N weeks ago" the week holding the day N weeks before; "N
   months ago" that month; "N years ago" that year; "in N ..." the same forwards;
 * "in May" (no year) is May of the turn's year; "last May" the latest May before the
-  turn's month, "next May" the first after it; "7 May" without a year is in the turn's year;
+  turn's month, "next May" the first after it (with a day or year written after them,
+  "last May 2023", the month written out is read instead); "7 May" without a year is
+  in the turn's year;
 * "a few days ago" is the approximate range 2 to 5 days before (``approximate``);
 * an expression whose date would fall outside years 1-9999 ("10000 years ago") is left
   alone, as is anything not listed here (a bare "Friday", "soon", "recently"): never a
@@ -314,6 +317,17 @@ _QUE_VEM = r"(?:que vem|que viene)"
 _FEW = r"(?:a few|several|some|uns|umas|alguns|algumas|unos|unas|algunos|algunas|poucos|pocos)"
 
 _ART = r"(?:n?[oa] |el |la )?"
+_MANANA = "".join(f"(?<!{w} )" for w in ("la", "por", "esta", "pasado", "una", "cada", "otra",
+                                        "esa", "aquella", "media")) + "mañana"  # fmt: skip
+"""Spanish "mañana" where it is tomorrow, not the morning ("por la mañana", "cada mañana",
+"una mañana", "pasado mañana"): "mañana por la tarde" is tomorrow afternoon."""
+_NOT_OF = r"(?! of\b)"
+"""After "last week", "next year", "this weekend": "the last week of May" is May's final
+week, not the week before the turn's."""
+_NO_DATE = r"(?!,? (?:de |of )?\d)"
+"""After a month named relatively ("in May", "last May", "next May"): no day or year
+written after it. "last May 2023" is May 2023, not the May before the turn's month
+(the two expressions are as long, and the first one would win)."""
 
 # (patterns, resolver, relative): every pattern tried; the longest match at a place wins.
 # One pattern per alternative: a pattern names each of its groups once.
@@ -324,12 +338,12 @@ _RULES: tuple[tuple[tuple[str, ...], Resolver, bool], ...] = (
     ((r"yesterday|ontem|ayer|last night|ontem à noite|anoche",), _day(-1), True),
     ((r"today|tonight|this (?:morning|afternoon|evening)|hoje(?: de manhã| à noite)?"
       r"|esta (?:manhã|tarde|noite|mañana|noche)|hoy",), _day(0), True),
-    ((r"tomorrow|amanhã|(?<!la )(?<!por )(?<!esta )(?<!pasado )mañana(?! por)",), _day(1), True),
+    ((rf"tomorrow|amanhã|{_MANANA}",), _day(1), True),
     # periods
-    ((rf"{_LAST} {_PERIOD}", rf"{_ART}{_PERIOD} {_PASSADO}"), _shifted_period(-1), True),
-    ((rf"{_NEXT} {_PERIOD}", rf"{_ART}{_PROXIMO} {_PERIOD}", rf"{_ART}{_PERIOD} {_QUE_VEM}"),
-     _shifted_period(1), True),
-    ((rf"this {_PERIOD}", rf"n?est[ea] {_PERIOD}"), _shifted_period(0), True),
+    ((rf"{_LAST} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PERIOD} {_PASSADO}"), _shifted_period(-1), True),
+    ((rf"{_NEXT} {_PERIOD}{_NOT_OF}", rf"{_ART}{_PROXIMO} {_PERIOD}",
+      rf"{_ART}{_PERIOD} {_QUE_VEM}"), _shifted_period(1), True),
+    ((rf"this {_PERIOD}{_NOT_OF}", rf"n?est[ea] {_PERIOD}"), _shifted_period(0), True),
     # counts
     ((rf"{_FEW} days ago|há {_FEW} dias|hace {_FEW} días|{_FEW} dias atrás",), _few_days, True),
     ((rf"{_N} {_UNIT} ago", rf"há {_N} {_UNIT}", rf"hace {_N} {_UNIT}", rf"{_N} {_UNIT} atrás"),
@@ -341,10 +355,10 @@ _RULES: tuple[tuple[tuple[str, ...], Resolver, bool], ...] = (
       rf"(?:el )?{_WEEKDAY} {_QUE_VEM}"), _weekday(1), True),
     ((rf"this {_WEEKDAY}", rf"n?est[ea] {_WEEKDAY}"), _weekday(0), True),
     # months by name
-    ((rf"{_LAST} {_MONTH}", rf"{_MONTH} {_PASSADO}"), _named_month(-1), True),
-    ((rf"{_NEXT} {_MONTH}", rf"{_PROXIMO} {_MONTH}", rf"{_MONTH} {_QUE_VEM}"),
+    ((rf"{_LAST} {_MONTH}{_NO_DATE}", rf"{_MONTH} {_PASSADO}"), _named_month(-1), True),
+    ((rf"{_NEXT} {_MONTH}{_NO_DATE}", rf"{_PROXIMO} {_MONTH}{_NO_DATE}", rf"{_MONTH} {_QUE_VEM}"),
      _named_month(1), True),
-    ((rf"(?:in|em|en|during|durante) {_MONTH}(?!,? (?:de |of )?\d)",), _named_month(0), True),
+    ((rf"(?:in|em|en|during|durante) {_MONTH}{_NO_DATE}",), _named_month(0), True),
     # written out (absolute): days, months of a year, years
     ((rf"{_DAY}(?: of)? {_MONTH},? {_YEAR}", rf"{_MONTH} {_DAY},? {_YEAR}",
       rf"{_DAY} de {_MONTH} de {_YEAR}"), _calendar_day, False),
@@ -393,11 +407,11 @@ def find(text: str, at: dt.date) -> tuple[TimeExpression, ...]:
     """The time expressions of ``text`` said on ``at``, in text order, never overlapping
     (the longest wins where two start at one place or overlap: "the day before
     yesterday" is one expression, not "yesterday"). Only the first :data:`_MAX_TEXT`
-    characters are read."""
+    characters are read; a datetime ``at`` counts as its day (a span holds dates only)."""
     text = text[:_MAX_TEXT]
     if _KEYWORDS.search(text) is None:
         return ()
-    return _scan(text, at)
+    return _scan(text, at.date() if isinstance(at, dt.datetime) else at)
 
 
 def _scan(text: str, at: dt.date) -> tuple[TimeExpression, ...]:
@@ -479,6 +493,8 @@ def annotate(text: str, at: dt.date | None) -> str:
     and again."""
     if at is None:
         return text
+    if isinstance(at, dt.datetime):
+        at = at.date()
     out: list[str] = []
     end = 0
     for expression in find(text, at):

@@ -14,6 +14,7 @@ often it is computed changes.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -23,19 +24,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def kept_when_short(maxsize: int, chars: int) -> Callable[[F], F]:
-    """A decorator for a pure function whose first argument is a text (passed by
-    position): its results for the latest ``maxsize`` calls whose text has at most
-    ``chars`` characters are kept (``cache_info`` reports on them, as
-    :func:`functools.lru_cache`'s does); the other arguments pass as they are given."""
+    """A decorator for a pure function whose first parameter is a text (passed by
+    position or by its name): its results for the latest ``maxsize`` calls whose text
+    has at most ``chars`` characters are kept (``cache_info`` reports on them, as
+    :func:`functools.lru_cache`'s does); the other arguments pass as they are given.
+    Anything else (a longer text, one that is not a ``str``) is computed every time."""
 
     def wrap(function: F) -> F:
         kept = functools.lru_cache(maxsize=maxsize)(function)
+        name = next(iter(inspect.signature(function).parameters))
 
         @functools.wraps(function)
-        def call(text: str, *rest: Any, **named: Any) -> Any:
-            if len(text) <= chars:
-                return kept(text, *rest, **named)
-            return function(text, *rest, **named)
+        def call(*given: Any, **named: Any) -> Any:
+            text = given[0] if given else named.get(name)
+            if isinstance(text, str) and len(text) <= chars:
+                return kept(*given, **named)
+            return function(*given, **named)
 
         call.cache_info = kept.cache_info  # type: ignore[attr-defined]
         call.cache_clear = kept.cache_clear  # type: ignore[attr-defined]

@@ -342,7 +342,15 @@ def _quoted(text: str, evidence: _Evidence) -> Iterator[str]:
 
 
 def _key_words(name: str) -> list[str]:
-    return [_POSSESSIVE.sub("", w).casefold().replace("\u2019", "'") for w in _WORD.findall(name)]
+    words = _WORD.findall(_composed(name))
+    return [_POSSESSIVE.sub("", w).casefold().replace("\u2019", "'") for w in words]
+
+
+def _composed(text: str) -> str:
+    """``text`` with its accents composed (NFC): a name learned as "Zoé" is the same
+    name written "Zoe" plus a combining accent (decomposed text, from some keyboards
+    and copied text), whose accent would otherwise end the word."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 class NameIndex:
@@ -426,7 +434,7 @@ class NameIndex:
         return found
 
     def _mentioned(self, text: str) -> list[str]:
-        tokens = _tokens(text)
+        tokens = _tokens(_composed(text))
         if not tokens:
             return []
         keys = [t.key for t in tokens]

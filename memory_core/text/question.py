@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -69,7 +68,7 @@ QUESTION_CHARS = 2_000
 """The most characters of a question that retrieval reads (see :func:`question_excerpt`)."""
 _MAX_WORD = 40
 """Longer runs of letters are no word a note should repeat (a pasted hash, a base64 blob)."""
-_SENTENCE_START = re.compile(r"(?:^|[.!?¿¡…:;\n])[\W_]*$")
+_SENTENCE_ENDS = frozenset(".!?¿¡…:;\n")
 
 QUESTION_WORDS = (
     # English: asking about memory, not about a topic
@@ -178,7 +177,7 @@ def foci(text: str, *, min_chars: int = 3, ignore: Collection[str] = ()) -> tupl
         key = stem(fold(word))
         if key in ignored or is_function_word(word):
             continue
-        name = written[0].isupper() and not _SENTENCE_START.search(text[: match.start()])
+        name = written[0].isupper() and not _opens_sentence(text, match.start())
         if word in out:
             out[word] = (key, out[word][1] or name)
             continue
@@ -188,6 +187,20 @@ def foci(text: str, *, min_chars: int = 3, ignore: Collection[str] = ()) -> tupl
         if len(out) == MAX_QUERY_TERMS:
             break
     return tuple(Focus(word, key, name) for word, (key, name) in out.items())
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether only punctuation and spaces (no letter or digit) stand between ``start``
+    and a sentence's end or the text's start: a capital there opens a sentence. Read back
+    from ``start`` once; a regular expression ``(?:^|[.!?])[\\W_]*$`` searched in the
+    text before each word ran over a pasted punctuation run from each of its characters
+    (1,500 "!" before a hundred names: 1.3 s a question)."""
+    i = start
+    while i > 0 and not text[i - 1].isalnum():
+        if text[i - 1] in _SENTENCE_ENDS:
+            return True
+        i -= 1
+    return i == 0
 
 
 def focus_words(text: str, *, min_chars: int = 3, limit: int = 4096) -> list[str]:

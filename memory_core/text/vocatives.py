@@ -34,6 +34,7 @@ over at most :data:`MAX_CHARS` characters.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from .lexicon import is_calendar_word, is_common_word, is_function_word, plain
@@ -153,8 +154,22 @@ def _addressing(before: str) -> bool:
 def _keep(found: dict[int, Vocative], match: re.Match[str], cue: str) -> None:
     name, start = match.group("name"), match.start("name")
     name = _trimmed(name)
-    if name is not None and start not in found:
+    if name is not None and start not in found and not _cut(match.string, start + len(name)):
         found[start] = Vocative(name, start, start + len(name), cue)
+
+
+def _cut(text: str, end: int) -> bool:
+    """Whether the word goes on past ``end`` by a combining mark or a joiner (an accent
+    of decomposed text, "Zoe\u0301"; a zero-width joiner): a name found there is its
+    head ("Zoe", "Ka"), not the name."""
+    after = text[end : end + 1]
+    return after in _JOINERS or unicodedata.category(after or " ") in _MARKS
+
+
+_MARKS = frozenset({"Mn", "Mc", "Me"})
+_JOINERS = frozenset("\u200c\u200d\u2060\u00ad")
+"""Zero-width (non-)joiner, word joiner, soft hyphen: inside a word. Other format
+characters (a direction mark after a name in right-to-left text) end it."""
 
 
 def _trimmed(name: str) -> str | None:

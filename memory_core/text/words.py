@@ -115,7 +115,6 @@ _MIN_STEM = 4
 _ARTICLES = re.compile(r"^(the|a|an|o|os|as|el|la|los|las|le|les|der|die|das)\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 _NAME_WORD = re.compile(r"[\w'\u2019-]+")
-_CAPTION = re.compile(r"(\[[^\]]*\])")
 _SENTENCE_END = re.compile(
     r"(?<=[.!?…])(?<!\b[A-Z]\.)(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)"
     r"(?<!\bvs\.)(?<!\be\.g\.)(?<!\bi\.e\.)\s+"
@@ -183,12 +182,29 @@ def normalise_name(name: str) -> str:
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` (stripped, none empty); a ``[bracketed]`` span is one."""
     parts: list[str] = []
-    for piece in _CAPTION.split(text):
+    for piece in _caption_pieces(text):
         if piece.startswith("["):
             parts.append(piece)
         else:
             parts.extend(s for s in _SENTENCE_END.split(piece.strip()) if s)
     return parts
+
+
+def _caption_pieces(text: str) -> list[str]:
+    r"""``text`` cut around its bracketed spans (each ``[`` to the first ``]`` after it),
+    as ``re.split(r"(\[[^\]]*\])")`` cuts it: the text before, the span, the text
+    between, ..., the text after. One pass: the regular expression searched to the end
+    from every ``[`` that no ``]`` follows (quadratic in a pasted run of them)."""
+    pieces: list[str] = []
+    start = 0
+    while (opening := text.find("[", start)) >= 0:
+        closing = text.find("]", opening + 1)
+        if closing < 0:
+            break  # no "]" after this "[", nor after any later one
+        pieces += [text[start:opening], text[opening : closing + 1]]
+        start = closing + 1
+    pieces.append(text[start:])
+    return pieces
 
 
 _AP = "['\u2019]"

@@ -41,8 +41,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -156,7 +158,7 @@ def load_boundary_model(manifest: Path, encoder: str, dimension: int) -> Boundar
     fields = _read_manifest(manifest)
     _check_fields(manifest, fields, encoder, dimension)
     weights = manifest.parent / str(fields["weights"])
-    data = _read_verified(weights, int(fields["bytes"]), str(fields["sha256"]))
+    data = _read_verified(weights, fields["bytes"], fields["sha256"])
     arrays = _arrays(weights, data, feature_count(dimension))
     return BoundaryModel(
         manifest,
@@ -201,7 +203,7 @@ def write_boundary_model(
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # also UnicodeDecodeError, JSONDecodeError, a NUL
         raise SegmenterWeightsError(path, f"cannot read the weights manifest: {exc}") from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise SegmenterWeightsError(path, f"not a segmenter weights manifest ({FORMAT})")
@@ -221,24 +223,46 @@ def _check_fields(path: Path, fields: Mapping[str, Any], encoder: str, dimension
             f"weights for the features {fields.get('feature_version')!r}, this version"
             f" computes {FEATURE_VERSION!r}: train them again (scripts/train_segmenter.py)",
         )
-    dip = fields.get("dip")
-    if (
-        fields.get("rule") not in RULES
-        or not isinstance(fields.get("threshold"), float | int)
-        or not (dip is None or isinstance(dip, float | int))
-        or fields.get("dip_gaps", "all") not in DIP_GAPS
-    ):
-        raise SegmenterWeightsError(
-            path, "the manifest's rule, threshold, dip or dip_gaps is invalid"
-        )
-    if not isinstance(fields.get("weights"), str) or "/" in fields["weights"]:
-        raise SegmenterWeightsError(path, "the manifest names no weights file beside it")
+    for name, valid, wanted in _FIELDS:
+        if name not in fields and name in _OPTIONAL:
+            continue
+        if not valid(fields.get(name)):
+            raise SegmenterWeightsError(
+                path, f"the manifest's {name} is {fields.get(name)!r}, not {wanted}"
+            )
+
+
+def _number(value: object, low: float, high: float) -> bool:
+    """A finite JSON number (not a boolean) within ``low .. high``."""
+    if isinstance(value, bool) or not isinstance(value, float | int):
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_FIELDS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+    ("rule", lambda v: v in RULES, f"one of {RULES}"),
+    ("threshold", lambda v: _number(v, 0.0, 1.0), "a probability (0 to 1)"),
+    ("dip", lambda v: v is None or _number(v, -1.0, 1.0), "null or a cosine (-1 to 1)"),
+    ("dip_gaps", lambda v: v in DIP_GAPS, f"one of {DIP_GAPS}"),
+    ("weights", lambda v: isinstance(v, str) and bool(v) and "/" not in v and v not in (".", ".."),
+     "the name of a file beside it"),
+    ("bytes", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+     "a size in bytes"),
+    ("sha256", lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None,
+     "a sha256 in hex"),
+)  # fmt: skip
+"""Each field the loader reads, with what makes it usable: a NaN threshold or dip would
+load and silently place no boundary, a negative one a boundary at every gap, and a
+``bytes`` of the wrong type raised out of ``int()`` instead of naming the file."""
+_OPTIONAL = frozenset({"dip", "dip_gaps"})
+"""Fields a manifest may leave out (``dip``: no cosine cut; ``dip_gaps``: ``all``)."""
 
 
 def _read_verified(path: Path, size: int, sha256: str) -> bytes:
     try:
         data = path.read_bytes()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         raise SegmenterWeightsError(path, f"cannot read the weights: {exc}") from exc
     if len(data) != size:
         raise SegmenterWeightsError(
@@ -253,11 +277,15 @@ def _arrays(path: Path, data: bytes, features: int) -> dict[str, Matrix]:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {name: np.asarray(npz[name], dtype=np.float64) for name in npz.files}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, TypeError, KeyError, zipfile.BadZipFile) as exc:
         raise SegmenterWeightsError(path, f"cannot read the weights: {exc}") from exc
     if not _shaped(arrays, features):
         shapes = {k: v.shape for k, v in arrays.items()}
         raise SegmenterWeightsError(path, f"arrays of unexpected shapes {shapes}")
+    if not all(bool(np.all(np.isfinite(a))) for a in arrays.values()):
+        raise SegmenterWeightsError(path, "weights that are not finite (NaN or infinite)")
+    if not bool(np.all(arrays["scale"] > 0)):
+        raise SegmenterWeightsError(path, "a feature scale that is not positive")
     return arrays
 
 
@@ -268,8 +296,6 @@ def _shaped(arrays: Mapping[str, Matrix], features: int) -> bool:
     w0, b0 = arrays["w0"], arrays["b0"]
     ok = arrays["mean"].shape == arrays["scale"].shape == (features,)
     ok = ok and w0.ndim == 2 and w0.shape[0] == features and b0.shape == (w0.shape[1],)
-    ok = ok and bool(np.all(arrays["scale"] > 0))
-    ok = ok and all(bool(np.all(np.isfinite(a))) for a in arrays.values())
     if "w1" in names or "b1" in names:
         if not set(_HIDDEN) <= names:
             return False

@@ -95,8 +95,12 @@ def gap_features(utterances: Sequence[str], vectors: npt.ArrayLike) -> Matrix:
 
 
 def _unit(rows: Matrix) -> Matrix:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    unit: Matrix = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    """Each row at unit length; a zero row, or one holding an infinity or a NaN (whose
+    features would be NaN, never at a threshold), as a zero row."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    usable = np.isfinite(norms) & (norms > 0)
+    unit: Matrix = np.divide(rows, norms, out=np.zeros_like(rows), where=usable)
     return unit
 
 
