@@ -477,6 +477,92 @@ def test_a_store_formed_before_the_dates_were_kept_gets_them_when_opened(
     again.close()
 
 
+def _as_before_migration_013(path: Path) -> None:
+    """The store at ``path`` as one formed before its fragments' expressions were kept."""
+    conn = connect(path)
+    with transaction(conn, journal=False):
+        conn.execute("DROP TABLE fragment_dates; DROP INDEX fragments_ts")
+        conn.execute("DELETE FROM migrations WHERE name = '013_fragment_dates'")
+    conn.close()
+
+
+def _dated(store: MemoryStore) -> dict[str, list[str]]:
+    """Each fragment's text -> the words of its kept expressions."""
+    with store.lookup() as reader:
+        ids = [(int(i), str(t)) for i, t in reader.execute("SELECT id, text FROM fragments")]
+        return {t: [e[0] for e in date_rows.expressions_of(reader, i)] for i, t in ids}
+
+
+_DATED_TURNS = (
+    ("I adopted a puppy named Biscuit yesterday.", T0),
+    ("We went hiking last week.", T0 + 5),
+    ("My sister visits next month.", T0 + 10),
+    ("No dates here.", T0 + 15),
+)
+
+
+def test_a_backfill_stopped_partway_resumes_at_the_next_open(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dating of fragments formed before migration 013 ran only in the open that
+    applied it: a kill after its first batch left every later fragment undated for good
+    (a fragment without expressions looks like one that has none). Where it got to is
+    now kept with each batch, and the next open goes on from there."""
+    path = tmp_path / "old.db"
+    store = MemoryStore(path, backends=backends)
+    _say(store, *_DATED_TURNS)
+    expected = _dated(store)
+    store.close()
+    _as_before_migration_013(path)
+    monkeypatch.setattr("memory_core.formation.dates._BATCH", 1)
+    kept = date_rows.insert
+    calls = 0
+
+    def killed_after_the_first_batch(conn: object, fragment_id: int, rows: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise RuntimeError("killed")
+        kept(conn, fragment_id, rows)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(date_rows, "insert", killed_after_the_first_batch)
+    with pytest.raises(RuntimeError, match="killed"):
+        MemoryStore(path, backends=backends)
+    conn = connect(path)
+    first = int(conn.execute("SELECT min(id) FROM fragments").fetchone()[0])
+    assert date_rows.backfill_after(conn) == first  # the first batch committed with its place
+    assert conn.execute("SELECT count(DISTINCT fragment_id) FROM fragment_dates").fetchone()[0] == 1
+    conn.close()
+    monkeypatch.setattr(date_rows, "insert", kept)
+    again = MemoryStore(path, backends=backends)
+    assert _dated(again) == expected
+    assert sum(map(bool, expected.values())) == 3
+    with again.lookup() as reader:
+        assert date_rows.backfill_after(reader) is None  # done: no open reads them again
+    again.close()
+
+
+def test_a_store_migrated_before_the_backfill_kept_its_place_is_dated_once_more(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """A store that passed migration 013 before migration 014 (where the backfill may have
+    been cut short) has its undated fragments read once more at its next open."""
+    path = tmp_path / "m.db"
+    store = MemoryStore(path, backends=backends)
+    _say(store, *_DATED_TURNS)
+    expected = _dated(store)
+    store.close()
+    conn = connect(path)
+    with transaction(conn, journal=False):
+        conn.execute("DELETE FROM fragment_dates")
+        conn.execute("DROP TABLE date_backfill")
+        conn.execute("DELETE FROM migrations WHERE name = '014_date_backfill'")
+    conn.close()
+    again = MemoryStore(path, backends=backends)
+    assert _dated(again) == expected and any(expected.values())
+    again.close()
+
+
 def test_only_the_first_characters_of_a_huge_text_are_read() -> None:
     assert find("x" * 20_000 + " yesterday", MON_8_MAY_2023) == ()
     crowded = find("hoy " * 5_000, MON_8_MAY_2023)

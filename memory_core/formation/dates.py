@@ -6,7 +6,10 @@ A fragment's expressions are found in its turn's own words (as written: they are
 (:mod:`memory_core.text.dates`), then stored beside it
 (:mod:`memory_core.storage.tables.dates`). A store that formed fragments before migration
 013 gets theirs once, when it is opened after the migration (:func:`date_formed`), in
-batches, so nothing depends on when a fragment was formed.
+batches, so nothing depends on when a fragment was formed. The backfill keeps where it
+has reached in the batch's own transaction (``date_backfill``, migration 014): a kill
+partway resumes at the next open, and an open by another process at the same time
+dates nothing twice.
 """
 
 from __future__ import annotations
@@ -15,10 +18,8 @@ from ..storage import Connection, transaction
 from ..storage.tables import dates as date_rows
 from ..text.dates import day_of, find
 
-__all__ = ["BACKFILLED_BY", "date_formed", "date_rows_of"]
+__all__ = ["backfill_pending", "date_formed", "date_rows_of"]
 
-BACKFILLED_BY = "013_fragment_dates"
-"""The migration after which a store's earlier fragments are dated (:func:`date_formed`)."""
 _BATCH = 2_000
 
 
@@ -42,17 +43,29 @@ def date_rows_of(text: str, ts: float | None) -> list[date_rows.DateRow]:
     ]
 
 
+def backfill_pending(conn: Connection) -> bool:
+    """Whether fragments formed before their expressions were kept may be undated yet."""
+    return date_rows.backfill_after(conn) is not None
+
+
 def date_formed(conn: Connection) -> int:
-    """Keep the expressions of every fragment that has none stored yet (all of them,
-    right after the migration), one transaction per batch; the fragments dated."""
-    dated, after = 0, 0
+    """Keep the expressions of every fragment with none stored yet past where the pending
+    backfill has reached (all of them, right after migration 013), one transaction per
+    batch that also records how far it got; the backfill ends when none is left. Returns
+    the fragments dated. Each batch is read inside its write transaction, so two
+    processes opening the store at once never date one fragment twice."""
+    dated = 0
     while True:
-        batch = date_rows.undated(conn, after, _BATCH)
-        if not batch:
-            return dated
         with transaction(conn):
+            after = date_rows.backfill_after(conn)
+            if after is None:
+                return dated
+            batch = date_rows.undated(conn, after, _BATCH)
+            if not batch:
+                date_rows.end_backfill(conn)
+                return dated
             for fragment_id, text, ts in batch:
                 rows = date_rows_of(text, ts)
                 date_rows.insert(conn, fragment_id, rows)
                 dated += bool(rows)
-        after = batch[-1][0]
+            date_rows.move_backfill(conn, batch[-1][0])

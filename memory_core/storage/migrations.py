@@ -487,6 +487,28 @@ def _m013_fragment_dates(conn: Connection) -> None:
         CREATE INDEX fragments_ts ON fragments (ts);
         """
     )
+    _arm_date_backfill(conn)
+
+
+def _m014_date_backfill(conn: Connection) -> None:
+    """Where the dating of the fragments formed before migration 013 has reached
+    (``date_backfill``: one row while it is unfinished, none once done;
+    :func:`memory_core.formation.dates.date_formed`). 013 arms it in the same transaction
+    as it creates ``fragment_dates``. Before this migration the backfill ran only in the
+    open that applied 013, and a kill partway left the rest undated for good (a fragment
+    without expressions looks like one never read), so a store migrated before is armed
+    here too: its fragments without expressions are read once more at its next open."""
+    _arm_date_backfill(conn)
+
+
+def _arm_date_backfill(conn: Connection) -> None:
+    """The dating of every fragment without expressions, from the first, pending (kept
+    by ``date_backfill``, bookkeeping: no snapshot covers it)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS date_backfill"
+        " (id INTEGER PRIMARY KEY CHECK (id = 1), after INTEGER NOT NULL)"
+    )
+    conn.execute("INSERT OR REPLACE INTO date_backfill VALUES (1, 0)")
 
 
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
@@ -503,6 +525,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("011_fragment_kinds", _m011_fragment_kinds),
     ("012_word_vectors", _m012_word_vectors),
     ("013_fragment_dates", _m013_fragment_dates),
+    ("014_date_backfill", _m014_date_backfill),
 )
 
 

@@ -21,8 +21,8 @@ from ..db import JSON_IN, Connection, json_array, reading
 from ..values import stored_text, stored_timestamp
 from .fragments import hidden_ids
 
-__all__ = ["DateRow", "Days", "dated_within", "expressions_of", "insert", "matching", "said_within",
-           "undated"]
+__all__ = ["DateRow", "Days", "backfill_after", "dated_within", "end_backfill", "expressions_of",
+           "insert", "matching", "move_backfill", "said_within", "undated"]
 
 _DAY_SECONDS = 86_400.0
 
@@ -68,6 +68,25 @@ def insert(conn: Connection, fragment_id: int, expressions: Sequence[DateRow]) -
             for position, e in enumerate(expressions)
         ],
     )
+
+
+def backfill_after(conn: Connection) -> int | None:
+    """The last fragment id the pending backfill has dated (0: none yet), or None when no
+    backfill is pending (migrations 013 and 014 arm it)."""
+    with reading("cannot read the date backfill"):
+        row = conn.execute("SELECT after FROM date_backfill WHERE id = 1").fetchone()
+    return None if row is None else int(row[0])
+
+
+def move_backfill(conn: Connection, after: int) -> None:
+    """Record that the backfill has dated every fragment up to ``after`` (in its batch's
+    transaction)."""
+    conn.execute("UPDATE date_backfill SET after = ? WHERE id = 1", (after,))
+
+
+def end_backfill(conn: Connection) -> None:
+    """The backfill is done: no open reads the fragments again."""
+    conn.execute("DELETE FROM date_backfill")
 
 
 def undated(conn: Connection, after: int, limit: int) -> list[tuple[int, str, float | None]]:
