@@ -136,6 +136,8 @@ INGEST_CONCURRENCY = 4
 READY_TIMEOUT_S = 60.0
 LITELLM_READY_TIMEOUT_S = 180.0
 REQUEST_TIMEOUT_S = 30.0
+GRAPH_READ_TIMEOUT_S = 600.0
+"""The most the first read of a kept store's memory graph may take (``graph_read``)."""
 BLOCK_ROUNDS = 25
 """Rounds per proxy before the next proxy's block (with ``--compare-litellm``)."""
 BENCH_EXTRA = "pip install -e '.[bench]'"
@@ -625,8 +627,10 @@ async def graph_read(session: aiohttp.ClientSession, query: str) -> None:
     """Have the proxy read a kept store's memory graph before anything is timed: one
     ``GET /memory/area`` (a preload through the proxy leaves it read already; a kept
     store is read at the first area query, seconds at 100k fragments, which would land
-    in the first scenario's tail)."""
-    async with session.get("/memory/area", params={"q": query}) as resp:
+    in the first scenario's tail; tens of seconds on a busy machine, past a request's
+    :data:`REQUEST_TIMEOUT_S`, hence :data:`GRAPH_READ_TIMEOUT_S`)."""
+    timeout = aiohttp.ClientTimeout(total=GRAPH_READ_TIMEOUT_S)
+    async with session.get("/memory/area", params={"q": query}, timeout=timeout) as resp:
         body = await resp.read()
     if resp.status != 200:
         raise BenchError(f"/memory/area failed: {api_error_message(resp.status, body)}")
