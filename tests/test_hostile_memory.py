@@ -10,10 +10,14 @@ import apsw
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
+from memory_core.storage import journal
 from memory_core.storage.db import connect, transaction
+from memory_core.storage.journal import TRACKED
 from memory_core.storage.migrations import MIGRATIONS, migrate
+from memory_core.storage.tables.entities import VOCATIVE
 
 T0 = 1_683_504_000.0 + 3_600  # 8 May 2023, 01:00 UTC
+DAY = 86_400.0
 
 _TURNS = (
     ("I adopted a puppy named Biscuit yesterday.", T0),
@@ -79,3 +83,140 @@ def test_a_second_process_migrating_between_the_read_and_the_write_is_no_error(
         dates = _rows(conn, "fragment_dates")
     assert sorted(str(row[4]) for row in dates) == ["last week", "yesterday"]  # once each
     again.close()
+
+
+KATE = [
+    "I just finished a long shift at the hospital yesterday, I work as a nurse.",
+    "Hey Kate! That sounds exhausting. How many hours was it?",
+    "Twelve hours. Next week I volunteer at the animal shelter.",
+    "Thanks, Kate. I admire that. I started the cello last month.",
+]
+BIA = [
+    "Passei o dia todo no estúdio ontem a gravar o meu disco de fado.",
+    "Oi Bia, tudo bem? Que bom saber do disco!",
+    "Amanhã vou ao Porto tocar num bar.",
+    "Obrigado, Bia, vou tentar ir ver-te.",
+]
+
+
+def _conversation(
+    store: MemoryStore, speakers: tuple[str, str], lines: list[str], conversation: str,
+    start: float,
+) -> None:
+    turns = [
+        LogMessage({"role": "user", "name": speakers[i % 2], "content": t}, start + 60 * i)
+        for i, t in enumerate(lines)
+    ]
+    store.append(turns, conversation=conversation, source="ingest")
+    store.form_all()
+
+
+def _derived(store: MemoryStore) -> dict[str, list[tuple[object, ...]]]:
+    with store.lookup() as conn:
+        return {t: _rows(conn, t) for t in sorted(TRACKED)}
+
+
+def _answers(store: MemoryStore) -> dict[str, object]:
+    """What /memory/search, /memory/area and /memory/entities are made of."""
+    questions = ("What does Kate do?", "Who is Bia?", "What happened on 7 May 2023?")
+    return {
+        "search": [
+            [h.text for h in store.recall(q, limit=5, budget_tokens=800).hits] for q in questions
+        ],
+        "area": [_area(store, q) for q in questions],
+        "entities": sorted(
+            (e.name, e.is_speaker, sorted((a.alias, a.source, tuple(a.used_in)) for a in e.aliases))
+            for e in store.entities(limit=1000)
+        ),
+    }
+
+
+def _area(store: MemoryStore, question: str) -> tuple[list[str], object]:
+    recall = store.recall_area(question, limit=5, budget_tokens=800)
+    return [h.text for h in recall.hits], None if recall.area is None else recall.area.get("named")
+
+
+def test_a_rollback_restores_dates_aliases_and_answers_exactly_and_is_undone(
+    tmp_path: Path, backends: Backends
+) -> None:
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    _conversation(store, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    s1 = store.dream().snapshot
+    at_s1, answers_s1 = _derived(store), _answers(store)
+    assert at_s1["fragment_dates"] and any(r[5] == VOCATIVE for r in at_s1["aliases"])
+    _conversation(store, ("Beatriz", "Rui"), BIA, "c2", T0 + 3 * DAY)
+    _conversation(store, ("Katarzyna", "Tom"), ["No, I work as a doctor now, since yesterday."],
+                  "c1", T0 + 4 * DAY)
+    store.dream()
+    at_s2, answers_s2 = _derived(store), _answers(store)
+    assert len(at_s2["fragment_dates"]) > len(at_s1["fragment_dates"])
+    assert len(at_s2["aliases"]) > len(at_s1["aliases"])
+    restored = store.rollback(s1)
+    assert _derived(store) == at_s1
+    assert _answers(store) == answers_s1
+    store.rollback(restored.snapshot - 1)
+    assert _derived(store) == at_s2
+    assert _answers(store) == answers_s2
+    store.close()
+
+
+def test_formation_after_a_rollback_forgets_the_names_it_had_learned_since(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Held: the entities formation keeps in memory are read again after a rollback that
+    removed some (no mention or alias of an entity that no longer exists)."""
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    _conversation(store, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    s1 = store.dream().snapshot
+    _conversation(store, ("Beatriz", "Rui"), BIA, "c2", T0 + 3 * DAY)
+    store.rollback(s1)
+    _conversation(store, ("Tom", "Katarzyna"), ["I told Bia about the fado record."], "c3",
+                  T0 + 5 * DAY)
+    _conversation(store, ("Rui", "Beatriz"), ["Oi Bia! Tudo bem?", "Sim, Rui."], "c4",
+                  T0 + 6 * DAY)
+    with store.lookup() as conn:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        entity_ids = {int(r[0]) for r in conn.execute("SELECT id FROM entities")}
+        for table in ("aliases", "mentions"):
+            used = {int(r[0]) for r in conn.execute(f"SELECT entity_id FROM {table}")}
+            assert used <= entity_ids, table
+    store.dream()  # forms the held turns again, with the names formation knows now
+    with store.lookup() as conn:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    (bia,) = [e for e in store.entities(limit=1000) if e.name == "Bia"]
+    assert not bia.is_speaker  # a third person before anyone called Beatriz so
+    store.close()
+
+
+def test_formation_after_an_import_replacing_memory_reads_the_imported_entities(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """An import carried the exported store's ``memory_state`` verbatim (bumped by one):
+    when the importing store's former had cached as many writes of derived memory, it
+    kept the entities and contexts of the memory replaced, and the next pass linked new
+    mentions to entity ids that now name others."""
+    source = MemoryStore(tmp_path / "source.db", backends=backends)
+    _conversation(source, ("Beatriz", "Rui"), BIA, "c1", T0)
+    exported = tmp_path / "export.zip"
+    source.export(exported, tenant="source")
+    source_version = journal.derived_version(source._forming)
+    source.close()
+    target = MemoryStore(tmp_path / "target.db", backends=backends)
+    _conversation(target, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    while journal.derived_version(target._forming) < source_version + 1:
+        _conversation(target, ("Katarzyna", "Tom"), ["Fine."], "c9", T0 + DAY)
+    assert journal.derived_version(target._forming) == source_version + 1  # as the import's
+    target.import_export(exported, replace=True)
+    _conversation(target, ("Tom", "Katarzyna"), ["Hello Kate! Katarzyna told me."], "c2",
+                  T0 + 5 * DAY)
+    with target.lookup() as conn:
+        names = {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM entities")}
+        linked = {
+            str(surface): names[int(entity)]
+            for surface, entity in conn.execute(
+                "SELECT m.surface, m.entity_id FROM mentions m JOIN fragments f"
+                " ON f.id = m.fragment_id WHERE f.conversation_id = 'c2'"
+            )
+        }
+    assert linked.get("Katarzyna") == "Katarzyna", linked
+    target.close()
