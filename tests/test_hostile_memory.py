@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import apsw
+import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
@@ -220,3 +221,47 @@ def test_formation_after_an_import_replacing_memory_reads_the_imported_entities(
         }
     assert linked.get("Katarzyna") == "Katarzyna", linked
     target.close()
+
+
+def _dates_by_text(store: MemoryStore) -> dict[str, list[str]]:
+    with store.lookup() as conn:
+        found = conn.execute(
+            "SELECT f.text, d.words FROM fragments f JOIN fragment_dates d"
+            " ON d.fragment_id = f.id ORDER BY f.id, d.position"
+        ).fetchall()
+    dated: dict[str, list[str]] = {}
+    for text, words in found:
+        dated.setdefault(str(text), []).append(str(words))
+    return dated
+
+
+def test_a_rollback_past_the_upgrade_that_dated_old_fragments_keeps_them_dated(
+    tmp_path: Path, backends: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store formed (with a snapshot) before migration 013 has its fragments dated by
+    the backfill at the first open after it. Rolling back to that older snapshot
+    applied the inverse of the backfill too: the fragments it keeps lost their dates for
+    good (the backfill was over), so a question by date missed them while later ones were
+    found. The rollback now arms the backfill again for them, and they are dated again."""
+    path = tmp_path / "m.db"
+    monkeypatch.setattr("memory_core.formation.writer.date_rows_of", lambda text, ts: [])
+    old = MemoryStore(path, backends=backends)  # formation as before migration 013
+    _say(old, *_TURNS)
+    s0 = old.dream().snapshot
+    old.close()
+    monkeypatch.undo()
+    conn = connect(path)
+    with transaction(conn, journal=False):  # as migrations 013 and 014 leave it
+        conn.execute("INSERT INTO date_backfill VALUES (1, 0)")
+    conn.close()
+    store = MemoryStore(path, backends=backends)
+    expected = _dates_by_text(store)
+    assert set(expected) == {_TURNS[0][0], _TURNS[1][0]}  # the backfill dated them
+    _say(store, ("My sister visits next month.", T0 + DAY), conversation="c2")
+    store.dream()
+    store.rollback(s0)
+    assert _dates_by_text(store) == expected
+    store.close()
+    again = MemoryStore(path, backends=backends)
+    assert _dates_by_text(again) == expected
+    again.close()

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
 from ..formation import Backends
+from ..formation.dates import backfill_pending, date_formed
 from ..history import snapshots as history
 from ..history.diff import diff_of
 from ..history.snapshots import Restored
@@ -133,6 +134,8 @@ class StoreHistory(abc.ABC):
             self._transition(),
         ):
             restored = history.rollback(self._forming, target, now=self._clock())
+            if backfill_pending(self._forming):  # fragments it kept lost their dates
+                date_formed(self._forming)
         self._events(_rollback_record(restored, time.perf_counter() - began))
         return restored
 
