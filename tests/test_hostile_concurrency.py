@@ -1,0 +1,172 @@
+"""Hostile concurrency through a real proxy: lookups (the area, search, entities, and
+chat through the real ``openai`` client, now and as of a snapshot) while formation
+commits, a consolidation cycle writes, a rollback and its undo run and an export and an
+import replace memory. Every lookup answers, or is refused with a clear reason; never a
+500, never a stale state's error leaking to the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from memory_core import LogMessage, MemoryStore
+from memory_core.formation import Backends
+from proxy.fake_upstream import FakeUpstream
+
+from .conftest import MakeProxy, proxy_config
+
+pytestmark = pytest.mark.e2e
+
+Json = dict[str, Any]
+
+
+def _conversation(name: str, day: str, lines: list[str], speakers: tuple[str, str]) -> Json:
+    return {
+        "conversation_id": name,
+        "messages": [
+            {
+                "role": "user",
+                "name": speakers[i % 2],
+                "content": text,
+                "timestamp": f"{day}T10:{i:02d}:00",
+            }
+            for i, text in enumerate(lines)
+        ],
+    }
+
+
+KATE = [
+    "I finished a long shift at the hospital yesterday, I work as a nurse.",
+    "Hey Kate! That sounds exhausting. How many hours was it?",
+    "Twelve hours. Next week I volunteer at the animal shelter.",
+    "Thanks, Kate. I started the cello last month.",
+]
+QUESTIONS = ("What does Kate do?", "What happened on 7 May 2023?", "Who plays the cello?")
+
+
+async def test_lookups_answer_while_formation_cycles_rollbacks_and_imports_write(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Any
+) -> None:
+    proxy = await make_proxy(proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+    ))
+    statuses: list[tuple[str, int, str]] = []
+    stop = asyncio.Event()
+
+    async with aiohttp.ClientSession() as http:
+
+        async def call(method: str, path: str, raw: bool = False, **kwargs: Any) -> Any:
+            async with http.request(method, proxy.url + path, **kwargs) as response:
+                data = await response.read()
+                body = data.decode(errors="replace")
+                statuses.append((f"{method} {path}", response.status, body[:300]))
+                return data if raw else (response.status, body)
+
+        status, _ = await call("POST", "/memory/ingest", json=_conversation(
+            "c1", "2023-05-08", KATE, ("Katarzyna", "Tom")))
+        assert status == 200
+        status, body = await call("POST", "/memory/dream")
+        assert status == 200, body
+        s1 = json.loads(body)["snapshot"]
+
+        async def read(as_of: int | None) -> None:
+            while not stop.is_set():
+                for q in QUESTIONS:
+                    params = {"q": q, **({"as_of": str(as_of)} if as_of else {})}
+                    await call("GET", "/memory/area", params=params)
+                    await call("GET", "/memory/search", params=params)
+                await call("GET", "/memory/entities")
+
+        async def chat(as_of: int | None) -> None:
+            headers = {"X-Memory": "force", **({"X-Memory-As-Of": str(as_of)} if as_of else {})}
+            async with proxy.client() as client:
+                while not stop.is_set():
+                    try:
+                        await client.chat.completions.create(
+                            model="echo",
+                            messages=[{"role": "user", "content": QUESTIONS[0]}],
+                            extra_headers=headers,
+                        )
+                        statuses.append(("chat", 200, ""))
+                    except openai.APIStatusError as exc:
+                        statuses.append(("chat", exc.status_code, str(exc)[:300]))
+
+        readers = [asyncio.ensure_future(f) for f in
+                   (read(None), read(s1), chat(None), chat(s1))]
+        try:
+            await _write_meanwhile(call, s1)
+            await asyncio.sleep(0.5)
+        finally:
+            stop.set()
+            await asyncio.gather(*readers)
+    bad = [s for s in statuses if s[1] >= 500 or (s[1] >= 400 and s[1] not in (409, 429, 503))]
+    assert not bad, bad[:5]
+    print(sorted({(s[0], s[1]) for s in statuses}))
+    print([s for s in statuses if s[1] != 200][:10])
+
+
+async def _write_meanwhile(call: Any, s1: int) -> None:
+    """Formation passes, a cycle, a rollback and its undo, an export and an import."""
+    for i in range(3):
+        await call("POST", "/memory/ingest", json=_conversation(
+            f"d{i}", f"2023-06-0{i + 1}", [f"No, Kate works as a doctor since day {i}.",
+                                           "Oi Bia, tudo bem?"], ("Tom", "Beatriz")))
+    await call("POST", "/memory/dream")
+    status, body = await call("POST", "/memory/rollback", json={"snapshot": s1})
+    assert status == 200, body
+    await call("POST", "/memory/rollback", json={"snapshot": json.loads(body)["undo"]})
+    exported = await call("GET", "/memory/export", raw=True)
+    await call("POST", "/memory/rollback", json={"snapshot": s1})
+    status, body = await call("POST", "/memory/import", params={"replace": "true"}, data=exported)
+    assert status == 200, body
+
+
+async def test_an_answer_as_of_a_snapshot_after_an_import_reads_the_imported_memory(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path, backends: Backends
+) -> None:
+    other = MemoryStore(tmp_path / "other.db", backends=backends)
+    other.append(
+        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
+        conversation="o1",
+    )
+    other.form_all()
+    assert other.dream().snapshot == 1
+    exported = tmp_path / "other.zip"
+    other.export(exported, tenant="other")
+    other.close()
+    proxy = await make_proxy(proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+    ))
+    async with aiohttp.ClientSession() as http:
+
+        async def call(method: str, path: str, **kwargs: Any) -> Any:
+            async with http.request(method, proxy.url + path, **kwargs) as response:
+                body = await response.text()
+                assert response.status == 200, body
+                return json.loads(body)
+
+        await call("POST", "/memory/ingest", json=_conversation(
+            "c1", "2023-05-08", KATE, ("Katarzyna", "Tom")))
+        assert (await call("POST", "/memory/dream"))["snapshot"] == 1
+        async def hits(**params: str) -> str:
+            found = await call("GET", "/memory/search", params={"q": "nurse fado", **params})
+            return " ".join(h["text"] for h in found["hits"])
+
+        before = await hits(as_of="1")
+        assert "nurse" in before and "fado" not in before
+        await call("POST", "/memory/import", params={"replace": "true"},
+                   data=exported.read_bytes())
+        now = await hits()
+        assert "fado" in now and "nurse" not in now
+        after = await hits(as_of="1")
+    assert "fado" in after and "nurse" not in after, after
