@@ -265,3 +265,30 @@ def test_a_rollback_past_the_upgrade_that_dated_old_fragments_keeps_them_dated(
     again = MemoryStore(path, backends=backends)
     assert _dates_by_text(again) == expected
     again.close()
+
+
+def _used_in(store: MemoryStore, alias: str) -> list[int]:
+    return [
+        fragment
+        for entity in store.entities(limit=1000)
+        for a in entity.aliases
+        if a.alias == alias and a.source == VOCATIVE
+        for fragment in a.used_in
+    ]
+
+
+def test_the_fragments_a_vocative_alias_was_used_in_leave_out_forgotten_ones(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """/memory/entities listed, as where "Kate" was used, the fragments of messages the
+    user had forgotten (every other listing of memory leaves them out); undoing the
+    forget lists them again."""
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    _conversation(store, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    used = _used_in(store, "Kate")
+    assert len(used) == 2
+    store.forget_fragments(used[:1], request="forget", conversation=None)
+    assert _used_in(store, "Kate") == used[1:]
+    store.unforget()
+    assert _used_in(store, "Kate") == used
+    store.close()
