@@ -16,6 +16,7 @@ from memory_core.storage.db import connect, transaction
 from memory_core.storage.journal import TRACKED
 from memory_core.storage.migrations import MIGRATIONS, migrate
 from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.transfer import export as export_memory
 
 T0 = 1_683_504_000.0 + 3_600  # 8 May 2023, 01:00 UTC
 DAY = 86_400.0
@@ -292,3 +293,27 @@ def test_the_fragments_a_vocative_alias_was_used_in_leave_out_forgotten_ones(
     store.unforget()
     assert _used_in(store, "Kate") == used
     store.close()
+
+
+def test_an_import_of_a_store_whose_backfill_was_cut_short_dates_its_fragments(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """An export carries ``date_backfill`` (a store killed partway through its backfill
+    still has it pending). The store that imported it dated nothing until it was next
+    opened: questions by date missed those fragments meanwhile. It dates them now."""
+    source = MemoryStore(tmp_path / "source.db", backends=backends)
+    _say(source, *_TURNS)
+    expected = _dates_by_text(source)
+    source.close()
+    conn = connect(tmp_path / "source.db")
+    with transaction(conn, journal=False):  # killed before its first batch committed
+        conn.execute("DELETE FROM fragment_dates")
+        conn.execute("INSERT INTO date_backfill VALUES (1, 0)")
+    export_memory(conn, tmp_path / "export.zip", tenant="source", now=T0)
+    conn.close()
+    target = MemoryStore(tmp_path / "target.db", backends=backends)
+    target.import_export(tmp_path / "export.zip")
+    assert _dates_by_text(target) == expected and expected
+    with target.lookup() as reader:
+        assert reader.execute("SELECT count(*) FROM date_backfill").fetchone()[0] == 0
+    target.close()

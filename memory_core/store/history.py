@@ -134,8 +134,7 @@ class StoreHistory(abc.ABC):
             self._transition(),
         ):
             restored = history.rollback(self._forming, target, now=self._clock())
-            if backfill_pending(self._forming):  # fragments it kept lost their dates
-                date_formed(self._forming)
+            self._date_pending()  # fragments it kept may have lost their dates
         self._events(_rollback_record(restored, time.perf_counter() - began))
         return restored
 
@@ -161,6 +160,7 @@ class StoreHistory(abc.ABC):
         began = time.perf_counter()
         with exclusive(self.path, "an import"), self._form_lock, self._transition():
             manifest = import_memory(self._forming, source, replace=replace, max_bytes=max_bytes)
+            self._date_pending()  # an export of a store whose backfill was cut short
         counts = manifest.counts
         self._events({
             "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
@@ -297,6 +297,13 @@ class StoreHistory(abc.ABC):
             self.names = KnownNames(self._forming)
             self._prepared(self._graph.reload(self._forming))
         return True
+
+    def _date_pending(self) -> None:
+        """Run the date backfill when memory now has one pending (caller holds the
+        formation lock): it otherwise waits for the store's next open, and until then a
+        question by date misses the fragments it would date."""
+        if backfill_pending(self._forming):
+            date_formed(self._forming)
 
     @contextlib.contextmanager
     def _transition(self) -> Iterator[None]:
