@@ -4,6 +4,7 @@ transfers, each checked against the full contents of the derived tables."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import apsw
@@ -317,3 +318,24 @@ def test_an_import_of_a_store_whose_backfill_was_cut_short_dates_its_fragments(
     with target.lookup() as reader:
         assert reader.execute("SELECT count(*) FROM date_backfill").fetchone()[0] == 0
     target.close()
+
+
+def test_opening_a_new_store_another_process_is_creating_waits_for_it(tmp_path: Path) -> None:
+    """Two processes creating one new store at once: while one held a write transaction
+    on the file (not yet in WAL mode), the other's switch to WAL failed at once ("cannot
+    open memory database: database is locked"; SQLite's busy handler does not wait for
+    that lock). It now waits as for any other lock."""
+    path = tmp_path / "new.db"
+    creating = apsw.Connection(str(path))
+    creating.execute("CREATE TABLE t (x)")
+    creating.execute("BEGIN IMMEDIATE")
+    creating.execute("INSERT INTO t VALUES (1)")
+    done = threading.Timer(0.2, lambda: creating.execute("COMMIT"))
+    done.start()
+    try:
+        opened = connect(path)
+    finally:
+        done.join()
+    assert opened.execute("PRAGMA journal_mode").fetchall() == [("wal",)]
+    opened.close()
+    creating.close()
