@@ -4,6 +4,10 @@ transfers, each checked against the full contents of the derived tables."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore
 from memory_core.formation import Backends
-from memory_core.storage import journal
+from memory_core.storage import integrity_check, journal
 from memory_core.storage.db import connect, transaction
 from memory_core.storage.journal import TRACKED
 from memory_core.storage.migrations import MIGRATIONS, migrate
@@ -339,3 +343,54 @@ def test_opening_a_new_store_another_process_is_creating_waits_for_it(tmp_path: 
     assert opened.execute("PRAGMA journal_mode").fetchall() == [("wal",)]
     opened.close()
     creating.close()
+
+
+_KILLED_IN_THE_SECOND_BATCH = """
+import os, signal, sys
+from pathlib import Path
+import memory_core.formation.dates as dating
+from memory_core.storage.tables import dates as date_rows
+from memory_core import MemoryStore
+dating._BATCH = 1
+moved = date_rows.move_backfill
+def move(conn, after):
+    moved(conn, after)
+    if after > int(sys.argv[2]):  # inside the second batch's transaction, rows written
+        os.kill(os.getpid(), signal.SIGKILL)
+date_rows.move_backfill = move
+MemoryStore(Path(sys.argv[1]))
+"""
+
+
+def test_sigkill_in_the_middle_of_the_backfill_at_open_loses_and_repeats_nothing(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Held: a store of before migration 013 opened by a process killed (SIGKILL) while
+    its backfill wrote its second batch keeps the first batch and its place; the next
+    open dates the rest, each fragment once, and lookups answer."""
+    path = tmp_path / "old.db"
+    store = MemoryStore(path, backends=backends)
+    _say(store, *_TURNS, ("We met the day before yesterday.", T0 + 20))
+    expected = _dates_by_text(store)
+    first = int(store._reader.execute("SELECT min(id) FROM fragments").fetchone()[0])
+    store.close()
+    _as_before_migration_013(path)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IN_THE_SECOND_BATCH, str(path), str(first)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True, timeout=120, check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    conn = connect(path)
+    assert conn.execute("SELECT after FROM date_backfill").fetchall() == [(first,)]
+    assert conn.execute("SELECT DISTINCT fragment_id FROM fragment_dates").fetchall() == [
+        (first,)
+    ]
+    conn.close()
+    again = MemoryStore(path, backends=backends)
+    assert _dates_by_text(again) == expected and len(expected) == 3
+    with again.lookup() as reader:
+        assert reader.execute("SELECT count(*) FROM date_backfill").fetchone()[0] == 0
+    assert again.recall("puppy Biscuit", limit=1, budget_tokens=300).hits
+    assert integrity_check(path) == "ok"
+    again.close()
