@@ -21,6 +21,7 @@ from memory_core.storage.db import connect, transaction
 from memory_core.storage.journal import TRACKED
 from memory_core.storage.migrations import MIGRATIONS, migrate
 from memory_core.storage.tables.entities import VOCATIVE
+from memory_core.storage.tables.reformation import encoders
 from memory_core.transfer import export as export_memory
 
 T0 = 1_683_504_000.0 + 3_600  # 8 May 2023, 01:00 UTC
@@ -394,3 +395,31 @@ def test_sigkill_in_the_middle_of_the_backfill_at_open_loses_and_repeats_nothing
     assert again.recall("puppy Biscuit", limit=1, budget_tokens=300).hits
     assert integrity_check(path) == "ok"
     again.close()
+
+
+def test_an_import_of_memory_made_by_another_encoder_is_formed_again(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """A store checks once, when first used, that its vectors are its encoder's. An import
+    into a store already in use brought vectors of another encoder and nothing checked
+    them again: lookups compared questions with vectors of another space and formation
+    added its own beside them (a mixed store, which the design forbids) until the next
+    restart. The next use after an import checks again (here: forms it again)."""
+    source = MemoryStore(tmp_path / "source.db", backends=backends)
+    _say(source, *_TURNS)
+    source.close()
+    conn = connect(tmp_path / "source.db")
+    with transaction(conn, journal=False):
+        conn.execute("UPDATE fragment_vectors SET model = 'another-encoder'")
+    export_memory(conn, tmp_path / "export.zip", tenant="source", now=T0)
+    conn.close()
+    target = MemoryStore(tmp_path / "target.db", backends=backends)
+    _say(target, ("I bought a red bike.", T0))
+    assert target.recall("red bike", limit=1, budget_tokens=300).hits  # checked now
+    target.import_export(tmp_path / "export.zip", replace=True)
+    assert target.recall("puppy", limit=1, budget_tokens=300) is not None
+    assert target.reencoded is not None and target.reencoded[0] == ("another-encoder",)
+    target.form_all()
+    with target.lookup() as reader:
+        assert encoders(reader) == [backends.encoder.interpretation.label]
+    target.close()

@@ -78,6 +78,7 @@ class StoreHistory(abc.ABC):
     _forming: Connection
     _form_lock: threading.Lock
     _events: Events
+    _encoder_checked: bool
 
     @abc.abstractmethod
     def form_all(self) -> int:
@@ -154,13 +155,15 @@ class StoreHistory(abc.ABC):
         """Load the export at ``source`` into this store, in one transaction (refused,
         nothing changed, when the file is not a sound export of this schema, when it
         inflates past ``max_bytes``, or when this store holds memory and ``replace`` is
-        False); the graph is read again.
+        False); the graph is read again, and the next use checks again that the vectors
+        are this store's encoder's (as at an open: formed again, or refused).
         Raises :class:`ExportFileError`, :class:`MemoryNotEmptyError`, or
         :class:`DreamBusyError` while a cycle or a rollback runs for this tenant."""
         began = time.perf_counter()
         with exclusive(self.path, "an import"), self._form_lock, self._transition():
             manifest = import_memory(self._forming, source, replace=replace, max_bytes=max_bytes)
             self._date_pending()  # an export of a store whose backfill was cut short
+            self._encoder_checked = False  # its vectors may be another encoder's
         counts = manifest.counts
         self._events({
             "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
