@@ -423,3 +423,29 @@ def test_an_import_of_memory_made_by_another_encoder_is_formed_again(
     with target.lookup() as reader:
         assert encoders(reader) == [backends.encoder.interpretation.label]
     target.close()
+
+
+def test_a_rollback_to_vectors_of_another_encoder_is_formed_again(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """A rollback to a snapshot taken before memory was formed again for a new encoder
+    brings back the old encoder's vectors; the store, which checks its vectors once per
+    open, went on comparing questions with them until the next restart. The next use
+    after a rollback checks again."""
+    store = MemoryStore(tmp_path / "m.db", backends=backends)
+    _say(store, *_TURNS)
+    label = backends.encoder.interpretation.label
+    with transaction(store._forming):  # as a store encoded by another encoder was
+        store._forming.execute("UPDATE fragment_vectors SET model = 'another-encoder'")
+    s1 = store.dream().snapshot
+    with transaction(store._forming):  # as formed again for this one
+        store._forming.execute("UPDATE fragment_vectors SET model = ?", (label,))
+    store.dream()
+    assert store.recall("puppy", limit=1, budget_tokens=300).hits and store.reencoded is None
+    store.rollback(s1)
+    store.recall("puppy", limit=1, budget_tokens=300)
+    assert store.reencoded is not None and store.reencoded[0] == ("another-encoder",)
+    store.form_all()
+    with store.lookup() as reader:
+        assert encoders(reader) == [label]
+    store.close()

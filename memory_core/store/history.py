@@ -135,7 +135,7 @@ class StoreHistory(abc.ABC):
             self._transition(),
         ):
             restored = history.rollback(self._forming, target, now=self._clock())
-            self._date_pending()  # fragments it kept may have lost their dates
+            self._replaced()
         self._events(_rollback_record(restored, time.perf_counter() - began))
         return restored
 
@@ -162,8 +162,7 @@ class StoreHistory(abc.ABC):
         began = time.perf_counter()
         with exclusive(self.path, "an import"), self._form_lock, self._transition():
             manifest = import_memory(self._forming, source, replace=replace, max_bytes=max_bytes)
-            self._date_pending()  # an export of a store whose backfill was cut short
-            self._encoder_checked = False  # its vectors may be another encoder's
+            self._replaced()
         counts = manifest.counts
         self._events({
             "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
@@ -301,12 +300,16 @@ class StoreHistory(abc.ABC):
             self._prepared(self._graph.reload(self._forming))
         return True
 
-    def _date_pending(self) -> None:
-        """Run the date backfill when memory now has one pending (caller holds the
-        formation lock): it otherwise waits for the store's next open, and until then a
-        question by date misses the fragments it would date."""
+    def _replaced(self) -> None:
+        """After a rollback or an import (caller holds the formation lock), what an open
+        does for memory it did not form itself, which would otherwise wait for the next
+        open: the date backfill, when one is pending (fragments a rollback kept may have
+        lost the dates the backfill gave them; an export may carry one cut short), and
+        the check, at the next use, that the vectors are this store's encoder's (a
+        rollback to before memory was formed again for it, an export made with another)."""
         if backfill_pending(self._forming):
             date_formed(self._forming)
+        self._encoder_checked = False
 
     @contextlib.contextmanager
     def _transition(self) -> Iterator[None]:
