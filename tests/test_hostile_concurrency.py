@@ -170,3 +170,50 @@ async def test_an_answer_as_of_a_snapshot_after_an_import_reads_the_imported_mem
         assert "fado" in now and "nurse" not in now
         after = await hits(as_of="1")
     assert "fado" in after and "nurse" not in after, after
+
+
+async def test_a_rollback_by_another_process_never_fails_a_lookup(
+    upstream: FakeUpstream, make_proxy: MakeProxy, backends: Backends
+) -> None:
+    """Another process (``areamem rollback``) rolls the tenant back while the proxy serves
+    it: /memory/area (and a search by area) answered 500 ("memory ... changed wholesale")
+    until the cycle loop's next tick read the graph again. The lookup that finds the graph
+    stale now starts that read at once and is shed (503 memory_busy, Retry-After); once
+    read, lookups answer from the rolled-back state."""
+    proxy = await make_proxy(proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+    ))
+    async with aiohttp.ClientSession() as http:
+
+        async def call(method: str, path: str, **kwargs: Any) -> tuple[int, str]:
+            async with http.request(method, proxy.url + path, **kwargs) as response:
+                return response.status, await response.text()
+
+        await call("POST", "/memory/ingest", json=_conversation(
+            "c1", "2023-05-08", KATE, ("Katarzyna", "Tom")))
+        s1 = json.loads((await call("POST", "/memory/dream"))[1])["snapshot"]
+        await call("POST", "/memory/ingest", json=_conversation(
+            "c2", "2023-06-01", ["Oi Bia, tudo bem?", "Sim! Toco fado no Porto."],
+            ("Rui", "Beatriz")))
+        await call("POST", "/memory/dream")
+        assert (await call("GET", "/memory/area", params={"q": "fado"}))[0] == 200
+        (path,) = [p for p in proxy.data_dir.rglob("*.db") if "as_of" not in str(p)]
+        other = MemoryStore(path, backends=backends)  # as `areamem rollback` would
+        other.rollback(s1)
+        other.close()
+        shed = [await call("GET", "/memory/area", params={"q": "fado"}),
+                await call("GET", "/memory/search", params={"q": "fado", "strategy": "area"})]
+        async with proxy.client() as client:
+            await client.chat.completions.create(
+                model="echo", messages=[{"role": "user", "content": "fado?"}],
+                extra_headers={"X-Memory": "force"},
+            )
+        await proxy.services.tenants.get("default").check_generation()  # the reread done
+        status, body = await call("GET", "/memory/area", params={"q": "fado"})
+    for status_shed, text in shed:
+        assert status_shed in (200, 503), text
+        if status_shed == 503:
+            assert "memory_busy" in text and "changed wholesale" in text, text
+    assert status == 200 and "Toco fado" not in body, body

@@ -44,6 +44,7 @@ from memory_core import (
     Step,
     StoreStats,
 )
+from memory_core.errors import MemoryChangedError
 from memory_core.views import AreaExplanation, ContextView, EntityView, RelationView
 
 from ..errors import RetrievalSkipped
@@ -360,7 +361,10 @@ class TenantMemory:
             gate.leave()
             raise
         work.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.leave))
-        return await asyncio.wrap_future(work)
+        try:
+            return await asyncio.wrap_future(work)
+        except MemoryChangedError as exc:
+            raise self._rereading(exc) from exc
 
     def save_receipt(
         self, receipt_id: str, build: Callable[[], Mapping[str, Any]]
@@ -476,7 +480,17 @@ class TenantMemory:
         self, question: str, *, limit: int, as_of: int | None = None
     ) -> AreaExplanation:
         store = self.store if as_of is None else await self.as_of_store(as_of)
-        return await self._read(lambda: store.explain_area(question, limit=limit))
+        try:
+            return await self._read(lambda: store.explain_area(question, limit=limit))
+        except MemoryChangedError as exc:
+            raise self._rereading(exc) from exc
+
+    def _rereading(self, exc: MemoryChangedError) -> RetrievalSkipped:
+        """Start reading the graph again now (not at the cycle loop's next tick) and shed
+        the lookup that found it stale: another process rolled memory back or consolidated
+        it, and a large graph takes a while to read, which no lookup should wait for."""
+        self._former.submit(self.store.check_generation).add_done_callback(self._warmed)
+        return RetrievalSkipped(f"{exc}; try again")
 
     # -- history: cycles, snapshots, rollback -------------------------------------------
 
