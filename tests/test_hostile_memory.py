@@ -266,8 +266,12 @@ def test_a_rollback_past_the_upgrade_that_dated_old_fragments_keeps_them_dated(
     assert set(expected) == {_TURNS[0][0], _TURNS[1][0]}  # the backfill dated them
     _say(store, ("My sister visits next month.", T0 + DAY), conversation="c2")
     store.dream()
-    store.rollback(s0)
+    before = _derived(store)
+    restored = store.rollback(s0)
     assert _dates_by_text(store) == expected
+    store.rollback(restored.snapshot - 1)  # undone: exactly as before
+    assert _derived(store) == before
+    store.rollback(s0)
     store.close()
     again = MemoryStore(path, backends=backends)
     assert _dates_by_text(again) == expected
