@@ -217,3 +217,43 @@ async def test_a_rollback_by_another_process_never_fails_a_lookup(
         if status_shed == 503:
             assert "memory_busy" in text and "changed wholesale" in text, text
     assert status == 200 and "Toco fado" not in body, body
+
+
+async def test_a_conversation_switched_off_in_an_imported_memory_stays_off(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path, backends: Backends
+) -> None:
+    """``/memory off`` is kept with memory (``memory_off``, carried by an export), and
+    the proxy keeps the switched-off conversations in memory, read when the tenant is
+    opened. An import replacing the tenant's memory left that set as it was: a
+    conversation the imported memory had switched off got memory (and its exchanges were
+    stored), and one switched off before the import stayed off."""
+    other = MemoryStore(tmp_path / "other.db", backends=backends)
+    other.append(
+        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
+        conversation="o1",
+    )
+    other.form_all()
+    other.switch_memory("secret", on=False)
+    other.export(tmp_path / "other.zip", tenant="other")
+    other.close()
+    proxy = await make_proxy(proxy_config(
+        upstream.url,
+        memory={"ingest": True, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+    ))
+    memory = await proxy.services.tenants.open("default")
+    await memory.switch_memory("private", on=False)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            proxy.url + "/memory/import", params={"replace": "true"},
+            data=(tmp_path / "other.zip").read_bytes(),
+        ) as response:
+            assert response.status == 200, await response.text()
+    assert memory.memory_is_off("secret") and not memory.memory_is_off("private")
+    async with proxy.client() as client:
+        await client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "Where do I play fado?"}],
+            extra_headers={"X-Memory": "force", "X-Conversation-Id": "secret"},
+        )
+    first = upstream.requests[-1].body["messages"][0]
+    assert first["role"] == "user"  # no memory block in a conversation switched off

@@ -560,14 +560,16 @@ class TenantMemory:
     ) -> Manifest:
         """Load the export at ``source`` (see :meth:`MemoryStore.import_export`) on the
         formation thread; copies as of a snapshot are dropped (they were of the memory
-        replaced)."""
+        replaced), and the conversations switched off are those of the memory loaded."""
+
+        def load() -> tuple[Manifest, set[str]]:
+            manifest = self.store.import_export(source, replace=replace, max_bytes=max_bytes)
+            return manifest, self.store.memory_off()
+
         loop = asyncio.get_running_loop()
         self.dreaming = True
         try:
-            manifest = await loop.run_in_executor(
-                self._former,
-                lambda: self.store.import_export(source, replace=replace, max_bytes=max_bytes),
-            )
+            manifest, self._off = await loop.run_in_executor(self._former, load)
         finally:
             self.dreaming = False
         self._forgets_changed()
