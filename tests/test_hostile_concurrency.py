@@ -257,3 +257,50 @@ async def test_a_conversation_switched_off_in_an_imported_memory_stays_off(
         )
     first = upstream.requests[-1].body["messages"][0]
     assert first["role"] == "user"  # no memory block in a conversation switched off
+
+
+async def test_an_import_by_another_process_is_taken_in_whole_when_the_graph_is_reread(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path, backends: Backends
+) -> None:
+    """``areamem import --replace`` on a tenant the proxy serves: the proxy notices the new
+    generation and reads the graph again, but kept its copies as of snapshots (answers as
+    of snapshot 1 came from the memory replaced) and its switched-off conversations."""
+    other = MemoryStore(tmp_path / "other.db", backends=backends)
+    other.append(
+        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
+        conversation="o1",
+    )
+    other.form_all()
+    assert other.dream().snapshot == 1
+    other.switch_memory("secret", on=False)
+    other.export(tmp_path / "other.zip", tenant="other")
+    other.close()
+    proxy = await make_proxy(proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+    ))
+    async with aiohttp.ClientSession() as http:
+
+        async def hits(**params: str) -> str:
+            async with http.get(
+                proxy.url + "/memory/search", params={"q": "nurse fado", **params}
+            ) as response:
+                body = await response.text()
+                assert response.status == 200, body
+                return " ".join(h["text"] for h in json.loads(body)["hits"])
+
+        async with http.post(proxy.url + "/memory/ingest", json=_conversation(
+            "c1", "2023-05-08", KATE, ("Katarzyna", "Tom"))) as response:
+            assert response.status == 200
+        async with http.post(proxy.url + "/memory/dream") as response:
+            assert response.status == 200
+        assert "nurse" in await hits(as_of="1")
+        memory = proxy.services.tenants.get("default")
+        cli = MemoryStore(memory.store.path, backends=backends)  # as `areamem import` would
+        cli.import_export(tmp_path / "other.zip", replace=True)
+        cli.close()
+        assert await memory.check_generation()  # what the cycle loop's tick does
+        after = await hits(as_of="1")
+    assert "fado" in after and "nurse" not in after, after
+    assert memory.memory_is_off("secret")

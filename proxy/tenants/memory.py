@@ -175,6 +175,7 @@ class TenantMemory:
         self._readers = readers
         self._gate = gate or RecallGate(4)
         self._off = store.memory_off()
+        self._rereads: set[asyncio.Future[bool]] = set()
         self._turns: OrderedDict[str, LastTurn] = OrderedDict()
         self._held_forgets: OrderedDict[str, HeldForget] = OrderedDict()
 
@@ -489,8 +490,16 @@ class TenantMemory:
         """Start reading the graph again now (not at the cycle loop's next tick) and shed
         the lookup that found it stale: another process rolled memory back or consolidated
         it, and a large graph takes a while to read, which no lookup should wait for."""
-        self._former.submit(self.store.check_generation).add_done_callback(self._warmed)
+        reread = asyncio.ensure_future(self.check_generation())
+        self._rereads.add(reread)
+        reread.add_done_callback(self._reread)
         return RetrievalSkipped(f"{exc}; try again")
+
+    def _reread(self, done: asyncio.Future[bool]) -> None:
+        self._rereads.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if exc is not None and self._events is not None:
+            self._events({"event": "graph_reread_failed", "tenant": self.name, "error": str(exc)})
 
     # -- history: cycles, snapshots, rollback -------------------------------------------
 
@@ -597,10 +606,20 @@ class TenantMemory:
         return await loop.run_in_executor(self._former, self.store.checkpoint)
 
     async def check_generation(self) -> bool:
-        """Read the graph again if memory was rolled back or consolidated by another
-        process (on the formation thread, like every graph read)."""
+        """Read the graph again if memory was rolled back, consolidated or replaced (an
+        import) by another process (on the formation thread, like every graph read); then
+        the switched-off conversations are read again and the copies as of snapshots
+        dropped (an import replaces the snapshots too). Whether it was read again."""
+
+        def check() -> tuple[bool, set[str]]:
+            moved = self.store.check_generation()
+            return moved, self.store.memory_off() if moved else self._off
+
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._former, self.store.check_generation)
+        moved, self._off = await loop.run_in_executor(self._former, check)
+        if moved:
+            self._forgets_changed()
+        return moved
 
     @property
     def idle_s(self) -> float:
