@@ -453,3 +453,27 @@ def test_a_rollback_to_vectors_of_another_encoder_is_formed_again(
     with store.lookup() as reader:
         assert encoders(reader) == [label]
     store.close()
+
+
+def test_an_import_into_a_fresh_store_holds_the_same_derived_rows(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Held: dates, vocative aliases, the date backfill's table and every other derived
+    row travel verbatim; searches, areas and the entities listing answer the same."""
+    source = MemoryStore(tmp_path / "source.db", backends=backends)
+    _conversation(source, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    _conversation(source, ("Beatriz", "Rui"), BIA, "c2", T0 + DAY)
+    source.dream()
+    source.export(tmp_path / "export.zip", tenant="source")
+    rows, answers = _derived(source), _answers(source)
+    with source.lookup() as conn:
+        backfill = _rows(conn, "date_backfill")
+    source.close()
+    target = MemoryStore(tmp_path / "target.db", backends=backends)
+    target.import_export(tmp_path / "export.zip")
+    assert _derived(target) == rows and rows["fragment_dates"]
+    assert any(r[5] == VOCATIVE for r in rows["aliases"])
+    with target.lookup() as conn:
+        assert _rows(conn, "date_backfill") == backfill
+    assert _answers(target) == answers
+    target.close()
