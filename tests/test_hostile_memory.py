@@ -15,6 +15,7 @@ import apsw
 import pytest
 
 from memory_core import LogMessage, MemoryStore
+from memory_core.errors import ExportFileError
 from memory_core.formation import Backends
 from memory_core.storage import integrity_check, journal
 from memory_core.storage.db import connect, transaction
@@ -476,4 +477,26 @@ def test_an_import_into_a_fresh_store_holds_the_same_derived_rows(
     with target.lookup() as conn:
         assert _rows(conn, "date_backfill") == backfill
     assert _answers(target) == answers
+    target.close()
+
+
+def test_an_export_of_a_store_from_before_the_dates_is_refused_clearly(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Held: an export made by a store of before migrations 013 and 014 (no dates, no
+    backfill) is refused, naming both schemas, and changes nothing."""
+    old = tmp_path / "old.db"
+    store = MemoryStore(old, backends=backends)
+    _say(store, *_TURNS)
+    store.close()
+    _as_before_migration_013(old)
+    conn = connect(old)
+    export_memory(conn, tmp_path / "old.zip", tenant="old", now=T0)
+    conn.close()
+    target = MemoryStore(tmp_path / "target.db", backends=backends)
+    _conversation(target, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    before = _derived(target)
+    with pytest.raises(ExportFileError, match=r"schema \(012_word_vectors\) is not this.*014"):
+        target.import_export(tmp_path / "old.zip", replace=True)
+    assert _derived(target) == before
     target.close()
