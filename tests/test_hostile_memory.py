@@ -500,3 +500,53 @@ def test_an_export_of_a_store_from_before_the_dates_is_refused_clearly(
         target.import_export(tmp_path / "old.zip", replace=True)
     assert _derived(target) == before
     target.close()
+
+
+_KILLED_IN_THE_WRITE = """
+import os, signal, sys
+from pathlib import Path
+import memory_core.formation.pipeline as pipeline
+from memory_core import MemoryStore
+from memory_core.formation import FormationConfig, build_backends
+from memory_core.formation.config import EncoderConfig
+def killed(conn, entities, now):  # dates, mentions and aliases written, not committed
+    os.kill(os.getpid(), signal.SIGKILL)
+pipeline.save_entities = killed
+backends = build_backends(FormationConfig(encoder=EncoderConfig(model="minilm")))
+MemoryStore(Path(sys.argv[1]), backends=backends).form_all()
+"""
+
+
+def test_sigkill_of_formation_inside_its_write_leaves_nothing_half_written(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Held: a process killed (SIGKILL) inside a formation pass's write transaction (its
+    dates, mentions and vocative aliases written, not committed) leaves the rows queued
+    and no derived row; the next passes form the same dates, entities and aliases as an
+    uninterrupted one, once each."""
+    clean = MemoryStore(tmp_path / "clean.db", backends=backends)
+    _conversation(clean, ("Katarzyna", "Tom"), KATE, "c1", T0)
+    expected = _dates_by_text(clean), _answers(clean)["entities"]
+    clean.close()
+    path = tmp_path / "killed.db"
+    store = MemoryStore(path, backends=backends)
+    turns = [
+        LogMessage({"role": "user", "name": ("Katarzyna", "Tom")[i % 2], "content": t}, T0 + 60 * i)
+        for i, t in enumerate(KATE)
+    ]
+    store.append(turns, conversation="c1", source="ingest")
+    store.close()
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IN_THE_WRITE, str(path)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True, timeout=120, check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    again = MemoryStore(path, backends=backends)
+    assert all(not rows for rows in _derived(again).values())
+    assert again.form_all() == len(KATE)  # each retried alone (it had an attempt behind it)
+    assert (_dates_by_text(again), _answers(again)["entities"]) == expected
+    with again.lookup() as conn:
+        assert conn.execute("SELECT count(*) FROM queue").fetchone()[0] == 0
+    assert integrity_check(path) == "ok"
+    again.close()
