@@ -115,11 +115,12 @@ def import_(
                         "this tenant already holds memory: import into a new tenant, or"
                         " replace what it holds (--replace, or replace=true)"
                     )
+                replaced = history_rows.state(conn)
                 rows.clear(conn, rows.tables(conn))
                 for table, part in manifest.parts.items():
                     _load(conn, archive, table, part)
                 rows.rebuild_index(conn)
-                history_rows.bump(conn)  # a new generation: readers read memory again
+                history_rows.bump_past(conn, replaced)  # readers and formers read it again
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ExportFileError(f"{source}: not an areamem export, or truncated: {exc}") from exc
     except OSError as exc:

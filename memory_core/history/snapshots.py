@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import SnapshotNotFoundError, StorageError
 from ..storage import Connection, connect, copy_database, journal, transaction
 from ..storage import changesets as cs
+from ..storage.tables import dates as date_rows
 from ..storage.tables import history as rows
 from ..storage.tables.history import HeldRow, MemoryState, SnapshotRow
 from ..storage.tables.stats import row_counts
@@ -141,6 +142,7 @@ def rollback(
         assert head is not None
         path = _inverse_path(conn, target, head)
         applied = cs.apply(conn, path)
+        _redate_kept(conn, path)
         formed_again = len(applied.logs_added)
         rows.unhold(conn, applied.logs_added)
         newly_held = rows.hold_queued(conn, now, target)
@@ -171,6 +173,21 @@ def rollback(
         body,
         head,
     )
+
+
+def _redate_kept(conn: Connection, path: bytes) -> None:
+    """Arm the date backfill for the fragments ``path`` took the expressions of but kept.
+
+    A fragment's expressions are formed with it, so a rollback removes them only with the
+    fragment, except those the backfill after migration 013 added to fragments formed
+    before it: rolling back past that backfill would leave them undated for good (a
+    question by date would miss them, never the fragments formed later)."""
+    undated = {
+        int(c.old[0])  # type: ignore[call-overload]  # the fragment id, an integer
+        for c in cs.changes(path)
+        if c.table == "fragment_dates" and c.op == "delete" and c.old is not None
+    }
+    date_rows.arm_backfill(conn, undated)
 
 
 def checkpoint(conn: Connection, *, now: float, entries: int, size: int, keep: int) -> int | None:

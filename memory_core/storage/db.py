@@ -101,12 +101,28 @@ def connect(path: Path, *, readonly: bool = False) -> Connection:
         conn = apsw.Connection(str(path), flags=flags)
         conn.set_busy_timeout(_BUSY_TIMEOUT_MS)
         if not readonly:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _write_ahead(conn)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA synchronous=NORMAL")
     except apsw.Error as exc:
         raise StorageError(f"cannot open memory database {path}: {exc}") from exc
     return conn
+
+
+def _write_ahead(conn: Connection) -> None:
+    """Put the file in WAL mode. On a file not yet in it this needs an exclusive lock that
+    SQLite does not wait for with the busy handler: while another process creates the
+    same new store (its migrations' write transaction, or its own switch to WAL), it fails
+    at once with "database is locked". So it is tried again within the busy timeout."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextlib.contextmanager

@@ -530,7 +530,9 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
 
 
 def migrate(conn: Connection) -> list[str]:
-    """Apply every migration not yet recorded; return the names applied now."""
+    """Apply every migration not yet recorded; return the names applied now (by this
+    connection: another process opening the file at the same time may apply some of
+    them between our transactions, so each is looked up again under the write lock)."""
     with transaction(conn, journal=False):
         conn.execute(
             "CREATE TABLE IF NOT EXISTS migrations"
@@ -542,7 +544,13 @@ def migrate(conn: Connection) -> list[str]:
         if name in done:
             continue
         with transaction(conn, journal=False):  # schema changes are never rolled back
+            if _recorded(conn, name):
+                continue
             migration(conn)
             conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
         applied.append(name)
     return applied
+
+
+def _recorded(conn: Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone() is not None

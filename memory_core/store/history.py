@@ -23,6 +23,7 @@ from typing import Any
 
 from ..dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
 from ..formation import Backends
+from ..formation.dates import backfill_pending, date_formed
 from ..history import snapshots as history
 from ..history.diff import diff_of
 from ..history.snapshots import Restored
@@ -77,6 +78,7 @@ class StoreHistory(abc.ABC):
     _forming: Connection
     _form_lock: threading.Lock
     _events: Events
+    _encoder_checked: bool
 
     @abc.abstractmethod
     def form_all(self) -> int:
@@ -133,6 +135,7 @@ class StoreHistory(abc.ABC):
             self._transition(),
         ):
             restored = history.rollback(self._forming, target, now=self._clock())
+            self._replaced()
         self._events(_rollback_record(restored, time.perf_counter() - began))
         return restored
 
@@ -152,12 +155,14 @@ class StoreHistory(abc.ABC):
         """Load the export at ``source`` into this store, in one transaction (refused,
         nothing changed, when the file is not a sound export of this schema, when it
         inflates past ``max_bytes``, or when this store holds memory and ``replace`` is
-        False); the graph is read again.
+        False); the graph is read again, and the next use checks again that the vectors
+        are this store's encoder's (as at an open: formed again, or refused).
         Raises :class:`ExportFileError`, :class:`MemoryNotEmptyError`, or
         :class:`DreamBusyError` while a cycle or a rollback runs for this tenant."""
         began = time.perf_counter()
         with exclusive(self.path, "an import"), self._form_lock, self._transition():
             manifest = import_memory(self._forming, source, replace=replace, max_bytes=max_bytes)
+            self._replaced()
         counts = manifest.counts
         self._events({
             "event": "import", "from_tenant": manifest.tenant, "created_at": manifest.created_at,
@@ -294,6 +299,17 @@ class StoreHistory(abc.ABC):
             self.names = KnownNames(self._forming)
             self._prepared(self._graph.reload(self._forming))
         return True
+
+    def _replaced(self) -> None:
+        """After a rollback or an import (caller holds the formation lock), what an open
+        does for memory it did not form itself, which would otherwise wait for the next
+        open: the date backfill, when one is pending (fragments a rollback kept may have
+        lost the dates the backfill gave them; an export may carry one cut short), and
+        the check, at the next use, that the vectors are this store's encoder's (a
+        rollback to before memory was formed again for it, an export made with another)."""
+        if backfill_pending(self._forming):
+            date_formed(self._forming)
+        self._encoder_checked = False
 
     @contextlib.contextmanager
     def _transition(self) -> Iterator[None]:

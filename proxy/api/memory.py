@@ -148,18 +148,23 @@ async def search(request: web.Request) -> web.Response:
     except SnapshotNotFoundError as exc:
         raise _no_snapshot(exc) from exc
     except RetrievalSkipped as exc:
-        raise ApiError(
-            503,
-            f"memory is busy, try again: {exc}",
-            type_="server_error",
-            code="memory_busy",
-            headers={"Retry-After": "1"},
-        ) from exc
+        raise _busy(exc) from exc
     except MemoryCoreError as exc:
         raise ApiError(
             500, f"search failed: {exc}", type_="server_error", code="memory_error"
         ) from exc
     return json_response(search_response(query, recall, time.perf_counter() - began))
+
+
+def _busy(exc: RetrievalSkipped) -> ApiError:
+    """A lookup shed (see :class:`RetrievalSkipped`): 503, to be tried again."""
+    return ApiError(
+        503,
+        f"memory is busy, try again: {exc}",
+        type_="server_error",
+        code="memory_busy",
+        headers={"Retry-After": "1"},
+    )
 
 
 def search_response(query: str, recall: Recall, seconds: float) -> SearchResponse:
@@ -215,6 +220,8 @@ async def area(request: web.Request) -> web.Response:
         report = await memory.explain_area(query, limit=k, as_of=as_of)
     except SnapshotNotFoundError as exc:
         raise _no_snapshot(exc) from exc
+    except RetrievalSkipped as exc:
+        raise _busy(exc) from exc
     except MemoryCoreError as exc:
         raise ApiError(
             500, f"area retrieval failed: {exc}", type_="server_error", code="memory_error"

@@ -439,6 +439,11 @@ def area() -> Json:
         "200": _json("Foci, the chosen area with every score term, timings.", _ref("AreaResponse")),
         "400": _error("Missing ``q`` or ``k`` out of range."),
         "404": _error("``as_of`` names no snapshot of the tenant (``snapshot_not_found``)."),
+        "503": _error(
+            "Memory is busy (``memory_busy``: another process rolled it back or consolidated"
+            " it, and its graph is being read again); retry.",
+            _RETRY_AFTER,
+        ),
     }
     return _operation(
         "area",

@@ -44,6 +44,7 @@ from memory_core import (
     Step,
     StoreStats,
 )
+from memory_core.errors import MemoryChangedError
 from memory_core.views import AreaExplanation, ContextView, EntityView, RelationView
 
 from ..errors import RetrievalSkipped
@@ -174,6 +175,7 @@ class TenantMemory:
         self._readers = readers
         self._gate = gate or RecallGate(4)
         self._off = store.memory_off()
+        self._rereads: set[asyncio.Future[bool]] = set()
         self._turns: OrderedDict[str, LastTurn] = OrderedDict()
         self._held_forgets: OrderedDict[str, HeldForget] = OrderedDict()
 
@@ -360,7 +362,10 @@ class TenantMemory:
             gate.leave()
             raise
         work.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.leave))
-        return await asyncio.wrap_future(work)
+        try:
+            return await asyncio.wrap_future(work)
+        except MemoryChangedError as exc:
+            raise self._rereading(exc) from exc
 
     def save_receipt(
         self, receipt_id: str, build: Callable[[], Mapping[str, Any]]
@@ -476,7 +481,25 @@ class TenantMemory:
         self, question: str, *, limit: int, as_of: int | None = None
     ) -> AreaExplanation:
         store = self.store if as_of is None else await self.as_of_store(as_of)
-        return await self._read(lambda: store.explain_area(question, limit=limit))
+        try:
+            return await self._read(lambda: store.explain_area(question, limit=limit))
+        except MemoryChangedError as exc:
+            raise self._rereading(exc) from exc
+
+    def _rereading(self, exc: MemoryChangedError) -> RetrievalSkipped:
+        """Start reading the graph again now (not at the cycle loop's next tick) and shed
+        the lookup that found it stale: another process rolled memory back or consolidated
+        it, and a large graph takes a while to read, which no lookup should wait for."""
+        reread = asyncio.ensure_future(self.check_generation())
+        self._rereads.add(reread)
+        reread.add_done_callback(self._reread)
+        return RetrievalSkipped(f"{exc}; try again")
+
+    def _reread(self, done: asyncio.Future[bool]) -> None:
+        self._rereads.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if exc is not None and self._events is not None:
+            self._events({"event": "graph_reread_failed", "tenant": self.name, "error": str(exc)})
 
     # -- history: cycles, snapshots, rollback -------------------------------------------
 
@@ -546,14 +569,16 @@ class TenantMemory:
     ) -> Manifest:
         """Load the export at ``source`` (see :meth:`MemoryStore.import_export`) on the
         formation thread; copies as of a snapshot are dropped (they were of the memory
-        replaced)."""
+        replaced), and the conversations switched off are those of the memory loaded."""
+
+        def load() -> tuple[Manifest, set[str]]:
+            manifest = self.store.import_export(source, replace=replace, max_bytes=max_bytes)
+            return manifest, self.store.memory_off()
+
         loop = asyncio.get_running_loop()
         self.dreaming = True
         try:
-            manifest = await loop.run_in_executor(
-                self._former,
-                lambda: self.store.import_export(source, replace=replace, max_bytes=max_bytes),
-            )
+            manifest, self._off = await loop.run_in_executor(self._former, load)
         finally:
             self.dreaming = False
         self._forgets_changed()
@@ -581,10 +606,20 @@ class TenantMemory:
         return await loop.run_in_executor(self._former, self.store.checkpoint)
 
     async def check_generation(self) -> bool:
-        """Read the graph again if memory was rolled back or consolidated by another
-        process (on the formation thread, like every graph read)."""
+        """Read the graph again if memory was rolled back, consolidated or replaced (an
+        import) by another process (on the formation thread, like every graph read); then
+        the switched-off conversations are read again and the copies as of snapshots
+        dropped (an import replaces the snapshots too). Whether it was read again."""
+
+        def check() -> tuple[bool, set[str]]:
+            moved = self.store.check_generation()
+            return moved, self.store.memory_off() if moved else self._off
+
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._former, self.store.check_generation)
+        moved, self._off = await loop.run_in_executor(self._former, check)
+        if moved:
+            self._forgets_changed()
+        return moved
 
     @property
     def idle_s(self) -> float:

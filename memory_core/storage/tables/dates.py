@@ -21,8 +21,8 @@ from ..db import JSON_IN, Connection, json_array, reading
 from ..values import stored_text, stored_timestamp
 from .fragments import hidden_ids
 
-__all__ = ["DateRow", "Days", "backfill_after", "dated_within", "end_backfill", "expressions_of",
-           "insert", "matching", "move_backfill", "said_within", "undated"]
+__all__ = ["DateRow", "Days", "arm_backfill", "backfill_after", "dated_within", "end_backfill",
+           "expressions_of", "insert", "matching", "move_backfill", "said_within", "undated"]
 
 _DAY_SECONDS = 86_400.0
 
@@ -82,6 +82,17 @@ def move_backfill(conn: Connection, after: int) -> None:
     """Record that the backfill has dated every fragment up to ``after`` (in its batch's
     transaction)."""
     conn.execute("UPDATE date_backfill SET after = ? WHERE id = 1", (after,))
+
+
+def arm_backfill(conn: Connection, fragment_ids: Collection[int]) -> None:
+    """A backfill pending from the first of ``fragment_ids`` that is still a fragment
+    (from the lower place when one is pending already; nothing when none is)."""
+    conn.execute(
+        "INSERT INTO date_backfill (id, after) SELECT 1, first - 1 FROM"
+        f" (SELECT min(id) AS first FROM fragments WHERE id {JSON_IN}) WHERE first IS NOT NULL"
+        " ON CONFLICT (id) DO UPDATE SET after = min(after, excluded.after)",
+        (json_array(fragment_ids),),
+    )
 
 
 def end_backfill(conn: Connection) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..db import Connection, reading
+from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
     "VOCATIVE",
@@ -292,13 +293,15 @@ def mentions_by_reason(
     conn: Connection, entity_id: int, reason_prefix: str, limit: int
 ) -> list[tuple[int, str]]:
     """``(fragment_id, surface)`` of the entity's first ``limit`` mentions whose link
-    reason starts with ``reason_prefix``, in id order."""
+    reason starts with ``reason_prefix``, in id order; a forgotten fragment's left out,
+    as every listing of memory leaves it out."""
     with reading("inspection query failed"):
         return [
             (int(row[0]), str(row[1]))
             for row in conn.execute(
-                "SELECT fragment_id, surface FROM mentions WHERE entity_id = ?"
-                " AND substr(link_reason, 1, ?) = ? ORDER BY id LIMIT ?",
+                "SELECT m.fragment_id, m.surface FROM mentions m JOIN fragments f"
+                f" ON f.id = m.fragment_id AND f.log_id NOT IN {FORGOTTEN_LOGS}"
+                " WHERE m.entity_id = ? AND substr(m.link_reason, 1, ?) = ? ORDER BY m.id LIMIT ?",
                 (entity_id, len(reason_prefix), reason_prefix, limit),
             )
         ]

@@ -26,6 +26,7 @@ __all__ = [
     "MemoryState",
     "SnapshotRow",
     "bump",
+    "bump_past",
     "changesets_after",
     "drop_journal",
     "head",
@@ -208,6 +209,18 @@ def bump(conn: Connection, *, rollback_at: float | None = None) -> None:
         " derived_version = derived_version + 1,"
         " last_rollback_at = coalesce(?, last_rollback_at)",
         (rollback_at,),
+    )
+
+
+def bump_past(conn: Connection, replaced: MemoryState) -> None:
+    """Memory was replaced by another's, its bookkeeping row included (an import): a
+    generation and a derived version past both the replaced memory's and the loaded one's,
+    so no reader or former that read the replaced memory takes the new one for it (the
+    loaded counters, bumped by one, could equal those it had read)."""
+    conn.execute(
+        "UPDATE memory_state SET generation = max(generation, ?) + 1,"
+        " derived_version = max(derived_version, ?) + 1",
+        (replaced.generation, replaced.derived_version),
     )
 
 
