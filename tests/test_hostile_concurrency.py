@@ -113,6 +113,26 @@ async def test_lookups_answer_while_formation_cycles_rollbacks_and_imports_write
     print([s for s in statuses if s[1] != 200][:10])
 
 
+def _other_memory(
+    tmp_path: Path, backends: Backends, *, switched_off: tuple[str, ...] = ()
+) -> Path:
+    """Another tenant's memory exported to ``tmp_path/other.zip``: Rui plays fado in Porto
+    (snapshot 1 taken after it), with ``switched_off`` conversations switched off."""
+    other = MemoryStore(tmp_path / "other.db", backends=backends)
+    other.append(
+        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
+        conversation="o1",
+    )
+    other.form_all()
+    assert other.dream().snapshot == 1
+    for conversation in switched_off:
+        other.switch_memory(conversation, on=False)
+    exported = tmp_path / "other.zip"
+    other.export(exported, tenant="other")
+    other.close()
+    return exported
+
+
 async def _write_meanwhile(call: Any, s1: int) -> None:
     """Formation passes, a cycle, a rollback and its undo, an export and an import."""
     for i in range(3):
@@ -132,16 +152,7 @@ async def _write_meanwhile(call: Any, s1: int) -> None:
 async def test_an_answer_as_of_a_snapshot_after_an_import_reads_the_imported_memory(
     upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path, backends: Backends
 ) -> None:
-    other = MemoryStore(tmp_path / "other.db", backends=backends)
-    other.append(
-        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
-        conversation="o1",
-    )
-    other.form_all()
-    assert other.dream().snapshot == 1
-    exported = tmp_path / "other.zip"
-    other.export(exported, tenant="other")
-    other.close()
+    exported = _other_memory(tmp_path, backends)
     proxy = await make_proxy(proxy_config(
         upstream.url,
         memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
@@ -227,15 +238,7 @@ async def test_a_conversation_switched_off_in_an_imported_memory_stays_off(
     opened. An import replacing the tenant's memory left that set as it was: a
     conversation the imported memory had switched off got memory (and its exchanges were
     stored), and one switched off before the import stayed off."""
-    other = MemoryStore(tmp_path / "other.db", backends=backends)
-    other.append(
-        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
-        conversation="o1",
-    )
-    other.form_all()
-    other.switch_memory("secret", on=False)
-    other.export(tmp_path / "other.zip", tenant="other")
-    other.close()
+    _other_memory(tmp_path, backends, switched_off=("secret",))
     proxy = await make_proxy(proxy_config(
         upstream.url,
         memory={"ingest": True, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
@@ -265,16 +268,7 @@ async def test_an_import_by_another_process_is_taken_in_whole_when_the_graph_is_
     """``areamem import --replace`` on a tenant the proxy serves: the proxy notices the new
     generation and reads the graph again, but kept its copies as of snapshots (answers as
     of snapshot 1 came from the memory replaced) and its switched-off conversations."""
-    other = MemoryStore(tmp_path / "other.db", backends=backends)
-    other.append(
-        [LogMessage({"role": "user", "name": "Rui", "content": "I play fado in Porto."}, 1.7e9)],
-        conversation="o1",
-    )
-    other.form_all()
-    assert other.dream().snapshot == 1
-    other.switch_memory("secret", on=False)
-    other.export(tmp_path / "other.zip", tenant="other")
-    other.close()
+    _other_memory(tmp_path, backends, switched_off=("secret",))
     proxy = await make_proxy(proxy_config(
         upstream.url,
         memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
