@@ -35,6 +35,7 @@ from memory_core import (
     HistoryState,
     LogMessage,
     Manifest,
+    MemoryChangedError,
     MemoryCoreError,
     MemoryStore,
     Recall,
@@ -44,7 +45,6 @@ from memory_core import (
     Step,
     StoreStats,
 )
-from memory_core.errors import MemoryChangedError
 from memory_core.views import AreaExplanation, ContextView, EntityView, RelationView
 
 from ..errors import RetrievalSkipped
