@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import eval_locomo
 import numpy as np
 import pytest
 from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
@@ -127,6 +129,58 @@ def test_loader_normalises_evidence_ids(tmp_path: Path) -> None:
 def test_loader_rejects_malformed_files(tmp_path: Path, data: Any, message: str) -> None:
     with pytest.raises(LocomoError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_locomo(_write(tmp_path, data))
+
+
+def _with(path: str, value: Any) -> list[dict[str, Any]]:
+    """:data:`SAMPLE` with the field at ``path`` (dotted; a number indexes a list) set to
+    ``value``."""
+    sample = json.loads(json.dumps(SAMPLE))
+    *parents, last = path.split(".")
+    node: Any = sample
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+    return [sample]
+
+
+_NO_TURNS = {k: v for k, v in SAMPLE.items() if k != "conversation"} | {
+    "conversation": {"speaker_a": "Ana", "speaker_b": "Rui"}
+}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # 1e400 decodes as inf: int() raised OverflowError, a traceback
+        (_with("qa.0.category", float("inf")), "qa[0]: 'category' must be an integer"),
+        # a 'qa' that is no list: TypeError ('int' object is not iterable)
+        (_with("qa", 5), "'qa' must be a list of questions"),
+        # a dict was iterated over its keys, each an "expected an object" error at qa[0]
+        (_with("qa", {"q": 1}), "'qa' must be a list of questions"),
+        # a number: TypeError; a bare string was read character by character and every
+        # id silently dropped (the question scored against no evidence)
+        (_with("qa.0.evidence", 7), "qa[0]: 'evidence' must be a list of turn ids"),
+        (_with("qa.0.evidence", "D1:1"), "qa[0]: 'evidence' must be a list of turn ids"),
+        # null was scored as the answer "None"
+        (_with("qa.0.answer", None), "qa[0]: 'answer' must be a string or a number"),
+        # no turn at all: the BM25 baseline failed deep inside bm25s (max() of nothing)
+        ([_NO_TURNS], "sample 0 (conv-x): no session holds a turn"),
+    ],
+)
+def test_loader_names_what_is_wrong_with_hostile_values(
+    tmp_path: Path, data: Any, message: str
+) -> None:
+    with pytest.raises(LocomoError, match=re.escape(message)):
+        load_locomo(_write(tmp_path, data))
+
+
+def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _write(tmp_path, [_NO_TURNS])
+    assert eval_locomo.main(["--data", str(data), "--methods", "bm25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(data) in err and "no session holds a turn" in err
 
 
 def test_session_dates() -> None:

@@ -132,10 +132,15 @@ def _sample(source: str, index: int, item: Any, question_field: str) -> Conversa
     where = f"{source}: sample {index} ({sample_id})"
     conv = item["conversation"]
     turns = _turns(where, conv)
+    if not turns:
+        # every reader replays the turns and ranks them: none is nothing to evaluate
+        # (and a retriever indexing no document fails deep inside its library)
+        raise LocomoError(f"{where}: no session holds a turn")
     ids = {t.dia_id for t in turns}
-    questions = tuple(
-        _question(where, j, q, ids, question_field) for j, q in enumerate(item.get("qa") or [])
-    )
+    qa = item.get("qa") or []
+    if not isinstance(qa, list):
+        raise LocomoError(f"{where}: 'qa' must be a list of questions")
+    questions = tuple(_question(where, j, q, ids, question_field) for j, q in enumerate(qa))
     return Conversation(
         sample_id=sample_id,
         speaker_a=str(conv.get("speaker_a", "")),
@@ -184,11 +189,18 @@ def _question(where: str, index: int, raw: Any, ids: set[str], field: str) -> Qu
         raise LocomoError(f"{where}: qa[{index}]: expected an object with a '{field}' string")
     try:
         category = int(raw.get("category", 0))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: 1e400 reads as inf
         raise LocomoError(f"{where}: qa[{index}]: 'category' must be an integer") from exc
-    evidence, dropped = normalise_evidence(raw.get("evidence") or [], ids)
+    evidence = raw.get("evidence") or []
+    if not isinstance(evidence, list):
+        # a bare string would be read character by character, every id silently dropped
+        raise LocomoError(f"{where}: qa[{index}]: 'evidence' must be a list of turn ids")
     answer = raw.get("answer", raw.get("adversarial_answer", ""))
-    return Question(raw[field], str(answer), evidence, category, dropped)
+    if not isinstance(answer, str | int | float) or isinstance(answer, bool):
+        # null or an object would be scored as its repr ("None")
+        raise LocomoError(f"{where}: qa[{index}]: 'answer' must be a string or a number")
+    kept, dropped = normalise_evidence(evidence, ids)
+    return Question(raw[field], str(answer), kept, category, dropped)
 
 
 def normalise_evidence(
