@@ -174,6 +174,15 @@ def test_loader_names_what_is_wrong_with_hostile_values(
         load_locomo(_write(tmp_path, data))
 
 
+def test_the_loader_names_json_that_python_cannot_decode(tmp_path: Path) -> None:
+    """Arrays nested too deep make json.loads raise RecursionError (no ValueError): it
+    escaped the loader as a traceback."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LocomoError, match=r"deep\.json: cannot read JSON: maximum recursion"):
+        load_locomo(path)
+
+
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -102,7 +102,7 @@ def load_locomo(path: str | Path, *, question_field: str = "question") -> list[C
     source = Path(path)
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise LocomoError(f"{source}: cannot read JSON: {exc}") from exc
     return parse_locomo(data, str(source), question_field=question_field)
 
