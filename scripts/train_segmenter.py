@@ -233,14 +233,22 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _load(data_dir: Path) -> dict[str, list[Dialogue]]:
-    """The three training corpora (the SuperDialseg file's first half only)."""
-    return {
+    """The three training corpora (the SuperDialseg file's first half only). Each must
+    hold a dialogue: an empty one (a file of blank lines, ``[]``, a SuperDialseg file of
+    one dialogue, whose first half is empty) has nothing to train or select on, and
+    failed as a ValueError deep inside the encoding (a zip of unequal lengths)."""
+    sources = {
         "tiage_train": load_defdts(data_dir / FILES["tiage_train"]),
         "dialseg711": load_dialseg711(data_dir / FILES["dialseg711"]),
         "superseg_first_half": half(
             load_defdts(data_dir / FILES["superseg_first_half"]), "first"
         ),
     }
+    for name, dialogues in sources.items():
+        if not dialogues:
+            which = "its first half holds" if name == "superseg_first_half" else "holds"
+            raise SegmentationDataError(f"{data_dir / FILES[name]}: {which} no dialogue")
+    return sources
 
 
 def _corpus(sources: dict[str, list[Dialogue]], encoder: Encoder, cache: Path) -> Corpus:
