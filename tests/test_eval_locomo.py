@@ -183,6 +183,23 @@ def test_the_loader_names_json_that_python_cannot_decode(tmp_path: Path) -> None
         load_locomo(path)
 
 
+@pytest.mark.parametrize(
+    "qa",
+    [[], [{"question": "Which?", "answer": "x", "evidence": ["D9:9"], "category": 1}]],
+    ids=["no questions", "evidence naming no turn"],
+)
+def test_eval_script_stops_with_one_line_when_no_question_can_be_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], qa: list[dict[str, Any]]
+) -> None:
+    """Only questions with evidence are scored: without one, the conversation was
+    replayed and the summary then failed with a KeyError."""
+    data = _write(tmp_path, [{**SAMPLE, "qa": qa}])
+    assert eval_locomo.main(["--data", str(data), "--methods", "bm25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(data) in err
+    assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
+
+
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
