@@ -385,6 +385,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LocomoError, ValueError, OSError) as exc:
         print(f"eval_live: {exc}", file=sys.stderr)
         return 2
+    if not any(q.evidence for c in conversations for q in c.questions):
+        # only questions with evidence are asked: without one, the proxy was started and
+        # the conversations replayed for nothing, and the report failed (KeyError)
+        asked = sum(len(c.questions) for c in conversations)
+        print(
+            f"eval_live: {args.data}: the selected conversations hold no question whose"
+            f" evidence names a turn ({asked} questions)",
+            file=sys.stderr,
+        )
+        return 2
     figures = asyncio.run(run(conversations, args))
     print_report(figures)
     if args.json:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import eval_live
 import eval_locomo
 import numpy as np
 import pytest
@@ -197,6 +198,13 @@ def test_eval_script_stops_with_one_line_when_no_question_can_be_scored(
     assert eval_locomo.main(["--data", str(data), "--methods", "bm25"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(data) in err
+    assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
+    # the live evaluation asks the same questions: it started the proxy, replayed the
+    # conversation, then its report failed with KeyError 'search after'
+    data = _write(tmp_path, [{**LIVE_SAMPLE, "qa": qa}])
+    assert eval_live.main(["--data", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"eval_live: {data}: ")
     assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
 
 
