@@ -25,6 +25,7 @@ from memory_core.storage import integrity_check
 from memory_core.storage.tables.log import logged_turns
 
 __all__ = [
+    "MAX_CUTOFF",
     "Turn",
     "answer_text",
     "api_error_message",
@@ -71,6 +72,12 @@ def locomo_conversations(
             raise ValueError(f"{questions_from}: no sample holds the questions of {conv.sample_id}")
         asked.append(dataclasses.replace(conv, questions=match[0].questions))
     return asked
+
+
+MAX_CUTOFF = 10_000
+"""The largest cut-off k the evaluations take: far more than the turns of any LoCoMo
+conversation (under a thousand), and a bound SQLite's 64-bit LIMIT holds (a cut-off of
+2**64 failed deep inside the store with OverflowError, after the whole replay)."""
 
 
 DREAMS = ("none", "end", "sessions")

@@ -54,7 +54,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from _common import locomo_conversations, render_table
+from _common import MAX_CUTOFF, locomo_conversations, render_table
 from evaluation.locomo import Conversation, LocomoError, Question, as_message
 from evaluation.retrieval_metrics import recall_at_k
 from tqdm import tqdm
@@ -380,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.k < 1 or args.rounds < 2 or args.questions < 0 or args.budget < 1:
         parser.error("--k and --budget must be >= 1, --rounds >= 2, --questions >= 0")
+    if args.k > MAX_CUTOFF:
+        parser.error(f"--k must be at most {MAX_CUTOFF}, got {args.k}")
     try:
         conversations = locomo_conversations(args.data, args.conversations)
     except (LocomoError, ValueError, OSError) as exc:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import DREAMS, locomo_conversations, replay_locomo
+from _common import DREAMS, MAX_CUTOFF, locomo_conversations, replay_locomo
 from evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from evaluation.locomo import Conversation, LocomoError
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -203,8 +203,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.k = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:
         parser.error(f"--k must be integers separated by commas, got {args.k!r}")
-    if not args.k or args.k[0] < 1:
-        parser.error("--k needs positive cut-offs")
+    if not args.k or args.k[0] < 1 or args.k[-1] > MAX_CUTOFF:
+        parser.error(f"--k needs cut-offs from 1 to {MAX_CUTOFF}, got {args.k}")
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown or not args.methods:

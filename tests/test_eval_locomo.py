@@ -208,6 +208,24 @@ def test_eval_script_stops_with_one_line_when_no_question_can_be_scored(
     assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
 
 
+@pytest.mark.parametrize("k", ["5,99999999999999999999", "0"])
+def test_eval_scripts_refuse_a_cut_off_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], k: str
+) -> None:
+    """A cut-off past SQLite's 64-bit LIMIT replayed the whole conversation, then failed
+    inside the store's search with OverflowError: now the usage error, status 2."""
+    data = _write(tmp_path, [SAMPLE])
+    with pytest.raises(SystemExit) as stopped:
+        eval_locomo.main(["--data", str(data), "--methods", "memory-bm25", "--k", k])
+    assert stopped.value.code == 2
+    assert "--k needs cut-offs from 1 to 10000" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        eval_live.main(["--data", str(data), "--k", k.split(",")[-1]])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "--k must be at most 10000" in err or "--k and --budget must be >= 1" in err
+
+
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
