@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
-from evaluation.locomo import Conversation, as_message, load_locomo
+from evaluation.locomo import Conversation, Question, as_message, load_locomo, normalise_evidence
 from tqdm import tqdm
 
 from memory_core import FormationConfig, LogMessage, MemoryStore, TokenCounter
@@ -70,8 +70,25 @@ def locomo_conversations(
         match = [o for o in others if o.sample_id.split("-")[:2] == conv.sample_id.split("-")[:2]]
         if not match:
             raise ValueError(f"{questions_from}: no sample holds the questions of {conv.sample_id}")
-        asked.append(dataclasses.replace(conv, questions=match[0].questions))
+        asked.append(dataclasses.replace(conv, questions=_borrowed(conv, match[0].questions)))
     return asked
+
+
+def _borrowed(conv: Conversation, questions: Sequence[Question]) -> tuple[Question, ...]:
+    """Another file's ``questions`` asked about ``conv``: their evidence checked again
+    against ``conv``'s turns (the loader checked it against the other file's). An id
+    naming no turn here is dropped (counted as the loader counts its own), where kept it
+    was a turn no ranking can return: recall short of 1 for no fault of memory's."""
+    ids = {t.dia_id for t in conv.turns}
+    borrowed = []
+    for question in questions:
+        kept, dropped = normalise_evidence(question.evidence, ids)
+        borrowed.append(
+            dataclasses.replace(
+                question, evidence=kept, dropped_evidence=question.dropped_evidence + dropped
+            )
+        )
+    return tuple(borrowed)
 
 
 MAX_CUTOFF = 10_000

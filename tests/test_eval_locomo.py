@@ -15,6 +15,7 @@ import eval_live
 import eval_locomo
 import numpy as np
 import pytest
+from _common import locomo_conversations
 from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
 from evaluation.locomo import LocomoError, load_locomo, parse_session_date
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -224,6 +225,27 @@ def test_eval_scripts_refuse_a_cut_off_out_of_range(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "--k must be at most 10000" in err or "--k and --budget must be >= 1" in err
+
+
+def test_questions_from_another_file_keep_only_evidence_of_the_asked_conversation(
+    tmp_path: Path,
+) -> None:
+    """--questions-from asks another file's questions about this conversation: their
+    evidence was checked against the other file's turns only, so an id naming a turn
+    this conversation lacks was kept (a turn no ranking can return)."""
+    data = _write(tmp_path, [SAMPLE])
+    other = json.loads(json.dumps(SAMPLE))
+    other["sample_id"] = "conv-x-pt"
+    other["conversation"]["session_10"].append(
+        {"speaker": "Ana", "dia_id": "D10:2", "text": "Tenho um papagaio."}
+    )
+    other["qa"] = [{"question": "Que animal?", "answer": "papagaio", "category": 1,
+                    "evidence": ["D10:1", "D10:2"]}]  # fmt: skip
+    (tmp_path / "pt.json").write_text(json.dumps([other]))
+    (conv,) = locomo_conversations(data, "all", questions_from=tmp_path / "pt.json")
+    (question,) = conv.questions
+    assert question.question == "Que animal?"
+    assert question.evidence == ("D10:1",) and question.dropped_evidence == ("D10:2",)
 
 
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
