@@ -165,6 +165,8 @@ _NO_TURNS = {k: v for k, v in SAMPLE.items() if k != "conversation"} | {
         (_with("qa.0.evidence", "D1:1"), "qa[0]: 'evidence' must be a list of turn ids"),
         # null was scored as the answer "None"
         (_with("qa.0.answer", None), "qa[0]: 'answer' must be a string or a number"),
+        # an empty list: eval_entities and check_faithfulness reported zeros, status 0
+        ([], "locomo.json: the list holds no sample"),
         # no turn at all: the BM25 baseline failed deep inside bm25s (max() of nothing)
         ([_NO_TURNS], "sample 0 (conv-x): no session holds a turn"),
     ],

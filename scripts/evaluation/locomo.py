@@ -113,6 +113,9 @@ def parse_locomo(
     """The samples of already-decoded LoCoMo JSON (``source`` names it in errors)."""
     if not isinstance(data, list):
         raise LocomoError(f"{source}: expected a JSON list of samples")
+    if not data:
+        # every reader reported zeros for it ("0.0% faithful", no entities) as results
+        raise LocomoError(f"{source}: the list holds no sample")
     return [_sample(source, i, item, question_field) for i, item in enumerate(data)]
 
 
