@@ -330,3 +330,26 @@ def test_no_ingest_leaves_memory_on_chats_unstored(bench: ModuleType, tmp_path: 
     stack = bench.LocalStack(tmp_path, ingest=settings.ingest)
     config = yaml.safe_load(stack.config().read_text())
     assert config["memory"]["ingest"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON: maximum recursion depth"),
+        ('{"conversation_id": ' + "9" * 5000 + "}", "invalid JSON: Exceeds the limit"),
+        ('{"a": 1}\n{"conversation_id": ' + "9" * 5000 + "}", "line 2: invalid JSON: Exceeds"),
+    ],
+    ids=["nested too deep", "huge integer", "huge integer on a JSONL line"],
+)
+def test_replay_names_json_that_python_cannot_decode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    """json.loads raises RecursionError (arrays nested too deep) and a plain ValueError
+    (an integer of over 4300 digits), neither a JSONDecodeError, the only error replay
+    caught: a traceback. Now one line naming the file, status 2, before any request."""
+    replay = importlib.import_module("replay")
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    assert replay.main([str(path), "--ingest", "--proxy", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"replay: {path}: ") and problem in err
