@@ -8,6 +8,7 @@ are read through :mod:`memory_core.storage` (read-only, as they are).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import signal
@@ -42,6 +43,7 @@ __all__ = [
     "replay_locomo",
     "select_indices",
     "sigterm_as_interrupt",
+    "store_file",
     "stored_turns",
     "tenant_databases",
 ]
@@ -95,6 +97,17 @@ MAX_CUTOFF = 10_000
 """The largest cut-off k the evaluations take: far more than the turns of any LoCoMo
 conversation (under a thousand), and a bound SQLite's 64-bit LIMIT holds (a cut-off of
 2**64 failed deep inside the store with OverflowError, after the whole replay)."""
+
+
+def store_file(folder: Path, sample_id: str) -> Path:
+    """The store of the sample ``sample_id`` in ``folder``: a file name of its letters,
+    digits and ``_.-`` (the others as ``_``) and a digest of the whole id, so two ids never
+    share a file. The id itself as the name made ``a/b`` a folder that does not exist
+    (sqlite cannot open it, a traceback after the baselines were built) and ``../x`` a
+    store beside the temporary folder, left behind."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in sample_id)[:64]
+    digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return folder / f"{safe.lstrip('.')}-{digest}.db"
 
 
 DREAMS = ("none", "end", "sessions")

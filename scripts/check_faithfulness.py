@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import locomo_conversations, render_table, replay_locomo
+from _common import locomo_conversations, render_table, replay_locomo, store_file
 from evaluation.locomo import Conversation, LocomoError
 from tqdm import tqdm
 
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="areamem-faithful-") as tmp:
         for conv in conversations:
-            store = replay_locomo(conv, Path(tmp) / f"{conv.sample_id}.db")
+            store = replay_locomo(conv, store_file(Path(tmp), conv.sample_id))
             try:
                 _ask(store, conv, args.k, args.budget, tally)
             finally:

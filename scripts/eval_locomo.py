@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import DREAMS, MAX_CUTOFF, locomo_conversations, replay_locomo
+from _common import DREAMS, MAX_CUTOFF, locomo_conversations, replay_locomo, store_file
 from evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from evaluation.locomo import Conversation, LocomoError
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -249,7 +249,7 @@ def _build(
     if STORE_METHODS & set(methods):
         began = time.perf_counter()
         store = replay_locomo(
-            conv, tmp / f"{conv.sample_id}.db", counter, dream=dream, reports=dreams,
+            conv, store_file(tmp, conv.sample_id), counter, dream=dream, reports=dreams,
             formation=formation,
         )  # fmt: skip
         for name in sorted(STORE_METHODS & set(methods)):

@@ -15,7 +15,7 @@ import eval_live
 import eval_locomo
 import numpy as np
 import pytest
-from _common import locomo_conversations
+from _common import locomo_conversations, store_file
 from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
 from evaluation.locomo import LocomoError, load_locomo, parse_session_date
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -165,6 +165,8 @@ _NO_TURNS = {k: v for k, v in SAMPLE.items() if k != "conversation"} | {
         (_with("qa.0.evidence", "D1:1"), "qa[0]: 'evidence' must be a list of turn ids"),
         # null was scored as the answer "None"
         (_with("qa.0.answer", None), "qa[0]: 'answer' must be a string or a number"),
+        # one store and row of figures per id: a repeated one mixed two conversations
+        ([SAMPLE, SAMPLE], "sample 1: sample_id 'conv-x' repeats sample 0's"),
         # an empty list: eval_entities and check_faithfulness reported zeros, status 0
         ([], "locomo.json: the list holds no sample"),
         # no turn at all: the BM25 baseline failed deep inside bm25s (max() of nothing)
@@ -248,6 +250,23 @@ def test_questions_from_another_file_keep_only_evidence_of_the_asked_conversatio
     (question,) = conv.questions
     assert question.question == "Que animal?"
     assert question.evidence == ("D10:1",) and question.dropped_evidence == ("D10:2",)
+
+
+def test_a_sample_id_is_no_path(tmp_path: Path) -> None:
+    """The stores were named by the sample id itself, joined to the temporary folder: an
+    absolute id (``/home/me/x``) put the store there instead, and ``../x`` beside the
+    temporary folder, both left behind (or a file of that name written over)."""
+    outside = tmp_path / "outside"
+    data = _write(tmp_path, [{**SAMPLE, "sample_id": str(outside)}])
+    out = tmp_path / "out.json"
+    argv = ["--data", str(data), "--methods", "memory-bm25", "--encoder", "minilm", "--k", "1"]
+    assert eval_locomo.main([*argv, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["conversations"] == [str(outside)]
+    assert not list(tmp_path.glob("outside*"))
+    folder = tmp_path / "stores"
+    names = {store_file(folder, i) for i in ("../x", "/x", "a/b", "a_b", ".", "")}
+    assert len(names) == 6 and all(p.parent == folder for p in names)
+    assert not any(p.name.startswith(".") for p in names)
 
 
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(

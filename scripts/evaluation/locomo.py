@@ -116,7 +116,17 @@ def parse_locomo(
     if not data:
         # every reader reported zeros for it ("0.0% faithful", no entities) as results
         raise LocomoError(f"{source}: the list holds no sample")
-    return [_sample(source, i, item, question_field) for i, item in enumerate(data)]
+    samples = [_sample(source, i, item, question_field) for i, item in enumerate(data)]
+    first: dict[str, int] = {}
+    for index, sample in enumerate(samples):
+        # one store, tenant and row of figures per sample id: a repeated one mixed two
+        # conversations in one memory and counted one of them only
+        seen = first.setdefault(sample.sample_id, index)
+        if seen != index:
+            raise LocomoError(
+                f"{source}: sample {index}: sample_id {sample.sample_id!r} repeats sample {seen}'s"
+            )
+    return samples
 
 
 def as_message(conversation: Conversation, turn: Turn) -> dict[str, str]:
