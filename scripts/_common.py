@@ -7,6 +7,7 @@ are read through :mod:`memory_core.storage` (read-only, as they are).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -35,6 +36,7 @@ __all__ = [
     "format_ms",
     "integrity_check",
     "locomo_conversations",
+    "output_file",
     "percentile",
     "proc_status",
     "process_status",
@@ -108,6 +110,19 @@ def store_file(folder: Path, sample_id: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in sample_id)[:64]
     digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return folder / f"{safe.lstrip('.')}-{digest}.db"
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type`` for a file a script writes when it is done: refused at once
+    (a usage error, status 2) when its folder does not exist or it names a folder,
+    which was found only at the end, after the whole run, as a traceback that lost the
+    figures."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: the folder {path.parent} does not exist")
+    return path
 
 
 DREAMS = ("none", "end", "sessions")

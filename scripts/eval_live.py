@@ -54,7 +54,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from _common import MAX_CUTOFF, locomo_conversations, render_table
+from _common import MAX_CUTOFF, locomo_conversations, output_file, render_table
 from evaluation.locomo import Conversation, LocomoError, Question, as_message
 from evaluation.retrieval_metrics import recall_at_k
 from tqdm import tqdm
@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="ask only the first N questions of each conversation (0: all)")
     parser.add_argument("--strategy", default="area", help="memory.retrieval of the chats")
     parser.add_argument("--budget", type=int, default=4000, help="policy budget_tokens")
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     parser.add_argument("--scoring", action="append", type=_setting, default=[],
                         metavar="KEY=VALUE",
                         help="a retrieval.scoring setting, e.g. asked=0.25 (repeatable)")

@@ -51,7 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import DREAMS, MAX_CUTOFF, locomo_conversations, replay_locomo, store_file
+from _common import (
+    DREAMS,
+    MAX_CUTOFF,
+    locomo_conversations,
+    output_file,
+    replay_locomo,
+    store_file,
+)
 from evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from evaluation.locomo import Conversation, LocomoError
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -189,8 +196,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the sentence encoder of the memory methods and the dense baseline"
         " (formation.encoder.model; default: the configured default)",
     )
-    parser.add_argument("--json", help="write all figures to this JSON file")
-    parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
+    parser.add_argument("--json", type=output_file, help="write all figures to this JSON file")
+    parser.add_argument(
+        "--plot", type=output_file, help="write a PNG plot of recall@k per method and category"
+    )
     parser.add_argument(
         "--dream",
         choices=DREAMS,
