@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from _common import output_file
 from evaluation.segmentation import (
     Dialogue,
     SegmentationDataError,
@@ -210,7 +211,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train the trained segmenter's weights.")
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data/segmentation"))
     parser.add_argument("--encoder", choices=["e5", "minilm"], default="e5")
-    parser.add_argument("--out", type=Path, help="manifest path (default: the shipped one)")
+    parser.add_argument(
+        "--out", type=output_file, help="manifest path (default: the shipped one)"
+    )
     parser.add_argument(
         "--cache-dir", type=Path, default=Path.home() / ".cache/areamem/segmentation"
     )
