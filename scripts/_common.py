@@ -182,6 +182,8 @@ def select_indices(spec: str, count: int) -> list[int]:
             raise ValueError(
                 f"--conversations {spec!r}: expected all, N, N-M or a comma-separated list of those"
             ) from None
+        if first > last:  # "outside 0-9" said nothing of what is wrong with "3-1"
+            raise ValueError(f"--conversations {spec!r}: {part.strip()} ends before it starts")
         if not 0 <= first <= last < count:
             raise ValueError(
                 f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "

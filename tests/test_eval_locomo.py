@@ -15,7 +15,7 @@ import eval_live
 import eval_locomo
 import numpy as np
 import pytest
-from _common import locomo_conversations, store_file
+from _common import locomo_conversations, select_indices, store_file
 from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
 from evaluation.locomo import LocomoError, load_locomo, parse_session_date
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -267,6 +267,13 @@ def test_a_sample_id_is_no_path(tmp_path: Path) -> None:
     names = {store_file(folder, i) for i in ("../x", "/x", "a/b", "a_b", ".", "")}
     assert len(names) == 6 and all(p.parent == folder for p in names)
     assert not any(p.name.startswith(".") for p in names)
+
+
+def test_a_reversed_range_of_conversations_is_named_as_such() -> None:
+    """"3-1" was reported as outside the file's range, which it is not."""
+    with pytest.raises(ValueError, match=r"'0,3-1': 3-1 ends before it starts"):
+        select_indices("0,3-1", 10)
+    assert select_indices("1-3,2", 10) == [1, 2, 3]
 
 
 def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
