@@ -7,7 +7,9 @@ are read through :mod:`memory_core.storage` (read-only, as they are).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import signal
@@ -16,7 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
-from evaluation.locomo import Conversation, as_message, load_locomo
+from evaluation.locomo import Conversation, Question, as_message, load_locomo, normalise_evidence
 from tqdm import tqdm
 
 from memory_core import FormationConfig, LogMessage, MemoryStore, TokenCounter
@@ -25,6 +27,7 @@ from memory_core.storage import integrity_check
 from memory_core.storage.tables.log import logged_turns
 
 __all__ = [
+    "MAX_CUTOFF",
     "Turn",
     "answer_text",
     "api_error_message",
@@ -33,6 +36,7 @@ __all__ = [
     "format_ms",
     "integrity_check",
     "locomo_conversations",
+    "output_file",
     "percentile",
     "proc_status",
     "process_status",
@@ -41,6 +45,7 @@ __all__ = [
     "replay_locomo",
     "select_indices",
     "sigterm_as_interrupt",
+    "store_file",
     "stored_turns",
     "tenant_databases",
 ]
@@ -69,8 +74,55 @@ def locomo_conversations(
         match = [o for o in others if o.sample_id.split("-")[:2] == conv.sample_id.split("-")[:2]]
         if not match:
             raise ValueError(f"{questions_from}: no sample holds the questions of {conv.sample_id}")
-        asked.append(dataclasses.replace(conv, questions=match[0].questions))
+        asked.append(dataclasses.replace(conv, questions=_borrowed(conv, match[0].questions)))
     return asked
+
+
+def _borrowed(conv: Conversation, questions: Sequence[Question]) -> tuple[Question, ...]:
+    """Another file's ``questions`` asked about ``conv``: their evidence checked again
+    against ``conv``'s turns (the loader checked it against the other file's). An id
+    naming no turn here is dropped (counted as the loader counts its own), where kept it
+    was a turn no ranking can return: recall short of 1 for no fault of memory's."""
+    ids = {t.dia_id for t in conv.turns}
+    borrowed = []
+    for question in questions:
+        kept, dropped = normalise_evidence(question.evidence, ids)
+        borrowed.append(
+            dataclasses.replace(
+                question, evidence=kept, dropped_evidence=question.dropped_evidence + dropped
+            )
+        )
+    return tuple(borrowed)
+
+
+MAX_CUTOFF = 10_000
+"""The largest cut-off k the evaluations take: far more than the turns of any LoCoMo
+conversation (under a thousand), and a bound SQLite's 64-bit LIMIT holds (a cut-off of
+2**64 failed deep inside the store with OverflowError, after the whole replay)."""
+
+
+def store_file(folder: Path, sample_id: str) -> Path:
+    """The store of the sample ``sample_id`` in ``folder``: a file name of its letters,
+    digits and ``_.-`` (the others as ``_``) and a digest of the whole id, so two ids never
+    share a file. The id itself as the name made ``a/b`` a folder that does not exist
+    (sqlite cannot open it, a traceback after the baselines were built) and ``../x`` a
+    store beside the temporary folder, left behind."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in sample_id)[:64]
+    digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return folder / f"{safe.lstrip('.')}-{digest}.db"
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type`` for a file a script writes when it is done: refused at once
+    (a usage error, status 2) when its folder does not exist or it names a folder,
+    which was found only at the end, after the whole run, as a traceback that lost the
+    figures."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: the folder {path.parent} does not exist")
+    return path
 
 
 DREAMS = ("none", "end", "sessions")
@@ -130,6 +182,8 @@ def select_indices(spec: str, count: int) -> list[int]:
             raise ValueError(
                 f"--conversations {spec!r}: expected all, N, N-M or a comma-separated list of those"
             ) from None
+        if first > last:  # "outside 0-9" said nothing of what is wrong with "3-1"
+            raise ValueError(f"--conversations {spec!r}: {part.strip()} ends before it starts")
         if not 0 <= first <= last < count:
             raise ValueError(
                 f"--conversations {spec!r}: {part.strip()} is outside 0-{count - 1} "

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import select_indices
+from _common import select_indices, store_file
 from evaluation.locomo import Conversation, LocomoError, as_message, load_locomo
 from tqdm import tqdm
 
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="areamem-formation-") as tmp:
         for conv in conversations:
-            store = MemoryStore(Path(tmp) / f"{conv.sample_id}.db", backends=backends)
+            store = MemoryStore(store_file(Path(tmp), conv.sample_id), backends=backends)
             rows.append(_replay(conv, store))
             store.close()
     _print(rows)

@@ -36,7 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import locomo_conversations, render_table, replay_locomo
+from _common import (
+    locomo_conversations,
+    output_file,
+    render_table,
+    replay_locomo,
+    store_file,
+)
 from evaluation.locomo import Conversation, LocomoError
 from tqdm import tqdm
 
@@ -81,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="areamem-faithful-") as tmp:
         for conv in conversations:
-            store = replay_locomo(conv, Path(tmp) / f"{conv.sample_id}.db")
+            store = replay_locomo(conv, store_file(Path(tmp), conv.sample_id))
             try:
                 _ask(store, conv, args.k, args.budget, tally)
             finally:
@@ -98,7 +104,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversations", default="all", help="indices, e.g. 0-4 or 0,2 (all)")
     parser.add_argument("--k", type=int, default=10, help="fragments retrieved per question")
     parser.add_argument("--budget", type=int, default=1_000_000, help="token budget of a block")
-    parser.add_argument("--json", help="write the figures to this JSON file")
+    parser.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     parser.add_argument("--show", type=int, default=5, help="failures printed (default 5)")
     args = parser.parse_args(argv)
     if args.k < 1 or args.budget < 1:

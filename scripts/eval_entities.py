@@ -31,7 +31,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from _common import locomo_conversations, render_table, replay_locomo
+from _common import locomo_conversations, render_table, replay_locomo, store_file
 from evaluation.locomo import Conversation, LocomoError
 
 WORD = re.compile(r"[^\W\d_]+")
@@ -47,7 +47,7 @@ def _lower_counts(conv: Conversation) -> Counter[str]:
 
 def measure(conv: Conversation, folder: Path) -> tuple[Counter[str], list[str]]:
     """The counts of one conversation and its common-word entities (``name (mentions)``)."""
-    store = replay_locomo(conv, folder / f"{conv.sample_id}.db")
+    store = replay_locomo(conv, store_file(folder, conv.sample_id))
     try:
         rows = [(e.name, e.label, e.mentions) for e in store.entities(limit=ALL)]
     finally:

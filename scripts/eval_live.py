@@ -54,7 +54,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from _common import locomo_conversations, render_table
+from _common import MAX_CUTOFF, locomo_conversations, output_file, render_table
 from evaluation.locomo import Conversation, LocomoError, Question, as_message
 from evaluation.retrieval_metrics import recall_at_k
 from tqdm import tqdm
@@ -373,17 +373,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="ask only the first N questions of each conversation (0: all)")
     parser.add_argument("--strategy", default="area", help="memory.retrieval of the chats")
     parser.add_argument("--budget", type=int, default=4000, help="policy budget_tokens")
-    parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     parser.add_argument("--scoring", action="append", type=_setting, default=[],
                         metavar="KEY=VALUE",
                         help="a retrieval.scoring setting, e.g. asked=0.25 (repeatable)")
     args = parser.parse_args(argv)
     if args.k < 1 or args.rounds < 2 or args.questions < 0 or args.budget < 1:
         parser.error("--k and --budget must be >= 1, --rounds >= 2, --questions >= 0")
+    if args.k > MAX_CUTOFF:
+        parser.error(f"--k must be at most {MAX_CUTOFF}, got {args.k}")
     try:
         conversations = locomo_conversations(args.data, args.conversations)
     except (LocomoError, ValueError, OSError) as exc:
         print(f"eval_live: {exc}", file=sys.stderr)
+        return 2
+    if not any(q.evidence for c in conversations for q in c.questions):
+        # only questions with evidence are asked: without one, the proxy was started and
+        # the conversations replayed for nothing, and the report failed (KeyError)
+        asked = sum(len(c.questions) for c in conversations)
+        print(
+            f"eval_live: {args.data}: the selected conversations hold no question whose"
+            f" evidence names a turn ({asked} questions)",
+            file=sys.stderr,
+        )
         return 2
     figures = asyncio.run(run(conversations, args))
     print_report(figures)

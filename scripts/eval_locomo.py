@@ -51,7 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import DREAMS, locomo_conversations, replay_locomo
+from _common import (
+    DREAMS,
+    MAX_CUTOFF,
+    locomo_conversations,
+    output_file,
+    replay_locomo,
+    store_file,
+)
 from evaluation.baselines import BM25Retriever, DenseRetriever, HybridRetriever
 from evaluation.locomo import Conversation, LocomoError
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -119,6 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
+    if not any(q.evidence for c in conversations for q in c.questions):
+        # only questions with evidence are scored: without one, every conversation was
+        # replayed for nothing and the summary failed (KeyError) at the end
+        asked = sum(len(c.questions) for c in conversations)
+        print(
+            f"eval_locomo: {args.data}: the selected conversations hold no question whose"
+            f" evidence names a turn ({asked} questions)",
+            file=sys.stderr,
+        )
+        return 2
     counter = default_counter()
     formation = FormationConfig(encoder=EncoderConfig(model=args.encoder))
     dense = {"dense", "hybrid"} & set(args.methods)
@@ -179,8 +196,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the sentence encoder of the memory methods and the dense baseline"
         " (formation.encoder.model; default: the configured default)",
     )
-    parser.add_argument("--json", help="write all figures to this JSON file")
-    parser.add_argument("--plot", help="write a PNG plot of recall@k per method and category")
+    parser.add_argument("--json", type=output_file, help="write all figures to this JSON file")
+    parser.add_argument(
+        "--plot", type=output_file, help="write a PNG plot of recall@k per method and category"
+    )
     parser.add_argument(
         "--dream",
         choices=DREAMS,
@@ -193,8 +212,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.k = sorted({int(k) for k in args.k.split(",") if k.strip()})
     except ValueError:
         parser.error(f"--k must be integers separated by commas, got {args.k!r}")
-    if not args.k or args.k[0] < 1:
-        parser.error("--k needs positive cut-offs")
+    if not args.k or args.k[0] < 1 or args.k[-1] > MAX_CUTOFF:
+        parser.error(f"--k needs cut-offs from 1 to {MAX_CUTOFF}, got {args.k}")
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown or not args.methods:
@@ -239,7 +258,7 @@ def _build(
     if STORE_METHODS & set(methods):
         began = time.perf_counter()
         store = replay_locomo(
-            conv, tmp / f"{conv.sample_id}.db", counter, dream=dream, reports=dreams,
+            conv, store_file(tmp, conv.sample_id), counter, dream=dream, reports=dreams,
             formation=formation,
         )  # fmt: skip
         for name in sorted(STORE_METHODS & set(methods)):

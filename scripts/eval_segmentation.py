@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from _common import render_table
+from _common import output_file, render_table
 from evaluation.segmentation import (
     Dialogue,
     Idf,
@@ -178,7 +178,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--data", type=Path, required=True, help="data file")
     parser.add_argument("--format", choices=sorted(LOADERS), required=True)
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the scores here")
+    parser.add_argument(
+        "--json", type=output_file, metavar="OUT", help="also write the scores here"
+    )
     parser.add_argument(
         "--texttiling",
         choices=["tfidf", "embedding", "both"],

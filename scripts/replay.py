@@ -139,9 +139,17 @@ def load_file(path: Path) -> list[Conversation]:
         whole = json.loads(text)
     except json.JSONDecodeError:
         return group_records(path, jsonl_records(path, text))
+    except UNDECODABLE as exc:
+        raise InputError(f"{path}: invalid JSON: {exc}") from exc
     if isinstance(whole, dict) and "conversation" in whole:
         return locomo_samples(path, [whole])
     return group_records(path, [("line 1", whole)])
+
+
+UNDECODABLE = (ValueError, RecursionError)
+"""What json.loads raises, beside JSONDecodeError, on text it cannot decode: a plain
+ValueError for an integer of over 4300 digits, RecursionError for arrays or objects
+nested too deep (both escaped as tracebacks)."""
 
 
 def decode_json(path: Path, text: str) -> Any:
@@ -149,6 +157,8 @@ def decode_json(path: Path, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from exc
+    except UNDECODABLE as exc:
+        raise InputError(f"{path}: invalid JSON: {exc}") from exc
 
 
 def from_array(path: Path, items: list[Any]) -> list[Conversation]:
@@ -174,6 +184,8 @@ def jsonl_records(path: Path, text: str) -> list[tuple[str, Any]]:
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: line {number}: invalid JSON: {exc.msg} "
                              f"(column {exc.colno})") from exc
+        except UNDECODABLE as exc:
+            raise InputError(f"{path}: line {number}: invalid JSON: {exc}") from exc
     return records
 
 

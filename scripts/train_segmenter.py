@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from _common import output_file
 from evaluation.segmentation import (
     Dialogue,
     SegmentationDataError,
@@ -210,7 +211,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train the trained segmenter's weights.")
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data/segmentation"))
     parser.add_argument("--encoder", choices=["e5", "minilm"], default="e5")
-    parser.add_argument("--out", type=Path, help="manifest path (default: the shipped one)")
+    parser.add_argument(
+        "--out", type=output_file, help="manifest path (default: the shipped one)"
+    )
     parser.add_argument(
         "--cache-dir", type=Path, default=Path.home() / ".cache/areamem/segmentation"
     )
@@ -233,14 +236,22 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _load(data_dir: Path) -> dict[str, list[Dialogue]]:
-    """The three training corpora (the SuperDialseg file's first half only)."""
-    return {
+    """The three training corpora (the SuperDialseg file's first half only). Each must
+    hold a dialogue: an empty one (a file of blank lines, ``[]``, a SuperDialseg file of
+    one dialogue, whose first half is empty) has nothing to train or select on, and
+    failed as a ValueError deep inside the encoding (a zip of unequal lengths)."""
+    sources = {
         "tiage_train": load_defdts(data_dir / FILES["tiage_train"]),
         "dialseg711": load_dialseg711(data_dir / FILES["dialseg711"]),
         "superseg_first_half": half(
             load_defdts(data_dir / FILES["superseg_first_half"]), "first"
         ),
     }
+    for name, dialogues in sources.items():
+        if not dialogues:
+            which = "its first half holds" if name == "superseg_first_half" else "holds"
+            raise SegmentationDataError(f"{data_dir / FILES[name]}: {which} no dialogue")
+    return sources
 
 
 def _corpus(sources: dict[str, list[Dialogue]], encoder: Encoder, cache: Path) -> Corpus:

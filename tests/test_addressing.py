@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import LogMessage, MemoryStore
+from memory_core.dream import ContextPair, EntityPair, Verdict
 from memory_core.formation import Backends
 from memory_core.retrieval.addressed import as_named
 from memory_core.storage.tables.dream import alias_shares
@@ -250,6 +251,46 @@ def test_a_consolidation_cycle_does_not_merge_the_third_person_into_the_speaker(
     store.dream()
     assert [e.id for e in _entity(store, "Kate")] == [kate.id]
     assert [a.source for a in katarzyna.aliases if a.alias == "Kate"] == [VOCATIVE]
+
+
+class _Merging:
+    """A judge that finds every candidate pair one (a model may say so of two speakers,
+    where the rules keep them apart)."""
+
+    label = "merging@test"
+
+    def entities(self, pairs: Sequence[EntityPair]) -> list[Verdict]:
+        return [Verdict("merge", "one person") for _ in pairs]
+
+    def contexts(self, pairs: Sequence[ContextPair]) -> list[Verdict]:
+        return [Verdict("keep", "not asked") for _ in pairs]
+
+
+def test_a_merge_keeps_a_name_the_merged_speaker_speaks_by_over_a_vocative(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """Tom calls Katarzyna "Kate" (a vocative alias); elsewhere a speaker labelled Kate
+    is said to be Katarzyna, and a cycle merges Kate into Katarzyna. "Kate" was then
+    only the vocative it had been: the merged speaker's own name was dropped (one row
+    per name and entity, the survivor's kept), so the name counted as never shared and
+    a later "I saw Kate" founded a new Kate beside her. The name a speaker speaks by is
+    hers; it replaces the vocative."""
+    memory = MemoryStore(tmp_path / "m.db", backends=backends, judge=_Merging())
+    try:
+        _formed(memory, _turns(["Katarzyna", "Tom"], KATE))
+        said = ["Kate, also known as Katarzyna, fixed my bike.", "I did, it was easy."]
+        _formed(memory, _turns(["Tom", "Kate"], said, start=1.9e9), conversation="c2")
+        (kate,) = _entity(memory, "Kate")
+        report = memory.dream()
+        assert [d.ids for d in report.decisions if d.kind == "merge_entities"] == [
+            [_entity(memory, "Katarzyna")[0].id, kate.id]
+        ]
+        (katarzyna,) = _entity(memory, "Katarzyna")
+        assert [a.source for a in katarzyna.aliases if a.alias.casefold() == "kate"] == ["name"]
+        _formed(memory, _turns(["Tom"], ["I saw Kate at the hospital today."], start=2e9), "c2")
+        assert _entity(memory, "Kate") == []  # she is Katarzyna, founded nowhere else
+    finally:
+        memory.close()
 
 
 @pytest.mark.parametrize("label", ["(.*)", "\U0001f642", "  ", "\\", "***"])

@@ -330,3 +330,47 @@ def test_no_ingest_leaves_memory_on_chats_unstored(bench: ModuleType, tmp_path: 
     stack = bench.LocalStack(tmp_path, ingest=settings.ingest)
     config = yaml.safe_load(stack.config().read_text())
     assert config["memory"]["ingest"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON: maximum recursion depth"),
+        ('{"conversation_id": ' + "9" * 5000 + "}", "invalid JSON: Exceeds the limit"),
+        ('{"a": 1}\n{"conversation_id": ' + "9" * 5000 + "}", "line 2: invalid JSON: Exceeds"),
+    ],
+    ids=["nested too deep", "huge integer", "huge integer on a JSONL line"],
+)
+def test_replay_names_json_that_python_cannot_decode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    """json.loads raises RecursionError (arrays nested too deep) and a plain ValueError
+    (an integer of over 4300 digits), neither a JSONDecodeError, the only error replay
+    caught: a traceback. Now one line naming the file, status 2, before any request."""
+    replay = importlib.import_module("replay")
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    assert replay.main([str(path), "--ingest", "--proxy", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"replay: {path}: ") and problem in err
+
+
+@pytest.mark.parametrize("script", ["eval_locomo", "eval_live", "eval_segmentation",
+                                    "check_faithfulness"])  # fmt: skip
+@pytest.mark.parametrize("where", ["missing/out.json", "."], ids=["no folder", "a folder"])
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, where: str
+) -> None:
+    """--json naming a file in a folder that does not exist, or a folder, was found only
+    when the figures were written: after the whole run, a traceback that lost them. Now
+    argparse's usage error, status 2, before the data is even read (none exists here)."""
+    module = importlib.import_module(script)
+    out = tmp_path / where
+    argv = ["--data", str(tmp_path / "none.json"), "--json", str(out)]
+    if script == "eval_segmentation":
+        argv += ["--format", "dialseg711"]
+    with pytest.raises(SystemExit) as stopped:
+        module.main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --json: {out}" in err and ("does not exist" in err or "is a folder" in err)

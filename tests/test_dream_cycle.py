@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_core import MemoryStore
+from memory_core import LogMessage, MemoryStore
 from memory_core.dream import (
     DreamConfig,
     EntityPair,
@@ -31,7 +31,7 @@ from memory_core.formation.config import LLMConfig
 from memory_core.storage.tables.dream import ContextProfile, EntityProfile
 from proxy.fake_upstream import FakeUpstream
 
-from .test_history import say
+from .test_history import T0, say
 
 pytestmark = pytest.mark.e2e
 
@@ -270,6 +270,53 @@ def test_a_cycle_applies_nothing_when_another_committed_meanwhile(
     finally:
         store.close()
         other.close()
+
+
+class _SpeakerJoins:
+    """A judge during whose decisions a speaker named Bob joins (formation goes on while
+    a cycle judges): the entity Bob the cycle read as a third person becomes him."""
+
+    label = "rules@1"
+
+    def __init__(self, config: DreamConfig) -> None:
+        self._rules = RuleJudge(config)
+        self.store: MemoryStore | None = None
+
+    def entities(self, pairs: Sequence[EntityPair]) -> list[Verdict]:
+        assert self.store is not None
+        said = {"role": "user", "name": "Bob", "content": "Hi, I am back from the climbing gym."}
+        self.store.append([LogMessage(said, T0 + 3000)], conversation="c3")
+        self.store.form_all()
+        return self._rules.entities(pairs)
+
+    def contexts(self, pairs: Sequence[ContextPair]) -> list[Verdict]:
+        return self._rules.contexts(pairs)
+
+
+def test_a_speaker_who_joined_while_the_cycle_judged_survives_the_merge(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """The survivor of a merge is a speaker if one is, judged on the entities as they are
+    when the cycle writes. The cycle ranked them as it had read them: Bob, a third person
+    then, was merged into the more mentioned Robert after Bob had joined as a speaker,
+    leaving the speaker Bob named Robert, his own name gone."""
+    config = DreamConfig()
+    judge = _SpeakerJoins(config)
+    store = MemoryStore(tmp_path / "t.db", backends=backends, dream=config, judge=judge)
+    judge.store = store
+    try:
+        say(store, "c1", ["Bob lives in Oslo.", "I met Bob at the gym."])
+        say(store, "c2", ["Robert, also known as Bob, fixed my bike.", "Robert lives in Rome."],
+            start=10)  # fmt: skip
+        report = store.dream()
+        (merge,) = decisions(report, "merge_entities")
+        assert merge.subjects == ["Bob", "Robert"]  # survivor first
+        speakers = {e.name: e for e in store.entities(limit=100) if e.is_speaker}
+        assert set(speakers) == {"Maya", "Bob"}
+        assert {a.alias for a in speakers["Bob"].aliases} == {"Bob", "Robert"}
+        assert store.entities(name="robert")[0].name == "Bob"
+    finally:
+        store.close()
 
 
 # --- the llm judge --------------------------------------------------------------------

@@ -5,13 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import eval_live
+import eval_locomo
 import numpy as np
 import pytest
+from _common import locomo_conversations, select_indices, store_file
 from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
 from evaluation.locomo import LocomoError, load_locomo, parse_session_date
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
@@ -127,6 +131,158 @@ def test_loader_normalises_evidence_ids(tmp_path: Path) -> None:
 def test_loader_rejects_malformed_files(tmp_path: Path, data: Any, message: str) -> None:
     with pytest.raises(LocomoError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_locomo(_write(tmp_path, data))
+
+
+def _with(path: str, value: Any) -> list[dict[str, Any]]:
+    """:data:`SAMPLE` with the field at ``path`` (dotted; a number indexes a list) set to
+    ``value``."""
+    sample = json.loads(json.dumps(SAMPLE))
+    *parents, last = path.split(".")
+    node: Any = sample
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+    return [sample]
+
+
+_NO_TURNS = {k: v for k, v in SAMPLE.items() if k != "conversation"} | {
+    "conversation": {"speaker_a": "Ana", "speaker_b": "Rui"}
+}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # 1e400 decodes as inf: int() raised OverflowError, a traceback
+        (_with("qa.0.category", float("inf")), "qa[0]: 'category' must be an integer"),
+        # a 'qa' that is no list: TypeError ('int' object is not iterable)
+        (_with("qa", 5), "'qa' must be a list of questions"),
+        # a dict was iterated over its keys, each an "expected an object" error at qa[0]
+        (_with("qa", {"q": 1}), "'qa' must be a list of questions"),
+        # a number: TypeError; a bare string was read character by character and every
+        # id silently dropped (the question scored against no evidence)
+        (_with("qa.0.evidence", 7), "qa[0]: 'evidence' must be a list of turn ids"),
+        (_with("qa.0.evidence", "D1:1"), "qa[0]: 'evidence' must be a list of turn ids"),
+        # null was scored as the answer "None"
+        (_with("qa.0.answer", None), "qa[0]: 'answer' must be a string or a number"),
+        # one store and row of figures per id: a repeated one mixed two conversations
+        ([SAMPLE, SAMPLE], "sample 1: sample_id 'conv-x' repeats sample 0's"),
+        # an empty list: eval_entities and check_faithfulness reported zeros, status 0
+        ([], "locomo.json: the list holds no sample"),
+        # no turn at all: the BM25 baseline failed deep inside bm25s (max() of nothing)
+        ([_NO_TURNS], "sample 0 (conv-x): no session holds a turn"),
+    ],
+)
+def test_loader_names_what_is_wrong_with_hostile_values(
+    tmp_path: Path, data: Any, message: str
+) -> None:
+    with pytest.raises(LocomoError, match=re.escape(message)):
+        load_locomo(_write(tmp_path, data))
+
+
+def test_the_loader_names_json_that_python_cannot_decode(tmp_path: Path) -> None:
+    """Arrays nested too deep make json.loads raise RecursionError (no ValueError): it
+    escaped the loader as a traceback."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LocomoError, match=r"deep\.json: cannot read JSON: maximum recursion"):
+        load_locomo(path)
+
+
+@pytest.mark.parametrize(
+    "qa",
+    [[], [{"question": "Which?", "answer": "x", "evidence": ["D9:9"], "category": 1}]],
+    ids=["no questions", "evidence naming no turn"],
+)
+def test_eval_script_stops_with_one_line_when_no_question_can_be_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], qa: list[dict[str, Any]]
+) -> None:
+    """Only questions with evidence are scored: without one, the conversation was
+    replayed and the summary then failed with a KeyError."""
+    data = _write(tmp_path, [{**SAMPLE, "qa": qa}])
+    assert eval_locomo.main(["--data", str(data), "--methods", "bm25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(data) in err
+    assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
+    # the live evaluation asks the same questions: it started the proxy, replayed the
+    # conversation, then its report failed with KeyError 'search after'
+    data = _write(tmp_path, [{**LIVE_SAMPLE, "qa": qa}])
+    assert eval_live.main(["--data", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"eval_live: {data}: ")
+    assert f"no question whose evidence names a turn ({len(qa)} questions)" in err
+
+
+@pytest.mark.parametrize("k", ["5,99999999999999999999", "0"])
+def test_eval_scripts_refuse_a_cut_off_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], k: str
+) -> None:
+    """A cut-off past SQLite's 64-bit LIMIT replayed the whole conversation, then failed
+    inside the store's search with OverflowError: now the usage error, status 2."""
+    data = _write(tmp_path, [SAMPLE])
+    with pytest.raises(SystemExit) as stopped:
+        eval_locomo.main(["--data", str(data), "--methods", "memory-bm25", "--k", k])
+    assert stopped.value.code == 2
+    assert "--k needs cut-offs from 1 to 10000" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        eval_live.main(["--data", str(data), "--k", k.split(",")[-1]])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "--k must be at most 10000" in err or "--k and --budget must be >= 1" in err
+
+
+def test_questions_from_another_file_keep_only_evidence_of_the_asked_conversation(
+    tmp_path: Path,
+) -> None:
+    """--questions-from asks another file's questions about this conversation: their
+    evidence was checked against the other file's turns only, so an id naming a turn
+    this conversation lacks was kept (a turn no ranking can return)."""
+    data = _write(tmp_path, [SAMPLE])
+    other = json.loads(json.dumps(SAMPLE))
+    other["sample_id"] = "conv-x-pt"
+    other["conversation"]["session_10"].append(
+        {"speaker": "Ana", "dia_id": "D10:2", "text": "Tenho um papagaio."}
+    )
+    other["qa"] = [{"question": "Que animal?", "answer": "papagaio", "category": 1,
+                    "evidence": ["D10:1", "D10:2"]}]  # fmt: skip
+    (tmp_path / "pt.json").write_text(json.dumps([other]))
+    (conv,) = locomo_conversations(data, "all", questions_from=tmp_path / "pt.json")
+    (question,) = conv.questions
+    assert question.question == "Que animal?"
+    assert question.evidence == ("D10:1",) and question.dropped_evidence == ("D10:2",)
+
+
+def test_a_sample_id_is_no_path(tmp_path: Path) -> None:
+    """The stores were named by the sample id itself, joined to the temporary folder: an
+    absolute id (``/home/me/x``) put the store there instead, and ``../x`` beside the
+    temporary folder, both left behind (or a file of that name written over)."""
+    outside = tmp_path / "outside"
+    data = _write(tmp_path, [{**SAMPLE, "sample_id": str(outside)}])
+    out = tmp_path / "out.json"
+    argv = ["--data", str(data), "--methods", "memory-bm25", "--encoder", "minilm", "--k", "1"]
+    assert eval_locomo.main([*argv, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["conversations"] == [str(outside)]
+    assert not list(tmp_path.glob("outside*"))
+    folder = tmp_path / "stores"
+    names = {store_file(folder, i) for i in ("../x", "/x", "a/b", "a_b", ".", "")}
+    assert len(names) == 6 and all(p.parent == folder for p in names)
+    assert not any(p.name.startswith(".") for p in names)
+
+
+def test_a_reversed_range_of_conversations_is_named_as_such() -> None:
+    """"3-1" was reported as outside the file's range, which it is not."""
+    with pytest.raises(ValueError, match=r"'0,3-1': 3-1 ends before it starts"):
+        select_indices("0,3-1", 10)
+    assert select_indices("1-3,2", 10) == [1, 2, 3]
+
+
+def test_eval_script_stops_with_one_line_on_a_conversation_without_turns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _write(tmp_path, [_NO_TURNS])
+    assert eval_locomo.main(["--data", str(data), "--methods", "bm25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(data) in err and "no session holds a turn" in err
 
 
 def test_session_dates() -> None:

@@ -255,6 +255,10 @@ def test_load_dialseg711(tmp_path: Path) -> None:
         ('[{"dial_id": 7, "utterances": ["a", "b"], "segments": [1]}]', "sum to 1 but there are 2"),
         ('[{"dial_id": 7, "utterances": ["a", 2], "segments": [2]}]', "list of strings"),
         ('[{"dial_id": 7, "utterances": ["a", "b"], "segments": [2, 0]}]', "positive integers"),
+        # json.loads raises neither as JSONDecodeError: a ValueError for an integer of
+        # over 4300 digits, RecursionError for arrays nested too deep (both tracebacks)
+        ('[{"dial_id": ' + "9" * 5000 + "}]", "cannot read JSON: Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "cannot read JSON: maximum recursion depth"),
     ],
 )
 def test_load_dialseg711_rejects_malformed_files(
@@ -300,6 +304,8 @@ def test_load_defdts_reads_turns_and_boundaries(tmp_path: Path) -> None:
         ('{"id": "b", "dialogue": "x[BOUNDARY]y"}', r"line 2 \(id 'b'\): turn 1 has"),
         ('{"id": "b", "dialogue": "x[NEWLINE][NEWLINE]y"}', "turn 2 is empty"),
         ('{"id": "a", "dialogue": "x[NEWLINE]y"}', "repeated dialogue ids"),
+        ('{"id": ' + "9" * 5000 + "}", "line 2: not valid JSON: Exceeds the limit"),
+        ("[" * 100_000 + "]" * 100_000, "line 2: not valid JSON: maximum recursion depth"),
     ],
 )
 def test_load_defdts_rejects_malformed_lines(

@@ -372,3 +372,43 @@ def test_formation_records_the_segmenter_it_used(tmp_path: Path, backend: str) -
         assert {r[0].split(":")[1] for r in rows} == {backend} and len(rows) >= 2, rows
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("tiage_train.jsonl", "\n\n", "tiage_train.jsonl: holds no dialogue"),
+        ("dialseg_711.json", "[]", "dialseg_711.json: holds no dialogue"),
+        # one dialogue: its first half (what trains) is empty
+        ("superseg_validation.jsonl", None, "superseg_validation.jsonl: its first half holds"),
+    ],
+)
+def test_the_training_script_names_a_corpus_without_dialogues(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str | None,
+    problem: str,
+) -> None:  # fmt: skip
+    """An empty corpus failed deep inside the encoding (ValueError: a zip of unequal
+    lengths): now one line naming the file, and exit status 2."""
+    _write_sample(tmp_path)
+    path = tmp_path / name
+    path.write_text(content if content is not None else path.read_text().splitlines()[0])
+    args = ["--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")]
+    out = tmp_path / "segmenter-fake.json"
+    assert train_segmenter.main([*args, "--out", str(out)], encoder=TopicEncoder()) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and problem in err
+    assert not out.exists()
+
+
+def test_the_training_script_refuses_an_out_file_it_cannot_write_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out in a folder that does not exist was found when the weights were written,
+    after the whole training: a FileNotFoundError traceback. Now a usage error first."""
+    _write_sample(tmp_path)
+    out = tmp_path / "missing" / "segmenter-fake.json"
+    with pytest.raises(SystemExit) as stopped:
+        train_segmenter.main(["--data-dir", str(tmp_path), "--out", str(out)],
+                             encoder=TopicEncoder())  # fmt: skip
+    assert stopped.value.code == 2
+    assert f"argument --out: {out}: the folder" in capsys.readouterr().err

@@ -148,10 +148,14 @@ class Consolidation:
         ra, rb = self.resolve(a.id), self.resolve(b.id)
         if ra is None or rb is None or ra == rb:
             return None, None
-        fresh = rows.entity_profiles(self._conn, {ra, rb} - {a.id, b.id})
-        a, b = fresh.get(ra, a), fresh.get(rb, b)
-        if a.id != ra or b.id != rb:
+        # both as they are now, not as the cycle read them: formation goes on while the
+        # judge decides, and a speaker who joined meanwhile under one of the names (an
+        # entity of that name becomes the speaker) must survive, not be merged into the
+        # other and leave it a speaker under the other's name
+        fresh = rows.entity_profiles(self._conn, {ra, rb})
+        if ra not in fresh or rb not in fresh:
             return None, None  # a survivor vanished meanwhile
+        a, b = fresh[ra], fresh[rb]
         ranked = sorted((a, b), key=lambda p: (not p.is_speaker, -p.mentions, p.id))
         return ranked[0], ranked[1]
 

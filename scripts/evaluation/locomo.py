@@ -102,7 +102,7 @@ def load_locomo(path: str | Path, *, question_field: str = "question") -> list[C
     source = Path(path)
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise LocomoError(f"{source}: cannot read JSON: {exc}") from exc
     return parse_locomo(data, str(source), question_field=question_field)
 
@@ -113,7 +113,20 @@ def parse_locomo(
     """The samples of already-decoded LoCoMo JSON (``source`` names it in errors)."""
     if not isinstance(data, list):
         raise LocomoError(f"{source}: expected a JSON list of samples")
-    return [_sample(source, i, item, question_field) for i, item in enumerate(data)]
+    if not data:
+        # every reader reported zeros for it ("0.0% faithful", no entities) as results
+        raise LocomoError(f"{source}: the list holds no sample")
+    samples = [_sample(source, i, item, question_field) for i, item in enumerate(data)]
+    first: dict[str, int] = {}
+    for index, sample in enumerate(samples):
+        # one store, tenant and row of figures per sample id: a repeated one mixed two
+        # conversations in one memory and counted one of them only
+        seen = first.setdefault(sample.sample_id, index)
+        if seen != index:
+            raise LocomoError(
+                f"{source}: sample {index}: sample_id {sample.sample_id!r} repeats sample {seen}'s"
+            )
+    return samples
 
 
 def as_message(conversation: Conversation, turn: Turn) -> dict[str, str]:
@@ -132,10 +145,15 @@ def _sample(source: str, index: int, item: Any, question_field: str) -> Conversa
     where = f"{source}: sample {index} ({sample_id})"
     conv = item["conversation"]
     turns = _turns(where, conv)
+    if not turns:
+        # every reader replays the turns and ranks them: none is nothing to evaluate
+        # (and a retriever indexing no document fails deep inside its library)
+        raise LocomoError(f"{where}: no session holds a turn")
     ids = {t.dia_id for t in turns}
-    questions = tuple(
-        _question(where, j, q, ids, question_field) for j, q in enumerate(item.get("qa") or [])
-    )
+    qa = item.get("qa") or []
+    if not isinstance(qa, list):
+        raise LocomoError(f"{where}: 'qa' must be a list of questions")
+    questions = tuple(_question(where, j, q, ids, question_field) for j, q in enumerate(qa))
     return Conversation(
         sample_id=sample_id,
         speaker_a=str(conv.get("speaker_a", "")),
@@ -184,11 +202,18 @@ def _question(where: str, index: int, raw: Any, ids: set[str], field: str) -> Qu
         raise LocomoError(f"{where}: qa[{index}]: expected an object with a '{field}' string")
     try:
         category = int(raw.get("category", 0))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: 1e400 reads as inf
         raise LocomoError(f"{where}: qa[{index}]: 'category' must be an integer") from exc
-    evidence, dropped = normalise_evidence(raw.get("evidence") or [], ids)
+    evidence = raw.get("evidence") or []
+    if not isinstance(evidence, list):
+        # a bare string would be read character by character, every id silently dropped
+        raise LocomoError(f"{where}: qa[{index}]: 'evidence' must be a list of turn ids")
     answer = raw.get("answer", raw.get("adversarial_answer", ""))
-    return Question(raw[field], str(answer), evidence, category, dropped)
+    if not isinstance(answer, str | int | float) or isinstance(answer, bool):
+        # null or an object would be scored as its repr ("None")
+        raise LocomoError(f"{where}: qa[{index}]: 'answer' must be a string or a number")
+    kept, dropped = normalise_evidence(evidence, ids)
+    return Question(raw[field], str(answer), kept, category, dropped)
 
 
 def normalise_evidence(

@@ -269,7 +269,7 @@ def load_dialseg711(path: str | Path) -> list[Dialogue]:
     """
     try:
         items = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # see :data:`_UNREADABLE`
         raise SegmentationDataError(f"{path}: cannot read JSON: {exc}") from exc
     if not isinstance(items, list):
         raise SegmentationDataError(f"{path}: expected a JSON list of dialogues")
@@ -322,10 +322,16 @@ def load_defdts(path: str | Path) -> list[Dialogue]:
     return _unique(dialogues, path)
 
 
+_UNREADABLE = (ValueError, RecursionError)
+"""What :func:`json.loads` raises on text it cannot decode: JSONDecodeError, but also a
+plain ValueError for an integer of over 4300 digits and RecursionError for arrays nested
+too deep, neither of them a JSONDecodeError."""
+
+
 def _defdts_line(line: str, where: str) -> Dialogue:
     try:
         item = json.loads(line)
-    except json.JSONDecodeError as exc:
+    except _UNREADABLE as exc:
         raise SegmentationDataError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(item, dict) or not isinstance(item.get("dialogue"), str) or "id" not in item:
         raise SegmentationDataError(f"{where}: expected an object with 'id' and 'dialogue' text")

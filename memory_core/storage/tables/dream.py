@@ -235,8 +235,21 @@ def merge_entity(conn: Connection, survivor: int, merged: int) -> int:
     """Fold entity ``merged`` into ``survivor``: its names (those the survivor lacks;
     the others are the survivor's already), mentions and relations move over, the
     counts and the context vector add up, the relation groups of either are dropped
-    (the cycle recomputes them: :func:`regroup_pairs`), and the merged row goes.
+    (the cycle recomputes them: :func:`regroup_pairs`), and the merged row goes. A name
+    the survivor is only addressed by (``vocative``) and the merged one bears (its label,
+    an alias statement) takes the merged one's row: it is now a name of the survivor's
+    own, shared like any (a vocative one is not: :func:`alias_shares`, and formation
+    links a third person's "Kate" to no speaker only addressed so), where keeping the
+    vocative would leave the merged speaker's own name counted as nobody's.
     Returns how many co-occurrence groups were dropped."""
+    conn.execute(
+        "UPDATE aliases SET alias = m.alias, lang = m.lang, source = m.source,"
+        " fragment_id = m.fragment_id"
+        " FROM (SELECT * FROM aliases WHERE entity_id = ? AND source <> ?) AS m"
+        " WHERE aliases.entity_id = ? AND aliases.source = ?"
+        " AND aliases.normalized = m.normalized",
+        (merged, VOCATIVE, survivor, VOCATIVE),
+    )
     conn.execute(
         "UPDATE aliases SET entity_id = ? WHERE entity_id = ? AND normalized NOT IN"
         " (SELECT normalized FROM aliases WHERE entity_id = ?)",
