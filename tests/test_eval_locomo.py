@@ -163,8 +163,8 @@ _NO_TURNS = {k: v for k, v in SAMPLE.items() if k != "conversation"} | {
         # id silently dropped (the question scored against no evidence)
         (_with("qa.0.evidence", 7), "qa[0]: 'evidence' must be a list of turn ids"),
         (_with("qa.0.evidence", "D1:1"), "qa[0]: 'evidence' must be a list of turn ids"),
-        # null was scored as the answer "None"
-        (_with("qa.0.answer", None), "qa[0]: 'answer' must be a string or a number"),
+        # a list was scored as its repr
+        (_with("qa.0.answer", ["Lisbon"]), "qa[0]: 'answer' must be a string or a number"),
         # one store and row of figures per id: a repeated one mixed two conversations
         ([SAMPLE, SAMPLE], "sample 1: sample_id 'conv-x' repeats sample 0's"),
         # an empty list: eval_entities and check_faithfulness reported zeros, status 0
@@ -178,6 +178,14 @@ def test_loader_names_what_is_wrong_with_hostile_values(
 ) -> None:
     with pytest.raises(LocomoError, match=re.escape(message)):
         load_locomo(_write(tmp_path, data))
+
+
+def test_a_null_answer_is_no_answer(tmp_path: Path) -> None:
+    """null was scored as the text "None"; a file may well leave an answer unwritten
+    that way, so it reads as none (an adversarial question's own answer if it has one),
+    not as an error."""
+    (conv,) = load_locomo(_write(tmp_path, _with("qa.0.answer", None)))
+    assert conv.questions[0].answer == ""
 
 
 def test_the_loader_names_json_that_python_cannot_decode(tmp_path: Path) -> None:

@@ -209,8 +209,10 @@ def _question(where: str, index: int, raw: Any, ids: set[str], field: str) -> Qu
         # a bare string would be read character by character, every id silently dropped
         raise LocomoError(f"{where}: qa[{index}]: 'evidence' must be a list of turn ids")
     answer = raw.get("answer", raw.get("adversarial_answer", ""))
+    if answer is None:  # no answer written (it was scored as the text "None")
+        answer = raw.get("adversarial_answer") or ""
     if not isinstance(answer, str | int | float) or isinstance(answer, bool):
-        # null or an object would be scored as its repr ("None")
+        # an object or a list would be scored as its repr
         raise LocomoError(f"{where}: qa[{index}]: 'answer' must be a string or a number")
     kept, dropped = normalise_evidence(evidence, ids)
     return Question(raw[field], str(answer), kept, category, dropped)
