@@ -36,6 +36,7 @@ __all__ = [
     "format_ms",
     "integrity_check",
     "locomo_conversations",
+    "no_scorable_question",
     "output_file",
     "percentile",
     "proc_status",
@@ -93,6 +94,21 @@ def _borrowed(conv: Conversation, questions: Sequence[Question]) -> tuple[Questi
             )
         )
     return tuple(borrowed)
+
+
+def no_scorable_question(
+    script: str, data: Path, conversations: Sequence[Conversation]
+) -> str | None:
+    """The one-line error when none of ``conversations`` holds a question whose evidence
+    names a turn (only those are scored or asked: without one, a script replayed every
+    conversation for nothing and failed at the end with a KeyError), else None."""
+    if any(q.evidence for c in conversations for q in c.questions):
+        return None
+    asked = sum(len(c.questions) for c in conversations)
+    return (
+        f"{script}: {data}: the selected conversations hold no question whose"
+        f" evidence names a turn ({asked} questions)"
+    )
 
 
 MAX_CUTOFF = 10_000

@@ -54,7 +54,13 @@ from typing import Any
 
 import aiohttp
 import yaml
-from _common import MAX_CUTOFF, locomo_conversations, output_file, render_table
+from _common import (
+    MAX_CUTOFF,
+    locomo_conversations,
+    no_scorable_question,
+    output_file,
+    render_table,
+)
 from evaluation.locomo import Conversation, LocomoError, Question, as_message
 from evaluation.retrieval_metrics import recall_at_k
 from tqdm import tqdm
@@ -387,15 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LocomoError, ValueError, OSError) as exc:
         print(f"eval_live: {exc}", file=sys.stderr)
         return 2
-    if not any(q.evidence for c in conversations for q in c.questions):
-        # only questions with evidence are asked: without one, the proxy was started and
-        # the conversations replayed for nothing, and the report failed (KeyError)
-        asked = sum(len(c.questions) for c in conversations)
-        print(
-            f"eval_live: {args.data}: the selected conversations hold no question whose"
-            f" evidence names a turn ({asked} questions)",
-            file=sys.stderr,
-        )
+    unscorable = no_scorable_question("eval_live", args.data, conversations)
+    if unscorable is not None:
+        print(unscorable, file=sys.stderr)
         return 2
     figures = asyncio.run(run(conversations, args))
     print_report(figures)

@@ -55,6 +55,7 @@ from _common import (
     DREAMS,
     MAX_CUTOFF,
     locomo_conversations,
+    no_scorable_question,
     output_file,
     replay_locomo,
     store_file,
@@ -126,15 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LocomoError, ValueError) as exc:
         print(f"eval_locomo: {exc}", file=sys.stderr)
         return 2
-    if not any(q.evidence for c in conversations for q in c.questions):
-        # only questions with evidence are scored: without one, every conversation was
-        # replayed for nothing and the summary failed (KeyError) at the end
-        asked = sum(len(c.questions) for c in conversations)
-        print(
-            f"eval_locomo: {args.data}: the selected conversations hold no question whose"
-            f" evidence names a turn ({asked} questions)",
-            file=sys.stderr,
-        )
+    unscorable = no_scorable_question("eval_locomo", args.data, conversations)
+    if unscorable is not None:
+        print(unscorable, file=sys.stderr)
         return 2
     counter = default_counter()
     formation = FormationConfig(encoder=EncoderConfig(model=args.encoder))
