@@ -18,7 +18,7 @@ from ..storage import Connection, transaction
 from ..storage.tables import dates as date_rows
 from ..text.dates import day_of, find
 
-__all__ = ["backfill_pending", "date_formed", "date_rows_of"]
+__all__ = ["date_formed", "date_rows_of"]
 
 _BATCH = 2_000
 
@@ -43,17 +43,16 @@ def date_rows_of(text: str, ts: float | None) -> list[date_rows.DateRow]:
     ]
 
 
-def backfill_pending(conn: Connection) -> bool:
-    """Whether fragments formed before their expressions were kept may be undated yet."""
-    return date_rows.backfill_after(conn) is not None
-
-
 def date_formed(conn: Connection) -> int:
     """Keep the expressions of every fragment with none stored yet past where the pending
     backfill has reached (all of them, right after migration 013), one transaction per
     batch that also records how far it got; the backfill ends when none is left. Returns
     the fragments dated. Each batch is read inside its write transaction, so two
-    processes opening the store at once never date one fragment twice."""
+    processes opening the store at once never date one fragment twice; with none pending
+    (every open but the few after a migration, a kill or a rollback that armed one) it
+    only reads that none is, taking no write lock."""
+    if date_rows.backfill_after(conn) is None:
+        return 0
     dated = 0
     while True:
         with transaction(conn):

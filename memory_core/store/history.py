@@ -23,7 +23,7 @@ from typing import Any
 
 from ..dream import DreamConfig, Dreamer, DreamReport, Judge, Step, build_judge
 from ..formation import Backends
-from ..formation.dates import backfill_pending, date_formed
+from ..formation.dates import date_formed
 from ..history import snapshots as history
 from ..history.diff import diff_of
 from ..history.snapshots import Restored
@@ -307,8 +307,7 @@ class StoreHistory(abc.ABC):
         lost the dates the backfill gave them; an export may carry one cut short), and
         the check, at the next use, that the vectors are this store's encoder's (a
         rollback to before memory was formed again for it, an export made with another)."""
-        if backfill_pending(self._forming):
-            date_formed(self._forming)
+        date_formed(self._forming)
         self._encoder_checked = False
 
     @contextlib.contextmanager

@@ -42,7 +42,7 @@ from ..formation import (
     Former,
     build_backends,
 )
-from ..formation.dates import backfill_pending, date_formed
+from ..formation.dates import date_formed
 from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
@@ -168,9 +168,8 @@ class MemoryStore(StoreHistory, StoreControls):
         self._write_lock, self._writer = storage.write_lock, storage.writer
         self._read_lock, self._reader = storage.read_lock, storage.reader
         self._form_lock, self._forming = storage.form_lock, storage.forming
-        if backfill_pending(self._forming):  # after migration 013, or a kill during it
-            with self._form_lock:
-                date_formed(self._forming)
+        with self._form_lock:  # after migration 013, or a kill during its backfill
+            date_formed(self._forming)
         self.names = self._load_names()
         self._encoder_checked = False
         self.reencoded: tuple[tuple[str, ...], int] | None = None
