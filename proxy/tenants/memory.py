@@ -611,15 +611,17 @@ class TenantMemory:
         the switched-off conversations are read again and the copies as of snapshots
         dropped (an import replaces the snapshots too). Whether it was read again."""
 
-        def check() -> tuple[bool, set[str]]:
-            moved = self.store.check_generation()
-            return moved, self.store.memory_off() if moved else self._off
+        def check() -> set[str] | None:
+            """The switched-off conversations read again, when memory moved."""
+            return self.store.memory_off() if self.store.check_generation() else None
 
         loop = asyncio.get_running_loop()
-        moved, self._off = await loop.run_in_executor(self._former, check)
-        if moved:
-            self._forgets_changed()
-        return moved
+        off = await loop.run_in_executor(self._former, check)
+        if off is None:
+            return False
+        self._off = off
+        self._forgets_changed()
+        return True
 
     @property
     def idle_s(self) -> float:
