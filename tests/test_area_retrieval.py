@@ -10,7 +10,14 @@ import pytest
 
 from memory_core import LogMessage, MemoryStore, Recall
 from memory_core.formation import Backends
-from memory_core.graph import DEFAULT_TRAVERSAL, AreaConfig, GraphSettings, NodeKind, pulse
+from memory_core.graph import (
+    DEFAULT_TRAVERSAL,
+    AreaConfig,
+    EdgeType,
+    GraphSettings,
+    NodeKind,
+    pulse,
+)
 from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex
 from memory_core.index.nearest import codes
 from memory_core.retrieval.area import retrieve_area
@@ -134,6 +141,62 @@ def test_formation_appends_to_the_delta_instead_of_rebuilding(
     # the version pinned before the append is untouched
     assert first.graph.n_delta == 0 and first.fragments == len(TURNS)
     assert first.graph.n_nodes < now.graph.n_nodes
+
+
+def test_stored_questions_and_restatements_add_no_word_or_entity_edges(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """A question asked in a chat (``asked``) and an answer that restated memory
+    (``restated``) tell memory nothing: they join their sessions (and stay retrievable
+    by their words, at their kind's factor) but add no edge to a word or an entity and no
+    use of a word, so asking about the bicycle again and again never dilutes the pulse
+    from "Ana" or "bicycle" nor closes the word; incremental or read at once alike."""
+    store = _store(tmp_path, backends)
+    store.warm_graph()
+    before = store._graph.current()
+    assert before is not None
+    df = dict(before.term_df)
+    (source,) = next(
+        store._reader.execute("SELECT id FROM fragments WHERE text = ?", (TURNS[2],))
+    )
+    for i in range(6):
+        store.append(
+            [
+                LogMessage({"role": "user", "content": "What bicycle did Ana buy?"}, 1.8e9 + i),
+                LogMessage(
+                    {"role": "assistant", "content": "Ana bought a red bicycle yesterday."},
+                    1.8e9 + i + 0.5,
+                    sources=(source,),
+                ),
+            ],
+            conversation=f"asked-{i}",
+        )
+        store.form_all()
+    incremental = store._graph.current()
+    assert incremental is not None
+    fresh = MemoryGraphIndex().refresh(store._reader)
+    for memory in (incremental, fresh):
+        derived = {
+            n
+            for n in range(memory.graph.n_nodes)
+            if memory.node_keys[n][0] == "fragment" and memory.act_of(np.array([n]))[0] != 0
+        }
+        assert len(derived) == 12
+        edges = memory.graph.edges()
+        reached = {
+            (memory.node_keys[int(d)][0], int(t))
+            for s, d, t in zip(edges.src, edges.dst, edges.edge_type, strict=True)
+            if int(s) in derived
+        }
+        assert ("session", int(EdgeType.IN_SESSION)) in reached  # in their sessions
+        assert not {kind for kind, _ in reached} & {"word", "entity"}
+        into = {
+            int(t) for d, t in zip(edges.dst, edges.edge_type, strict=True) if int(d) in derived
+        }
+        assert not into & {int(EdgeType.USES_TERM), int(EdgeType.MENTIONS)}
+        assert dict(memory.term_df) == df
+        assert memory.is_focus_word(stem("bicycle"))
+    assert _edge_rows(fresh) == _edge_rows(incremental)
 
 
 def test_a_graph_kept_current_pass_by_pass_equals_one_read_at_the_end(

@@ -124,6 +124,49 @@ async def test_a_restatement_brings_its_source_when_only_the_restatement_matches
     assert found and found[0][0] == "stated" and "padaria" in found[0][1]
 
 
+_TOLD_PLACES = (
+    "bakery", "library", "harbour", "garden", "station", "museum", "market", "cinema",
+    "stadium", "theatre", "airport", "castle", "bridge", "school", "hospital",
+)  # fmt: skip
+
+
+async def test_asking_about_something_again_and_again_leaves_it_findable(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """Stored questions and the answers that restate memory tell memory nothing: asking
+    about Ana's kayak in eight conversations adds no use of the word "kayak" (a word more
+    than 5 % of memory uses is closed: never a focus), so the word still leads to what
+    was told, and the told turns still rank first. Before, the askings and restatements
+    counted as uses and closed the very word the user kept asking about."""
+    user = await live(make_proxy, upstream)
+    told = [
+        {"role": "user" if i % 2 else "assistant", "name": "Ben" if i % 2 else "Ana",
+         "content": f"We met near the {place} on day {i} and talked about the weather."}
+        for i, place in enumerate(_TOLD_PLACES * 4)
+    ]  # fmt: skip
+    kayak = ("I keep my red kayak in the shed behind the boathouse.",
+             "Ana paddled her kayak across the lake.")  # fmt: skip
+    told[10]["content"], told[30]["content"] = kayak
+    async with aiohttp.ClientSession() as http:
+        body = {"conversation_id": "told", "messages": told}
+        async with http.post(f"{user.proxy.url}/memory/ingest", json=body) as response:
+            assert response.status == 200, await response.text()
+    await user.proxy.settle()
+    question = "Where does Ana keep her kayak?"
+
+    async def first_two() -> set[str]:
+        hits = (await user.get("/memory/search", q=question, k="5", strategy="area"))["hits"]
+        return {h["text"] for h in hits[:2]}
+
+    assert await first_two() == set(kayak)
+    for _ in range(8):
+        turn = await user.chat(question)
+        assert "kayak" in turn.answer  # the model restated what it was shown
+    area = await user.get("/memory/area", q=question, k="10")
+    assert "word:kayak" in area["foci"]
+    assert await first_two() == set(kayak)
+
+
 @pytest.mark.parametrize(
     ("door", "body"),
     [

@@ -52,8 +52,9 @@ EntityRow = tuple[int, str, str, bytes | None, int, int, int]
 formation loads it (plain tuples: formation loads every entity of a store)."""
 AliasRow = tuple[int, int, str, str, str]
 """``(id, entity_id, alias, source, entity name)`` of an ``aliases`` row."""
-MentionRow = tuple[int, int, int]
-"""``(id, fragment_id, entity_id)`` of a ``mentions`` row."""
+MentionRow = tuple[int, int, int, str | None]
+"""``(id, fragment_id, entity_id, kind)`` of a ``mentions`` row, ``kind`` its fragment's
+(``stated``, ``asked``, ``restated``; None when the fragment is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +236,12 @@ def mention_spans(conn: Connection, fragment_id: int) -> set[tuple[int, int]]:
 
 
 def mentions_since(conn: Connection, after: int) -> list[MentionRow]:
-    """Mentions with an id above ``after``, in id order."""
+    """Mentions with an id above ``after``, in id order, with their fragment's kind."""
     return list(
         conn.execute(
-            "SELECT id, fragment_id, entity_id FROM mentions WHERE id > ? ORDER BY id", (after,)
+            "SELECT m.id, m.fragment_id, m.entity_id, f.kind FROM mentions m"
+            " LEFT JOIN fragments f ON f.id = m.fragment_id WHERE m.id > ? ORDER BY m.id",
+            (after,),
         )
     )
 
