@@ -231,10 +231,17 @@ def _manifest(archive: zipfile.ZipFile, source: Path) -> Manifest:
 def _same_schema(manifest: Manifest, conn: Connection) -> None:
     here = rows.schema(conn)
     if manifest.schema != here:
+        lacks = [m for m in here if m not in manifest.schema]
+        extra = [m for m in manifest.schema if m not in here]
+        differ = "; ".join(
+            f"{what} {', '.join(names)}"
+            for what, names in (("the export lacks", lacks), ("only the export has", extra))
+            if names
+        )
         raise ExportFileError(
             f"the export's schema ({_last(manifest.schema)}) is not this store's"
-            f" ({_last(here)}): open the exported file with this areamem (it migrates)"
-            " and export it again"
+            f" ({_last(here)}{'; ' + differ if differ else ''}): open the exported file with"
+            " this areamem (it migrates) and export it again"
         )
     known = set(rows.tables(conn))
     if set(manifest.parts) != known:

@@ -47,9 +47,13 @@ def _say(store: MemoryStore, *turns: tuple[str, float], conversation: str = "c1"
 def _as_before_migration_013(path: Path) -> None:
     conn = connect(path)
     with transaction(conn, journal=False):
-        conn.execute("DROP TABLE fragment_dates; DROP INDEX fragments_ts; DROP TABLE date_backfill")
         conn.execute(
-            "DELETE FROM migrations WHERE name IN ('013_fragment_dates', '014_date_backfill')"
+            "DROP TABLE fragment_dates; DROP INDEX fragments_ts; DROP TABLE date_backfill;"
+            " DROP INDEX fragment_vectors_model"
+        )
+        conn.execute(
+            "DELETE FROM migrations WHERE name IN"
+            " ('013_fragment_dates', '014_date_backfill', '015_vector_models')"
         )
     conn.close()
 
@@ -77,7 +81,11 @@ def test_a_second_process_migrating_between_the_read_and_the_write_is_no_error(
         nonlocal begun
         begun += sql.strip().upper().startswith("BEGIN IMMEDIATE")
         if begun == 2 and sql.strip().upper().startswith("BEGIN IMMEDIATE"):
-            assert migrate(second) == ["013_fragment_dates", "014_date_backfill"]
+            assert migrate(second) == [
+                "013_fragment_dates",
+                "014_date_backfill",
+                "015_vector_models",
+            ]
         return True
 
     first.exec_trace = other_process_migrates_first
@@ -496,7 +504,8 @@ def test_an_export_of_a_store_from_before_the_dates_is_refused_clearly(
     target = MemoryStore(tmp_path / "target.db", backends=backends)
     _conversation(target, ("Katarzyna", "Tom"), KATE, "c1", T0)
     before = _derived(target)
-    with pytest.raises(ExportFileError, match=r"schema \(012_word_vectors\) is not this.*014"):
+    lacks = "the export lacks 013_fragment_dates, 014_date_backfill, 015_vector_models"
+    with pytest.raises(ExportFileError, match=rf"schema \(012_word_vectors\) is not this.*{lacks}"):
         target.import_export(tmp_path / "old.zip", replace=True)
     assert _derived(target) == before
     target.close()

@@ -29,9 +29,17 @@ _MAX_LISTED = 8
 
 def encoders(conn: Connection) -> list[str]:
     """The encoders the stored fragment vectors were made with (at most a few; empty for
-    a store that formed nothing)."""
+    a store that formed nothing). Each is one seek in the index of models (migration
+    015), from the smallest to the next larger, so the time does not grow with memory:
+    ``DISTINCT`` read every vector row (0.7 s cold at 100,000 fragments) and then every
+    index entry (20 ms cold)."""
     rows = conn.execute(
-        "SELECT DISTINCT model FROM fragment_vectors LIMIT ?", (_MAX_LISTED,)
+        "WITH RECURSIVE found(model) AS ("
+        " SELECT min(model) FROM fragment_vectors"
+        " UNION ALL SELECT (SELECT min(model) FROM fragment_vectors WHERE model > found.model)"
+        " FROM found WHERE found.model IS NOT NULL)"
+        " SELECT model FROM found WHERE model IS NOT NULL LIMIT ?",
+        (_MAX_LISTED,),
     ).fetchall()
     return sorted(str(model) for (model,) in rows)
 
