@@ -319,6 +319,48 @@ def test_a_speaker_who_joined_while_the_cycle_judged_survives_the_merge(
         store.close()
 
 
+class _BothJoin(_SpeakerJoins):
+    """A judge during whose decisions both Bob and Robert join as speakers."""
+
+    def entities(self, pairs: Sequence[EntityPair]) -> list[Verdict]:
+        assert self.store is not None
+        verdicts = self._rules.entities(pairs)  # on the entities as the cycle read them
+        said = [
+            LogMessage({"role": "user", "name": name, "content": text}, T0 + 3000 + i)
+            for i, (name, text) in enumerate(
+                [("Bob", "Hi, I am back from the gym."), ("Robert", "Hi Bob, good to see you.")]
+            )
+        ]
+        self.store.append(said, conversation="c3")
+        self.store.form_all()
+        return verdicts
+
+
+def test_two_entities_that_both_became_speakers_while_the_cycle_judged_are_not_merged(
+    tmp_path: Path, backends: Backends
+) -> None:
+    """The rule judge keeps two speakers apart ("each speaks as themself"). A verdict to
+    merge made while Bob and Robert were third persons (memory said Robert is also known
+    as Bob) no longer holds when both have joined as speakers by the time the cycle
+    writes: they stay two people, each with their own name."""
+    config = DreamConfig()
+    judge = _BothJoin(config)
+    store = MemoryStore(tmp_path / "t.db", backends=backends, dream=config, judge=judge)
+    judge.store = store
+    try:
+        say(store, "c1", ["Bob lives in Oslo.", "I met Bob at the gym."])
+        say(store, "c2", ["Robert, also known as Bob, fixed my bike.", "Robert lives in Rome."],
+            start=10)  # fmt: skip
+        report = store.dream()
+        assert decisions(report, "merge_entities") == []
+        (kept,) = [d for d in decisions(report, "keep_entities") if "both speak now" in d.reason]
+        assert "memory says so" in kept.reason  # the verdict, and why it no longer holds
+        speakers = {e.name for e in store.entities(limit=100) if e.is_speaker}
+        assert {"Bob", "Robert"} <= speakers
+    finally:
+        store.close()
+
+
 # --- the llm judge --------------------------------------------------------------------
 
 

@@ -106,6 +106,12 @@ class Consolidation:
             survivor, merged = self._roles(pair.a, pair.b)
             if survivor is None or merged is None:
                 continue  # already one (a chain merged them)
+            if survivor.is_speaker and merged.is_speaker and not (
+                pair.a.is_speaker and pair.b.is_speaker
+            ):  # the verdict rests on a third person who has since joined as a speaker
+                reason = f"{verdict.reason}; but both speak now, each as themself"
+                self.decisions.add("keep_entities", reason, names, ids, sources, by)
+                continue
             self.dropped_pairs += rows.merge_entity(self._conn, survivor.id, merged.id)
             rows.insert_merge(
                 self._conn,
