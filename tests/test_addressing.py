@@ -91,6 +91,36 @@ def test_a_nickname_question_finds_the_speakers_own_turns(store: MemoryStore) ->
     assert [h.fragment_id for h in by_label.hits] == [h.fragment_id for h in recall.hits]
 
 
+APRIL_AND_WILL = [
+    "I bought a green bicycle at the flea market this morning.",
+    "Nice! I went hiking in the Alps last week with my brother.",
+    "Did you take photos of the glaciers up there?",
+    "Yes, lots of photos. My brother bought a new camera for the trip.",
+    "I want to ride the bicycle to the lake on Sunday.",
+    "The lake is lovely in the morning, take a jacket.",
+]
+
+
+def test_speakers_called_april_and_will_are_named_by_questions(store: MemoryStore) -> None:
+    """People are called April or Will; before, a speaker's name that is also a month or
+    a function word was no name at all: "What did April buy?" had no focus on her
+    (only BM25 and the vectors) and weighed neither speaker's turns."""
+    _formed(store, _turns(["April", "Will"], APRIL_AND_WILL))
+    for question, speaker, answer in (
+        ("What did April buy at the flea market?", "April", "green bicycle"),
+        ("Where did Will go hiking?", "Will", "Alps"),
+    ):
+        recall = store.recall_area(question, limit=6, budget_tokens=2000)
+        assert recall.area is not None
+        assert f"entity:{speaker}" in recall.area["foci"], recall.area["foci"]
+        assert answer in recall.hits[0].text
+        factor = {f["id"]: f["factor"] for f in recall.area["fragments"]}
+        others = [h.fragment_id for h in recall.hits if h.speaker != speaker]
+        assert others and all(factor[i] < 1 for i in others)  # the other speaker set back
+    will = store.recall_area("Will you tell me about the lake?", limit=3, budget_tokens=800)
+    assert will.area is not None and "entity:Will" not in will.area["foci"]
+
+
 def test_a_third_person_with_the_same_name_keeps_her_own_entity(store: MemoryStore) -> None:
     """After Tom calls Katarzyna "Kate", "I saw Kate yesterday" talks about somebody
     else: a Kate of her own, not merged into Katarzyna; the name is then ambiguous, so a

@@ -216,6 +216,22 @@ def test_known_common_words_count_only_where_written_as_names() -> None:
     assert index.mentioned("how is marta's job?") == ["Marta"]
 
 
+def test_a_speaker_called_by_a_function_or_calendar_word_is_a_name_written_as_one() -> None:
+    """People are called April, May or Will: learned as a speaker's name, such a word is
+    a name where it is written as one (capitalised, not opening a sentence, not also
+    written in lower case there); never a role name, and as any other name, no name
+    learned from what was said."""
+    index = NameIndex(["Will", "April"])
+    assert index.names() == []
+    index.add(["Will", "April", "May", "user", "Assistant"], speakers=True)
+    assert sorted(index.names()) == ["April", "May", "Will"]
+    assert index.mentioned("What did April buy?") == ["April"]
+    assert index.mentioned("Where did Will go hiking with May?") == ["Will", "May"]
+    assert index.mentioned("Will you come in April?") == ["April"]
+    assert index.mentioned("May I ask what you will do?") == []
+    assert index.mentioned("I will see Will") == []  # lower case there too: not a name
+
+
 def test_a_name_is_mentioned_whichever_way_its_accents_are_encoded() -> None:
     """Before: a name learned composed ("Zoé", NFC) was not found in a question that
     wrote it decomposed ("Zoe" and a combining accent, NFD, as some keyboards and

@@ -365,7 +365,10 @@ class MemoryGraphIndex:
                 batch.untold.append(node)
             who = normalise_name(str(speaker)) if speaker else ""
             if who:
-                code = self._speaker_codes.setdefault(who, len(self._speaker_codes) + 1)
+                code = self._speaker_codes.get(who)
+                if code is None:
+                    code = self._speaker_codes[who] = len(self._speaker_codes) + 1
+                    batch.speaker_names.append(str(speaker))
                 batch.speakers.append((node, code))
             if vector and len(vector) == 4 * self._dim:
                 batch.vectors.append(np.frombuffer(vector, dtype="<f4"))
@@ -512,6 +515,7 @@ class MemoryGraphIndex:
             self._vector_prefixes.extend(prefixes(added_codes))
         self._vector_of.extend(vector_of)
         self._names.add(batch.names)
+        self._names.add(batch.speaker_names, speakers=True)
         self._fragments += len(batch.fragment_of)
         if self._holder is None:
             self._holder = GraphHolder(
@@ -570,6 +574,7 @@ class _Batch:
         self.vectors: list[npt.NDArray[np.float32]] = []
         self.vector_nodes: list[int] = []
         self.names: list[str] = []
+        self.speaker_names: list[str] = []  # speakers first seen in this batch, as labelled
         self.words: list[tuple[str, str, npt.NDArray[np.float32]]] = []
         self._columns: list[list[float]] = [[] for _ in range(6)]
 

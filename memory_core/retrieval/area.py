@@ -279,8 +279,10 @@ def _named_speaker(memory: MemoryGraph, question: Question) -> int:
     word or two of its text, as :func:`normalise_name` writes them), or 0 when it names
     none or several ("What did Caroline tell Melanie?" is about both); a speaker called
     by the name the other speaker addresses them with (:mod:`.addressed`) is named too.
-    A speaker called by a function word ("What", "Hey": a client's ``name`` is
-    anything) is never named by that word. A possessive names its owner ("What do
+    A speaker called by a function word ("Will"; "What", "Hey": a client's ``name`` is
+    anything) is named by that word only where the question writes it as a name
+    (:meth:`~memory_core.text.names.NameIndex.add`, ``speakers``: "Where did Will go?",
+    never "Will you come?"). A possessive names its owner ("What do
     Melanie's kids like?": before it did not, and that question's other speaker's turns
     went unweighted; LoCoMo dev recall@10 0.804 -> 0.805, multi-hop 0.504 -> 0.508)."""
     codes = memory.speaker_codes
@@ -288,6 +290,9 @@ def _named_speaker(memory: MemoryGraph, question: Question) -> int:
         return 0
     words = [_POSSESSIVE.sub("", w) for w in normalise_name(question.text).split()]
     named = {codes[w] for w in words if w in codes and not is_function_word(w)}
+    if any(w in codes and is_function_word(w) for w in words):  # "Will": only written as a name
+        as_names = {normalise_name(n) for n in memory.names.mentioned(question.text)}
+        named |= {codes[w] for w in words if w in codes and w in as_names}
     named |= {codes[f"{a} {b}"] for a, b in itertools.pairwise(words) if f"{a} {b}" in codes}
     for _, labels in question.named:  # called by the name the other speaker uses ("Mel")
         named |= {codes[key] for key in map(normalise_name, labels) if key in codes}

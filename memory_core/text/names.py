@@ -376,21 +376,32 @@ class NameIndex:
         name, the entity foci)."""
         self.add(names)
 
-    def add(self, names: Iterable[str], *, capitalised: bool = False) -> None:
+    def add(
+        self, names: Iterable[str], *, capitalised: bool = False, speakers: bool = False
+    ) -> None:
         """Learn more names (case-insensitive); function words, day and month names
         and the chat's role names are not names. A name learned ``capitalised`` (a word
         memory only knows as a thing: "Fantasy") is mentioned only where it is written
-        capitalised, until it is learned without."""
+        capitalised, until it is learned without. ``speakers``: the names people speak
+        under, of which one function, day or month word is a name too ("April", "Will",
+        "May": people are called so), mentioned only where it is written as a name
+        (capitalised, not opening a sentence, and not also written in lower case in the
+        same text: "What did April buy?", never "Will you come?")."""
         try:
-            self._add(names, capitalised)
+            self._add(names, capitalised, speakers)
         finally:
             self._learned += 1  # after the change: an answer begun during it is not kept
 
-    def _add(self, names: Iterable[str], capitalised: bool) -> None:
+    def _add(self, names: Iterable[str], capitalised: bool, speakers: bool = False) -> None:
         for name in names:
             words = [w for w in _key_words(name) if w]
             key = " ".join(words)
-            if not key or not _nameable(words):
+            if not key:
+                continue
+            if not _nameable(words):
+                if speakers and len(words) == 1 and key not in ROLE_NAMES:
+                    self._names.setdefault(key, name)
+                    self._strict.add(key)
                 continue
             if key in self._names:
                 if not capitalised:
