@@ -201,3 +201,31 @@ def test_several_processes_racing_for_an_expired_lease_make_one_winner_per_epoch
         assert child.exitcode == 0
     for r in range(rounds):
         assert sorted(e for rr, e in outcomes if rr == r and e is not None) == [r + 1]
+
+
+@pytest.mark.parametrize(
+    "expires_at", ["1e400", "-1e400", "NaN", "1" + "0" * 400, '"1e12"', "true", "null", "[1]"]
+)
+def test_a_lease_whose_expiry_is_no_finite_number_is_malformed(
+    leases: Leases, tmp_path: Path, expires_at: str
+) -> None:
+    """An expiry of 1e400 (read as infinity) kept the tenant from every node for good with
+    no error anywhere (the claim waited forever); NaN or a string was read as expired or
+    as a time, so a corrupt file could be taken over as if it were a lease."""
+    folder = tmp_path / "leases" / "alice"
+    folder.mkdir(parents=True)
+    body = f'{{"node": "n1", "epoch": 1, "expires_at": {expires_at}, "acquired_at": {T0}}}'
+    (folder / f"{1:020d}.json").write_text(body)
+    with pytest.raises(LeaseError, match="malformed lease 1"):
+        leases.current("alice")
+    with pytest.raises(LeaseError, match="malformed lease 1"):
+        leases.acquire("alice", "n2", 10, T0 + 1e9)
+    assert epoch_files(tmp_path, "alice") == [f"{1:020d}.json"]
+
+
+@pytest.mark.parametrize("ttl_s", [float("inf"), float("nan"), -1.0])
+def test_a_lease_lasts_a_finite_time(leases: Leases, ttl_s: float) -> None:
+    with pytest.raises(ValueError, match="ttl_s"):
+        leases.acquire("alice", "n1", ttl_s, T0)
+    assert leases.current("alice") is None
+

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -338,9 +339,19 @@ def _parse(tenant: str, epoch: int, body: bytes, previous_node: str | None = Non
         node, expires_at, acquired_at = fields["node"], fields["expires_at"], fields["acquired_at"]
         if fields["epoch"] != epoch or not isinstance(node, str):
             raise ValueError(fields)
-        return Lease(tenant, node, epoch, float(expires_at), float(acquired_at), previous_node)
-    except (ValueError, TypeError, KeyError) as exc:
+        return Lease(tenant, node, epoch, _time(expires_at), _time(acquired_at), previous_node)
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise LeaseError(f"malformed lease {epoch} of tenant {tenant!r}: {body[:200]!r}") from exc
+
+
+def _time(value: object) -> float:
+    """A stored time: a finite JSON number. An infinite expiry (``1e400``) would keep the
+    tenant from every node for good, a NaN one would read as expired: both are corrupt."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a time must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"a time must be finite, not {value!r}")
+    return float(value)
 
 
 def _checked(tenant: str) -> str:
@@ -356,8 +367,8 @@ def _check_node(node: str) -> None:
 
 
 def _check_ttl(ttl_s: float) -> None:
-    if not ttl_s > 0:
-        raise ValueError(f"a lease lasts a positive time, not ttl_s={ttl_s}")
+    if not 0 < ttl_s < math.inf:
+        raise ValueError(f"a lease lasts a positive, finite time, not ttl_s={ttl_s}")
 
 
 def _read_or_none(path: Path) -> bytes | None:
