@@ -229,3 +229,19 @@ def test_a_lease_lasts_a_finite_time(leases: Leases, ttl_s: float) -> None:
         leases.acquire("alice", "n1", ttl_s, T0)
     assert leases.current("alice") is None
 
+
+def test_a_malformed_earlier_epoch_does_not_hide_the_current_lease(
+    leases: Leases, tmp_path: Path
+) -> None:
+    """The previous holder is only reported (``previous_node``): its file torn or edited
+    made the current, well-formed lease unreadable, and the tenant unclaimable."""
+    first = leases.acquire("alice", "n1", 10, T0)
+    assert first is not None and leases.release(first)
+    second = leases.acquire("alice", "n2", 10, T0 + 1)
+    assert second is not None and second.previous_node == "n1"
+    (tmp_path / "leases" / "alice" / f"{1:020d}.json").write_text('{"node": "n1", "ep')
+    current = leases.current("alice")
+    assert current is not None and (current.node, current.epoch) == ("n2", 2)
+    assert current.previous_node is None
+    assert leases.renew(second, 10, T0 + 2) is not None
+    assert leases.acquire("alice", "n3", 10, T0 + 3) is None  # n2 still holds it

@@ -300,8 +300,13 @@ class Leases:
         return _parse(tenant, epoch, body, self._holder(tenant, epoch - 1))
 
     def _holder(self, tenant: str, epoch: int) -> str | None:
+        """The node that held ``epoch``, or None when unknown. Only reported, never decided
+        on: a torn or edited old file must not make the current lease unreadable."""
         body = self.store.read(tenant, epoch) if epoch >= 1 else None
-        return _parse(tenant, epoch, body).node if body is not None else None
+        try:
+            return _parse(tenant, epoch, body).node if body is not None else None
+        except LeaseError:
+            return None
 
     def _prune(self, tenant: str, newest: int) -> None:
         for epoch in self.store.epochs(tenant):
