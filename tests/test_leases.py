@@ -245,3 +245,17 @@ def test_a_malformed_earlier_epoch_does_not_hide_the_current_lease(
     assert current.previous_node is None
     assert leases.renew(second, 10, T0 + 2) is not None
     assert leases.acquire("alice", "n3", 10, T0 + 3) is None  # n2 still holds it
+
+
+def test_the_wanted_note_reads_back_and_a_torn_or_foreign_one_asks_for_nothing(
+    leases: Leases, tmp_path: Path
+) -> None:
+    """The note is read by the holder's renewal loop, which stops only on lease and
+    replication errors: an ``at`` of 400 digits raised OverflowError there and ended the
+    loop, so no tenant of the node was renewed again."""
+    leases.want("alice", "n2", T0)
+    assert leases.wanted("alice") == ("n2", T0)
+    note = tmp_path / "leases" / "alice" / "wanted.note"
+    for body in ('{"node": "n2", "at": 1' + "0" * 400 + "}", '{"node": "n2"', "[]", "7"):
+        note.write_text(body)
+        assert leases.wanted("alice") is None

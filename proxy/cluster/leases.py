@@ -281,8 +281,8 @@ class Leases:
             return None
         try:
             data = json.loads(body)
-            return str(data["node"]), float(data["at"])
-        except (ValueError, KeyError, TypeError):
+            return str(data["node"]), _time(data["at"])
+        except (ValueError, KeyError, TypeError, OverflowError):
             return None  # a torn or foreign note asks for nothing
 
     def _still_ours(self, lease: Lease) -> Lease | None:
