@@ -87,6 +87,11 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
                 "messages": [{"message": {"role": "user"}, "ts": "soon"}],
             }
         ).encode(),
+        # each of these escaped the reader (RecursionError, OverflowError) and ended the
+        # replay with a traceback, the entry left in place to end every later one
+        b'{"format": 1, "tenant": "t", "messages": ' + b"[" * 100_000,
+        b'{"format": 1, "tenant": "t", "conversation": null, "messages": [{"message": '
+        b'{"role": "user", "content": "x"}, "ts": 1' + b"0" * 400 + b"}]}",
     ],
 )
 def test_a_file_that_is_not_an_entry_is_set_aside_and_reported(

@@ -42,6 +42,10 @@ from .durable import TEMP_PREFIX, replace_file
 __all__ = ["Spool", "SpoolEntry", "SpoolError"]
 
 _UNREADABLE = ".unreadable"  # a name no tenant can have
+_UNREADABLE_ERRORS = (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError)
+"""What reading a file that is no entry raises: JSON nested past the parser's depth
+(``RecursionError``) and a time of hundreds of digits (``OverflowError``) included, which
+escaped the replay and left the file to end every later one."""
 _FORMAT = 1
 
 
@@ -124,7 +128,7 @@ class Spool:
             self._on_disk.add(path)  # a file copied in from another node's spool counts too
             try:
                 found.append(_read(path, tenant))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+            except _UNREADABLE_ERRORS as exc:
                 self._set_aside(path, tenant, exc)
         return found
 
