@@ -88,10 +88,13 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
             }
         ).encode(),
         # each of these escaped the reader (RecursionError, OverflowError) and ended the
-        # replay with a traceback, the entry left in place to end every later one
+        # replay with a traceback, the entry left in place to end every later one; or
+        # (``true``) was stored as a turn of 1970
         b'{"format": 1, "tenant": "t", "messages": ' + b"[" * 100_000,
         b'{"format": 1, "tenant": "t", "conversation": null, "messages": [{"message": '
         b'{"role": "user", "content": "x"}, "ts": 1' + b"0" * 400 + b"}]}",
+        b'{"format": 1, "tenant": "t", "conversation": null, "messages": [{"message": '
+        b'{"role": "user", "content": "x"}, "ts": true}]}',
     ],
 )
 def test_a_file_that_is_not_an_entry_is_set_aside_and_reported(

@@ -196,7 +196,7 @@ def _read(path: Path, tenant: str) -> SpoolEntry:
     for item in data["messages"]:
         message, ts, ext_id = item["message"], item["ts"], item.get("ext_id")
         sources = item.get("sources", [])
-        if not isinstance(message, dict) or not isinstance(ts, int | float):
+        if not isinstance(message, dict) or isinstance(ts, bool) or not isinstance(ts, int | float):
             raise TypeError("each message needs an object and a numeric ts")
         if ext_id is not None and not isinstance(ext_id, str):
             raise TypeError("ext_id must be a string or null")
