@@ -233,3 +233,33 @@ async def test_an_exchange_answered_during_a_claim_outlives_the_node(
     assert b'areamem_spooled_exchanges{node="a"} 0.0' in again.services.metrics.render()
     (replayed,) = [r for r in again.log_records() if r.get("event") == "spool_replayed"]
     assert replayed["ingested"] == 2  # the question and its answer
+
+
+@pytest.mark.timeout(60)
+async def test_ingest_for_a_tenant_that_cannot_be_claimed_is_a_clear_503(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """A claim that fails (here: the tenant's lease file is torn) made ``/memory/ingest``
+    answer 500 ``internal_error`` naming only ``ReplicationError``; chat goes on without
+    memory, nothing is written, and once the lease is repaired the transcript is stored."""
+    replica = tmp_path / "replica"
+    torn = replica / "leases" / "default" / f"{1:020d}.json"
+    torn.parent.mkdir(parents=True)
+    torn.write_text('{"node": "b", "epoch": 1, "expi')
+    proxy = await make_proxy(_node(upstream, replica, "a"), name="a")
+    transcript = {"messages": [{"role": "user", "content": FACT}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 503, await response.text()
+            assert response.headers["Retry-After"]
+            error = (await response.json())["error"]
+        assert error["code"] == "memory_unavailable"
+        assert "could not be claimed" in error["message"]
+        assert "malformed lease 1" in error["message"]
+        answer, _ = await _chat(proxy, QUESTION, "c1")
+        assert answer == f"echo: {QUESTION}"
+        assert not (proxy.data_dir / "tenants" / "default.db").exists()
+        torn.unlink()
+        async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 200, await response.text()
+            assert (await response.json())["appended"] == 1
