@@ -78,6 +78,7 @@ import yaml
 from _common import (
     answer_text,
     api_error_message,
+    output_file,
     percentile,
     prometheus_samples,
     render_table,
@@ -1178,7 +1179,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--check", action="store_true", help="exit 1 when a check fails")
     parser.add_argument("--throughput", action="store_true",
                         help="requests/s: one node direct vs the cluster through HAProxy")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the report here")
+    parser.add_argument("--json", type=output_file, metavar="OUT",
+                        help="also write the report here")
     parser.add_argument("--workdir", type=Path, help="keep data, configs and logs here (empty)")
     return parser.parse_args(argv)
 

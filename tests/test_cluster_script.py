@@ -261,3 +261,20 @@ def test_the_compose_files_fit_together(tmp_path: Path) -> None:
     assert config.cluster is not None
     assert str(config.cluster.litestream_socket) == litestream["socket"]["path"]
     assert config.cluster.leases == "file:///leases" and config.server.data_dir == Path("/data")
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(
+    cluster: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` in a missing folder was found after the whole run (a traceback that lost
+    the report); now a usage error (status 2) before any child starts."""
+    workdir = tmp_path / "work"
+    argv = ["--json", str(tmp_path / "missing" / "out.json"), "--workdir", str(workdir)]
+    with pytest.raises(SystemExit) as exit_:
+        cluster.main(argv)
+    assert exit_.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not workdir.exists()
