@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -87,6 +88,9 @@ from _common import (
 )
 from bench_overhead import HOST, MODEL, ROOT, BenchError, Service, free_port, wait_ready
 from load import work_folder
+from pydantic import ValidationError
+
+from proxy.config import ClusterConfig
 
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg"
 BACKEND = "areamem_nodes"
@@ -1186,15 +1190,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def options_from(args: argparse.Namespace) -> Options:
-    clients = args.clients or (50 if args.throughput else 6)
-    if args.nodes < 1 or args.tenants < 1 or clients < 1 or args.seconds <= 0:
-        raise BenchError("--nodes, --tenants, --clients and --seconds must be positive")
+    """The run's options, every number checked before anything starts: a NaN or infinite
+    ``--seconds`` ran for ever, ``--clients 0`` became 6, a share past 1 ran and reported
+    a false failure, and bad lease timings were found by the first node to start."""
+    clients = args.clients if args.clients is not None else (50 if args.throughput else 6)
+    if args.nodes < 1 or args.tenants < 1 or clients < 1 or not 0 < args.seconds < math.inf:
+        raise BenchError("--nodes, --tenants, --clients and --seconds must be positive "
+                         "(--seconds finite)")
     if not args.throughput and args.nodes < 2:
         raise BenchError("the failover scenario needs --nodes 2 or more")
+    if not 0 <= args.stream_share <= 1:
+        raise BenchError(f"--stream-share must be between 0 and 1, not {args.stream_share}")
+    for name in ("think_ms", "first_token_ms"):
+        if not 0 <= getattr(args, name) < math.inf:
+            raise BenchError(f"--{name.replace('_', '-')} must be a finite number >= 0")
     timings = Timings(args.sync_interval_s, args.lease_ttl_s, args.lease_renew_s,
                       args.idle_release_s)
+    check_timings(timings)
     return Options(args.nodes, args.tenants, clients, args.seconds, args.stream_share,
                    args.think_ms, args.retrieval, args.first_token_ms, timings)
+
+
+def check_timings(timings: Timings) -> None:
+    """Refuse what the nodes' own validation (``cluster:`` of the config) would refuse,
+    naming the option."""
+    try:
+        ClusterConfig.model_validate(
+            {"node": "node-1", "replica": "file:///replica", **dataclasses.asdict(timings)}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = first["loc"][0] if first["loc"] else ""
+        option = f"--{str(where).replace('_', '-')}: " if where else ""
+        raise BenchError(f"{option}{first['msg']}") from exc
 
 
 def run_failover(folder: Path, options: Options) -> Failover:

@@ -278,3 +278,33 @@ def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(
     assert exit_.value.code == 2
     assert "does not exist" in capsys.readouterr().err
     assert not workdir.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--seconds", "nan"], "--seconds"),  # ran for ever
+        (["--seconds", "inf"], "--seconds"),
+        (["--clients", "0"], "--clients"),  # silently became 6
+        (["--stream-share", "5"], "--stream-share"),  # ran, and reported a false failure
+        (["--stream-share", "nan"], "--stream-share"),
+        (["--think-ms", "-1"], "--think-ms"),
+        (["--first-token-ms", "inf"], "--first-token-ms"),
+        # these were found by the first node, after the upstream and it had started
+        (["--lease-ttl-s", "1", "--lease-renew-s", "1"], "at most half of lease_ttl_s"),
+        (["--sync-interval-s", "-1"], "--sync-interval-s"),
+        (["--idle-release-s", "nan"], "--idle-release-s"),
+    ],
+)
+def test_bad_numbers_are_refused_in_one_line_before_anything_starts(
+    cluster: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    says: str,
+) -> None:
+    workdir = tmp_path / "work"
+    assert cluster.main([*argv, "--workdir", str(workdir)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("cluster: ") and says in line
+    assert not workdir.exists()
