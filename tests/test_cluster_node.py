@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -263,3 +265,37 @@ async def test_ingest_for_a_tenant_that_cannot_be_claimed_is_a_clear_503(
         async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
             assert response.status == 200, await response.text()
             assert (await response.json())["appended"] == 1
+
+
+async def _held(proxy: Proxy) -> bool:
+    return [p["state"] for p in await _places(proxy)] == ["ready"]
+
+
+async def _lag(proxy: Proxy) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/cluster/tenants") as response:
+            return float((await response.json())["replication_lag_s"])
+
+
+@pytest.mark.timeout(60)
+async def test_a_dead_litestream_daemon_is_reported_and_its_lag_grows(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """The daemon killed under a node holding a tenant: chat went on, unreplicated, with
+    ``areamem_replication_lag_seconds`` frozen at its last value and nothing logged, so
+    nothing told the operator that a failover would lose every later exchange."""
+    proxy = await make_proxy(_node(upstream, tmp_path / "replica", "a"), name="a")
+    await _chat(proxy, FACT, "c1")
+    await _until(lambda: _held(proxy), 30)
+    daemon = proxy.services.litestream
+    assert daemon is not None and daemon.pid is not None
+    os.killpg(daemon.pid, signal.SIGKILL)
+
+    async def lagging() -> bool:
+        await _chat(proxy, QUESTION, "c1")  # still answered
+        return await _lag(proxy) > 2 * RENEW_S
+
+    await _until(lagging, 30)
+    (failed,) = [r for r in proxy.log_records() if r.get("event") == "replication_failed"]
+    assert failed["node"] == "a" and failed["error"]
+    assert [p["state"] for p in await _places(proxy)] == ["ready"]

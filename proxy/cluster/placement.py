@@ -118,6 +118,8 @@ class Placement:
         self._stopping = False
         self._metrics = metrics
         self.lag_s = 0.0
+        self._litestream_answers = True
+        self._litestream_answered_at = clock()
         if metrics is not None:
             metrics.replication_lag.labels(node=self.node).set_function(lambda: self.lag_s)
 
@@ -264,8 +266,7 @@ class Placement:
                         self._clock(), self._margin
                     ):
                         await self._let_go(place, "lost", ship=False)
-            with contextlib.suppress(ReplicationError, OSError):
-                self.lag_s = await self._lag()
+            await self._measure_lag()
 
     async def _renew(self, place: TenantPlace) -> None:
         """Renew, unless the tenant is idle here, or another node asked for it since this
@@ -314,6 +315,26 @@ class Placement:
             if why == "released" and not await asyncio.to_thread(self._leases.release, lease):
                 place.state = why = "lost"  # another node had taken it already
             self._event(place.tenant, lease.epoch, why, **({"cause": cause} if cause else {}))
+
+    async def _measure_lag(self) -> None:
+        """Update :attr:`lag_s`. While Litestream cannot be asked (its daemon died, its
+        socket is gone) nothing is known to be shipped: the lag is the time since it last
+        answered, when a tenant is held, so that it grows (it stayed at its last value, and
+        a failover lost every exchange since without a sign). Each change is logged."""
+        try:
+            self.lag_s = await self._lag()
+        except (ReplicationError, OSError) as exc:
+            if self._litestream_answers:
+                self._litestream_answers = False
+                self._events({"event": "replication_failed", "node": self.node,
+                              "error": str(exc)})  # fmt: skip
+            held = any(p.state == "ready" for p in self._places.values())
+            self.lag_s = self._clock() - self._litestream_answered_at if held else 0.0
+            return
+        self._litestream_answered_at = self._clock()
+        if not self._litestream_answers:
+            self._litestream_answers = True
+            self._events({"event": "replication_resumed", "node": self.node})
 
     async def _lag(self) -> float:
         """The longest a commit of a held tenant has waited for its upload: for each
