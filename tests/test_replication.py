@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import site
 import sqlite3
 import subprocess
 import sys
@@ -325,3 +326,52 @@ async def test_a_short_sync_interval_ships_each_commit_within_it(tmp_path: Path)
 
 def _files(folder: Path) -> set[str]:
     return {str(p) for p in folder.rglob("*") if p.is_file()}
+
+
+def _serve_without_litestream(
+    tmp_path: Path, litestream: str | None
+) -> subprocess.CompletedProcess[str]:
+    """``areamem serve`` of a cluster node run by an interpreter with no ``litestream``
+    beside it (a link to it in a folder of its own) and none on ``PATH``; or, given
+    ``litestream``, that script as the one beside it."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python").symlink_to(os.path.realpath(sys.executable))
+    if litestream is not None:
+        (bin_ / "litestream").write_text(litestream)
+        (bin_ / "litestream").chmod(0o755)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: 0, data_dir: {tmp_path / 'data'}}}\n"
+        "upstreams: [{model: '*', provider: openai, api_base: 'http://127.0.0.1:9/v1'}]\n"
+        "memory: {formation_workers: 0}\n"
+        f"cluster: {{node: a, replica: '{(tmp_path / 'replica').as_uri()}'}}\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()]),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "HOME": str(tmp_path),
+    }
+    return subprocess.run(
+        [str(bin_ / "python"), "-m", "proxy", "serve", "--config", str(config)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("litestream", "says"),
+    [
+        (None, "no litestream binary"),
+        ("#!/bin/sh\necho 'cannot open the socket' >&2\nexit 3\n", "cannot open the socket"),
+    ],
+)
+def test_a_node_without_a_working_litestream_says_so_in_one_line(
+    tmp_path: Path, litestream: str | None, says: str
+) -> None:
+    """Both were a traceback (the daemon's failure at start from inside aiohttp's start-up)."""
+    done = _serve_without_litestream(tmp_path, litestream)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("areamem:")]
+    assert line.startswith("areamem: cannot run as a cluster node: ") and says in done.stderr
