@@ -299,3 +299,24 @@ async def test_a_dead_litestream_daemon_is_reported_and_its_lag_grows(
     (failed,) = [r for r in proxy.log_records() if r.get("event") == "replication_failed"]
     assert failed["node"] == "a" and failed["error"]
     assert [p["state"] for p in await _places(proxy)] == ["ready"]
+
+
+@pytest.mark.timeout(60)
+async def test_two_nodes_given_one_name_never_write_a_tenant_together(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """The second node named ``a`` renewed the first one's lease as its own and both
+    served the tenant, under one epoch, with memory and replication: two writers. Now it
+    waits like any other node; the first lets go when asked."""
+    replica = tmp_path / "replica"
+    first = await make_proxy(_node(upstream, replica, "a"), name="first")
+    second = await make_proxy(_node(upstream, replica, "a"), name="second")
+    await _chat(first, FACT, "c1")
+    await _until(lambda: _held(first), 30)
+    await _chat(second, QUESTION, "c2")
+    await _until(lambda: _held(second), 30)
+    (taken,) = await _places(second)
+    assert (taken["epoch"], taken["restored_from_epoch"]) == (2, 1)
+    (given,) = await _places(first)
+    assert (given["state"], given["epoch"]) == ("released", 1)
+    assert await _remembers(second)

@@ -31,12 +31,14 @@ def epoch_files(root: Path, tenant: str) -> list[str]:
 
 def test_the_first_acquire_creates_epoch_one(leases: Leases, tmp_path: Path) -> None:
     lease = leases.acquire("alice", "n1", 10, T0)
-    assert lease == Lease("alice", "n1", 1, T0 + 10, T0, previous_node=None)
+    assert lease == Lease("alice", "n1", 1, T0 + 10, T0, previous_node=None, holder=leases.holder)
     assert leases.current("alice") == lease
     [name] = epoch_files(tmp_path, "alice")
     assert name == "00000000000000000001.json"
     stored = json.loads((tmp_path / "leases" / "alice" / name).read_text())
-    assert stored == {"node": "n1", "epoch": 1, "expires_at": T0 + 10, "acquired_at": T0}
+    assert stored == {
+        "node": "n1", "epoch": 1, "expires_at": T0 + 10, "acquired_at": T0, "holder": leases.holder
+    }
     assert leases.current("bob") is None
 
 
@@ -253,9 +255,34 @@ def test_the_wanted_note_reads_back_and_a_torn_or_foreign_one_asks_for_nothing(
     """The note is read by the holder's renewal loop, which stops only on lease and
     replication errors: an ``at`` of 400 digits raised OverflowError there and ended the
     loop, so no tenant of the node was renewed again."""
-    leases.want("alice", "n2", T0)
-    assert leases.wanted("alice") == ("n2", T0)
+    assert leases.wanted("alice") is None
+    leases.want("alice", "n1", T0)
+    assert leases.wanted("alice") is None  # this holder asked: nobody else
+    other = Leases(leases.store)
+    other.want("alice", "n2", T0)
+    assert leases.wanted("alice") == ("n2", T0) and other.wanted("alice") is None
     note = tmp_path / "leases" / "alice" / "wanted.note"
     for body in ('{"node": "n2", "at": 1' + "0" * 400 + "}", '{"node": "n2"', "[]", "7"):
         note.write_text(body)
         assert leases.wanted("alice") is None
+
+
+def test_another_process_with_the_holders_node_name_waits_like_any_other_node(
+    tmp_path: Path,
+) -> None:
+    """A lease named its holder by node name alone: a second process with that name (the
+    node restarted within its lease after a kill, or two nodes given one name) renewed
+    the holder's epoch instead of waiting. Two writers of one tenant; and the restarted
+    node, finding its marker at that very epoch, restored the epoch before over its own
+    newer database (every exchange of the epoch lost). Each :class:`Leases` is one holder."""
+    root = f"file://{tmp_path}"
+    first, second = Leases(lease_store(root)), Leases(lease_store(root))
+    held = first.acquire("alice", "a", 10, T0)
+    assert held is not None
+    assert second.acquire("alice", "a", 10, T0 + 1) is None
+    assert not second.release(Lease("alice", "a", 1, T0 + 10, T0))
+    assert first.renew(held, 10, T0 + 2) is not None
+    taken = second.acquire("alice", "a", 10, T0 + 12.5)  # once it expired
+    assert taken is not None and (taken.epoch, taken.previous_node) == (2, "a")
+    assert first.renew(held, 10, T0 + 13) is None and not first.release(held)
+    assert second.renew(taken, 10, T0 + 14) is not None

@@ -279,8 +279,7 @@ class Placement:
             return
         if quiet > 2 * self.config.lease_renew_s:
             wanted = await asyncio.to_thread(self._leases.wanted, place.tenant)
-            asked = wanted is not None and wanted[0] != self.node
-            if asked and wanted is not None and wanted[1] > place.lease.acquired_at:
+            if wanted is not None and wanted[1] > place.lease.acquired_at:
                 await self._let_go(place, "released", ship=True, cause="asked")
                 return
         renewed = await asyncio.to_thread(
