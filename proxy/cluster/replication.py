@@ -67,6 +67,8 @@ _COMMAND_TIMEOUT_S = 30.0
 _START_TIMEOUT_S = 10.0
 _STOP_GRACE_S = 10.0
 _LOG_TAIL_BYTES = 2000
+_GROUP_EXIT_S = 2.0
+"""How long a killed process group may take to be gone before stopping goes on."""
 
 
 class ReplicationError(ProxyError):
@@ -392,12 +394,50 @@ async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> Non
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), grace_s)
     if process.returncode is None:
+        group = False
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            if os.getpgid(process.pid) == process.pid:
+            group = os.getpgid(process.pid) == process.pid
+            if group:
                 os.killpg(process.pid, signal.SIGKILL)
             else:
                 process.kill()
         await process.wait()
+        if group:
+            await _group_gone(process.pid)
+
+
+async def _group_gone(pgid: int, within_s: float = _GROUP_EXIT_S) -> None:
+    """Wait until no live process of the group ``pgid`` is left: the leader is reaped by
+    then, but a child killed with it (the daemon's ``-exec`` child) can still run for a
+    moment, and "no process of it remains" is what :meth:`Litestream.stop` promises.
+    Zombies count as gone (their reaper is not ours); bounded by ``within_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while _group_alive(pgid) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group ``pgid`` runs (from ``/proc``; without it, whether
+    the group can still be signalled, zombies included)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _config_text(socket_path: Path) -> str:
