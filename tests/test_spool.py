@@ -173,3 +173,32 @@ def test_what_an_answer_restates_is_read_back_and_a_forged_list_is_refused(
     assert fresh.pending("ana-1") == []
     assert events and events[-1]["event"] == "spool_unreadable"
     assert "sources must be a list of fragment ids" in events[-1]["error"]
+
+
+_FULL_DISK_CHILD = """
+import resource, sys
+from pathlib import Path
+from memory_core import LogMessage
+from proxy.cluster.spool import Spool, SpoolError
+spool = Spool(Path(sys.argv[1]), print)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # Python ignores SIGXFSZ: EFBIG
+try:
+    spool.put("t", "c", (LogMessage({"role": "user", "content": "x" * 10_000}, 1.7e9),))
+except SpoolError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_an_entry_the_disk_cannot_hold_whole_is_refused_not_kept_cut(tmp_path: Path) -> None:
+    """A file size limit (as a full disk) let the first write of the entry land short: the
+    entry was renamed into place cut at 4,096 bytes and reported durable, so its answer
+    went out, and its replay set it aside as unreadable (the exchange never stored)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_CHILD, str(tmp_path / "spool")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "refused: could not spool an exchange of t" in done.stdout
+    assert "File too large" in done.stdout
+    assert list((tmp_path / "spool" / "t").iterdir()) == []  # no entry, no temp file
