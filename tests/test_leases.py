@@ -286,3 +286,38 @@ def test_another_process_with_the_holders_node_name_waits_like_any_other_node(
     assert taken is not None and (taken.epoch, taken.previous_node) == (2, "a")
     assert first.renew(held, 10, T0 + 13) is None and not first.release(held)
     assert second.renew(taken, 10, T0 + 14) is not None
+
+
+class _StallBeforeCreate(FileLeaseStore):
+    """A node that stalls between reading the current lease and creating the next epoch
+    (a GC pause, a frozen VM): ``meanwhile`` runs where the stall was."""
+
+    def __init__(self, root: Path, meanwhile: Any) -> None:
+        super().__init__(root)
+        self.meanwhile = meanwhile
+
+    def create(self, tenant: str, epoch: int, body: bytes) -> bool:
+        meanwhile, self.meanwhile = self.meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return super().create(tenant, epoch, body)
+
+
+def test_an_epoch_created_after_newer_ones_were_pruned_is_no_lease(tmp_path: Path) -> None:
+    """The stalled node's epoch had been taken and pruned meanwhile, so its create
+    succeeded: it served the tenant as holder of epoch 2 while another node held epoch 5,
+    until its next renewal (two writers)."""
+    others = Leases(lease_store(f"file://{tmp_path}"))
+
+    def four_epochs_pass() -> None:
+        for i in range(4):  # epochs 2..5; creating 5 prunes 2
+            lease = others.acquire("alice", f"n{i}", 10, T0 + 20 + i)
+            assert lease is not None and others.release(lease)
+        assert others.acquire("alice", "n9", 10, T0 + 30) is not None  # epoch 6 held
+
+    first = others.acquire("alice", "n1", 10, T0)
+    assert first is not None and first.epoch == 1
+    stalled = Leases(_StallBeforeCreate(tmp_path, four_epochs_pass))
+    assert stalled.acquire("alice", "late", 10, T0 + 15) is None
+    current = others.current("alice")
+    assert current is not None and (current.node, current.epoch) == ("n9", 6)

@@ -6,8 +6,10 @@ epoch: ``<root>/leases/<tenant>/<epoch as 20 digits>.json`` holding ``node``, ``
 ``acquired_at`` (wall-clock epoch seconds). The current lease is the one
 with the highest epoch. Taking a lease is compare-and-swap by exclusive create: the taker
 creates epoch ``current + 1``, and of several nodes racing for it exactly one create
-succeeds. The holder renews by rewriting its own epoch's file (atomically), and releases by
-rewriting it with ``expires_at = 0``; both only while its epoch is still the highest.
+succeeds; the winner then checks that its epoch is the highest (a taker that stalled
+after reading may find its epoch taken and pruned meanwhile, its name free again). The
+holder renews by rewriting its own epoch's file (atomically), and releases by rewriting
+it with ``expires_at = 0``; both only while its epoch is still the highest.
 
 Invariants:
 
@@ -253,6 +255,11 @@ class Leases:
         previous = held.node if held else None
         lease = Lease(tenant, node, epoch, now + ttl_s, now, previous, self.holder)
         if not self.store.create(tenant, epoch, _body(lease)):
+            return None
+        if self.store.epochs(tenant)[-1:] != [epoch]:
+            # this node stalled after reading: newer epochs came and pruned this one, so
+            # the create found its name free; the newest epoch holds the tenant, not this
+            self.store.delete(tenant, epoch)
             return None
         self._prune(tenant, epoch)
         return lease
