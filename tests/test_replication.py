@@ -375,3 +375,21 @@ def test_a_node_without_a_working_litestream_says_so_in_one_line(
     assert "Traceback" not in done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("areamem:")]
     assert line.startswith("areamem: cannot run as a cluster node: ") and says in done.stderr
+
+
+async def test_a_restore_removes_the_staging_a_killed_restore_left(tmp_path: Path) -> None:
+    """A node killed during a restore left its staging folder (a partial or whole copy of
+    the tenant's database) beside the database for good: one more copy at every such
+    kill. The next restore of that database, by the same node, removes it first."""
+    daemon = Litestream(litestream_binary(), tmp_path / "n1")  # restoring needs no daemon
+    target = tmp_path / "data" / "t.db"
+    write(target, "kept")
+    left = tmp_path / "data" / ".t.db.restore-k1ll3d00"
+    left.mkdir(mode=0o700)
+    (left / "t.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 4000)  # cut mid-copy
+    others = [".u.db.restore-k1ll3d00", ".t.db.restore-x.db.restore-k1ll3d00"]  # other tenants'
+    for name in others:
+        (tmp_path / "data" / name).mkdir()
+    assert not await daemon.restore(target, f"file://{tmp_path}/nowhere")
+    assert sorted(os.listdir(target.parent)) == sorted([*others, "t.db"])
+    assert rows(target) == ["kept"]

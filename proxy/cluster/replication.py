@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import json
 import math
 import os
@@ -248,14 +249,16 @@ class Litestream:
 
         The copy is restored into a staging folder beside ``db`` and renamed over it, stale
         ``-wal``/``-shm`` files of ``db`` removed just before, so ``db`` is at every moment
-        either the old file or the complete restored one. Needs no daemon; no connection may
+        either the old file or the complete restored one; the staging a killed restore left
+        is removed first. Needs no daemon; no connection may
         have ``db`` open, and ``db`` must not be registered.
         """
         path = _absolute(db)
         if path in self._registered:
             raise ReplicationError(f"cannot restore over {path}: it is registered for replication")
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.restore-", dir=path.parent))
+        _remove_staging(path)
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), dir=path.parent))
         try:
             restored = staging / path.name
             args = ("restore", "-if-replica-exists", "-o", str(restored), replica)
@@ -349,6 +352,20 @@ class Litestream:
         except OSError:
             return ""
         return f"; end of {self.log_path}:\n{tail}" if tail else ""
+
+
+def _staging_prefix(db: Path) -> str:
+    return f".{db.name}.restore-"
+
+
+def _remove_staging(db: Path) -> None:
+    """Remove the staging folders a restore of ``db`` killed midway left (a copy of the
+    database each). Restores of one database never overlap: a node claims a tenant once
+    at a time, and a data folder belongs to one node."""
+    mine = re.compile(re.escape(_staging_prefix(db)) + r"[a-z0-9_]{8}")  # mkdtemp's names
+    for left in db.parent.glob(f"{glob.escape(_staging_prefix(db))}*"):
+        if mine.fullmatch(left.name):  # not tenant "t.db.restore-x"'s, of tenant "t"
+            shutil.rmtree(left, ignore_errors=True)
 
 
 async def _command(binary: Path, args: tuple[str, ...], timeout_s: float) -> bytes:
