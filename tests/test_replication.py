@@ -393,3 +393,30 @@ async def test_a_restore_removes_the_staging_a_killed_restore_left(tmp_path: Pat
     assert not await daemon.restore(target, f"file://{tmp_path}/nowhere")
     assert sorted(os.listdir(target.parent)) == sorted([*others, "t.db"])
     assert rows(target) == ["kept"]
+
+
+def _corrupt(db: Path) -> None:
+    """Give ``db`` an index with fewer entries than its table (what Litestream 0.5.17's
+    replica of a tenant restored to in a probe of two nodes racing for it: an answered
+    exchange's row gone, ``wrong # of entries in index``; upstream issue #1164)."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE INDEX t_v ON t(v) WHERE v > 'b'")
+        conn.execute("PRAGMA writable_schema=ON")
+        conn.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX t_v ON t(v)' WHERE name = 't_v'")
+        conn.commit()
+
+
+async def test_a_replica_that_restores_to_a_corrupt_database_is_refused(
+    node: Litestream, tmp_path: Path
+) -> None:
+    """It was put in place as the tenant's database and served, rows missing."""
+    db, url = tmp_path / "n1" / "t.db", f"file://{tmp_path}/replicas/t"
+    write(db, "a", "b", "c")
+    _corrupt(db)
+    await node.register(db, url)
+    await node.sync(db)
+    target = tmp_path / "n2" / "t.db"
+    write(target, "kept")
+    with pytest.raises(ReplicationError, match="integrity check failed"):
+        await node.restore(target, url)
+    assert rows(target) == ["kept"] and sorted(os.listdir(target.parent)) == ["t.db"]

@@ -24,7 +24,8 @@ Invariants:
   so a node that crashes (even by SIGKILL) never leaves a daemon replicating tenants it no
   longer holds;
 * :meth:`Litestream.restore` never leaves a partial database at the target: it restores
-  into a staging folder beside it and renames into place, and refuses a registered database;
+  into a staging folder beside it and renames into place, only once the copy passes
+  ``PRAGMA quick_check``, and refuses a registered database;
 * every subprocess runs under a timeout, and every failure is a :class:`ReplicationError`
   naming the command and quoting its stderr.
 """
@@ -68,6 +69,12 @@ _COMMAND_TIMEOUT_S = 30.0
 _START_TIMEOUT_S = 10.0
 _STOP_GRACE_S = 10.0
 _LOG_TAIL_BYTES = 2000
+_CHECKED = ("-integrity-check", "quick")
+"""A restored copy must pass ``PRAGMA quick_check`` before it replaces a tenant's database:
+Litestream 0.5.x can write a replica that restores to a corrupt file (upstream issue #1164;
+seen here with two nodes racing for a tenant: an index one entry short, an answered
+exchange's row gone), which was put in place and served. The restore then fails, naming the
+check, and the database it would have replaced stays as it was."""
 _GROUP_EXIT_S = 2.0
 """How long a killed process group may take to be gone before stopping goes on."""
 
@@ -261,7 +268,7 @@ class Litestream:
         staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), dir=path.parent))
         try:
             restored = staging / path.name
-            args = ("restore", "-if-replica-exists", "-o", str(restored), replica)
+            args = ("restore", "-if-replica-exists", *_CHECKED, "-o", str(restored), replica)
             await _command(self.binary, args, timeout_s)
             if not restored.is_file():
                 return False
