@@ -183,6 +183,10 @@ class Placement:
                     await place.task
             if place.state == "ready":
                 await self._let_go(place, "released", ship=True, cause="stopping")
+            elif place.state == "restoring" and place.lease is not None:
+                # a claim called off after taking the lease: nothing was written under it,
+                # so the next node may take the tenant at once rather than wait it out
+                await self._let_go(place, "released", ship=False, cause="stopping")
             place.ready.set()  # wakes waiters: wait() raises from now on
 
     # -- claims ------------------------------------------------------------------------

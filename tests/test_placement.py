@@ -1,0 +1,57 @@
+"""A node's placement (:mod:`proxy.cluster.placement`) driven directly: real leases on a
+folder, and a Litestream whose binary is a stand-in script (as in ``test_replication``),
+so a claim can be caught in the middle of its restore."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.cluster.leases import Leases, lease_store
+from proxy.cluster.placement import Placement
+from proxy.cluster.replication import Litestream
+from proxy.config import ClusterConfig
+
+pytestmark = pytest.mark.cluster
+
+
+async def _nothing(tenant: str) -> None:
+    return None
+
+
+@pytest.mark.timeout(30)
+async def test_a_node_stopped_while_a_claim_restores_releases_the_lease(tmp_path: Path) -> None:
+    """The claim was called off with its lease left held (and Litestream registration and
+    store in place): the next node waited out the whole lease instead of taking the tenant
+    at once, although a stop promises to release every lease."""
+    replica = (tmp_path / "replica").as_uri()
+    leases = Leases(lease_store(replica))
+    ghost = leases.acquire("t", "ghost", 60, time.time())
+    assert ghost is not None and leases.release(ghost)  # epoch 2 restores from epoch 1
+    binary = tmp_path / "litestream"
+    binary.write_text('#!/bin/sh\n[ "$1" = restore ] && exec sleep 30\nexit 1\n')  # restores hang
+    binary.chmod(0o755)
+    config = ClusterConfig.model_validate(
+        {"node": "a", "replica": replica, "lease_ttl_s": 60.0, "lease_renew_s": 10.0}
+    )
+    events: list[dict[str, Any]] = []
+    placement = Placement(
+        config, tmp_path / "tenants", Leases(lease_store(replica)),
+        Litestream(binary, tmp_path / "ls"),
+        open_store=_nothing, drop_store=_nothing, events=events.append,
+    )  # fmt: skip
+    await placement.start()
+    placement.request("t")
+    while [p["state"] for p in placement.places()] != ["restoring"]:
+        await asyncio.sleep(0.01)
+    await placement.stop()
+    current = leases.current("t")
+    assert current is not None and (current.node, current.epoch) == ("a", 2)
+    assert current.released
+    assert [(e["action"], e.get("cause")) for e in events if e["event"] == "lease"] == [
+        ("acquired", None), ("released", "stopping")
+    ]
