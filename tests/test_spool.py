@@ -202,3 +202,30 @@ def test_an_entry_the_disk_cannot_hold_whole_is_refused_not_kept_cut(tmp_path: P
     assert "refused: could not spool an exchange of t" in done.stdout
     assert "File too large" in done.stdout
     assert list((tmp_path / "spool" / "t").iterdir()) == []  # no entry, no temp file
+
+
+@pytest.mark.parametrize("taken", ["spool", "logs"])
+def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
+    tmp_path: Path, taken: str
+) -> None:
+    """A file where the spool folder (or the logs folder) goes: ``areamem serve`` died
+    with a FileExistsError traceback while building the node."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / taken).write_text("a file in the folder's place")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: 0, data_dir: {data}}}\n"
+        "upstreams: [{model: '*', provider: openai, api_base: 'http://127.0.0.1:9/v1'}]\n"
+        "memory: {formation_workers: 0}\n"
+        f"cluster: {{node: a, replica: '{(tmp_path / 'replica').as_uri()}'}}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("areamem: cannot use the data folder: ") and str(data / taken) in line

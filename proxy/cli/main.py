@@ -113,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplicationError as exc:  # no litestream binary
         _say(f"areamem: cannot run as a cluster node: {exc}")
         return 1
+    except OSError as exc:  # a folder it makes under data_dir (logs, spool) cannot be
+        _say(f"areamem: cannot use the data folder: {exc}")
+        return 1
     limit_blas_threads()
     try:
         asyncio.run(_serve(config, services, sockets))
