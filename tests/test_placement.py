@@ -13,7 +13,7 @@ import pytest
 
 from proxy.cluster.leases import Leases, lease_store
 from proxy.cluster.placement import Placement
-from proxy.cluster.replication import Litestream
+from proxy.cluster.replication import Litestream, ReplicationError
 from proxy.config import ClusterConfig
 
 pytestmark = pytest.mark.cluster
@@ -55,3 +55,34 @@ async def test_a_node_stopped_while_a_claim_restores_releases_the_lease(tmp_path
     assert [(e["action"], e.get("cause")) for e in events if e["event"] == "lease"] == [
         ("acquired", None), ("released", "stopping")
     ]
+
+
+@pytest.mark.timeout(30)
+async def test_a_claim_that_fails_after_taking_the_lease_wakes_whoever_waits(
+    tmp_path: Path,
+) -> None:
+    """Letting the lease go replaced the place's ready event, so the requests waiting for
+    the claim (an exchange to store, a ``/memory/ingest``) waited on the old one for ever:
+    here a Litestream that refuses the registration (its daemon gone)."""
+    replica = (tmp_path / "replica").as_uri()
+    binary = tmp_path / "litestream"
+    binary.write_text('#!/bin/sh\n[ "$1" = register ] && exit 1\necho "{}"\n')
+    binary.chmod(0o755)
+    config = ClusterConfig.model_validate({"node": "a", "replica": replica})
+
+    async def open_store(tenant: str) -> None:
+        (tmp_path / "tenants" / f"{tenant}.db").touch()
+
+    placement = Placement(
+        config, tmp_path / "tenants", Leases(lease_store(replica)),
+        Litestream(binary, tmp_path / "ls"),
+        open_store=open_store, drop_store=_nothing, events=lambda event: None,
+    )  # fmt: skip
+    await placement.start()
+    try:
+        with pytest.raises(ReplicationError, match=r"could not be claimed.*register"):
+            await asyncio.wait_for(placement.wait("t"), 10)
+        current = Leases(lease_store(replica)).current("t")
+        assert current is not None and current.released  # let go at once
+    finally:
+        await placement.stop()

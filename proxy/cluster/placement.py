@@ -300,10 +300,21 @@ class Placement:
         """Stop writing ``place``'s tenant: it is not ready from now on; Litestream stops
         replicating it (after shipping what it has when ``ship``), its store is closed,
         and a released lease is given up. ``cause`` (why it is released: ``asked``,
-        ``idle``, ``stopping``, ``claim_failed``) goes into the lease line."""
-        lease = place.lease
+        ``idle``, ``stopping``, ``claim_failed``) goes into the lease line.
+
+        Whoever waits on the place's ready event is woken at the end (a new event took its
+        place: they waited for ever)."""
+        woken, place.ready = place.ready, asyncio.Event()
         place.state, place.released_at = why, self._clock()
-        place.ready = asyncio.Event()
+        try:
+            await self._stop_writing(place, why, ship=ship, cause=cause)
+        finally:
+            woken.set()
+
+    async def _stop_writing(
+        self, place: TenantPlace, why: str, *, ship: bool, cause: str | None
+    ) -> None:
+        lease = place.lease
         db = self._db(place.tenant)
         bound = max(_CONTROL_TIMEOUT_S, 2 * self.config.sync_interval_s)
         try:
