@@ -57,6 +57,62 @@ async def test_a_node_stopped_while_a_claim_restores_releases_the_lease(tmp_path
     ]
 
 
+_SLOW_SYNC = """#!/bin/sh
+case "$1" in
+  register) echo '{"status": "registered"}' ;;
+  sync) sleep 1; echo '{}' ;;
+  list) echo '{"databases": []}' ;;
+  restore) ;;
+  *) echo '{}' ;;
+esac
+"""
+
+
+@pytest.mark.timeout(30)
+async def test_a_request_while_the_tenant_is_let_go_claims_it_after(tmp_path: Path) -> None:
+    """A request that came while the node was letting the tenant go (shipping it before
+    the release) started a claim at once: it renewed the lease about to be released, as
+    its own, and the release that followed gave it up under the new claim, which went on
+    serving the tenant with a released lease (another node could take it: two writers),
+    its store closed by the old let-go."""
+    replica = (tmp_path / "replica").as_uri()
+    binary = tmp_path / "litestream"
+    binary.write_text(_SLOW_SYNC)
+    binary.chmod(0o755)
+    config = ClusterConfig.model_validate(
+        {"node": "a", "replica": replica, "lease_ttl_s": 2.0, "lease_renew_s": 0.2,
+         "idle_release_s": 0.5}
+    )  # fmt: skip
+    opened: list[str] = []
+
+    async def open_store(tenant: str) -> None:
+        opened.append(f"open {tenant}")
+        (tmp_path / "tenants" / f"{tenant}.db").touch()  # what Litestream registers
+
+    async def drop_store(tenant: str) -> None:
+        opened.append(f"drop {tenant}")
+
+    events: list[dict[str, Any]] = []
+    leases = Leases(lease_store(replica))
+    placement = Placement(
+        config, tmp_path / "tenants", Leases(lease_store(replica)),
+        Litestream(binary, tmp_path / "ls"),
+        open_store=open_store, drop_store=drop_store, events=events.append,
+    )  # fmt: skip
+    await placement.start()
+    try:
+        await placement.wait("t")  # epoch 1, then idle: released after 0.5 s
+        while [p["state"] for p in placement.places()] != ["released"]:
+            await asyncio.sleep(0.01)
+        await placement.wait("t")  # during the let-go's shipping
+        assert placement.ready("t")
+        current = leases.current("t")
+        assert current is not None and current.epoch == 2 and not current.released
+        assert opened == ["open t", "drop t", "open t"]
+    finally:
+        await placement.stop()
+
+
 @pytest.mark.timeout(30)
 async def test_a_claim_that_fails_after_taking_the_lease_wakes_whoever_waits(
     tmp_path: Path,

@@ -114,6 +114,8 @@ class Placement:
         self._events = events
         self._clock = clock
         self._places: dict[str, TenantPlace] = {}
+        self._letting_go: dict[str, asyncio.Event] = {}
+        """Tenants being let go, each with the event set once that is done."""
         self._loop: asyncio.Task[None] | None = None
         self._stopping = False
         self._metrics = metrics
@@ -198,6 +200,9 @@ class Placement:
     async def _claim(self, place: TenantPlace) -> None:
         tenant = place.tenant
         try:
+            letting_go = self._letting_go.get(tenant)
+            if letting_go is not None:  # the place before is still being let go
+                await letting_go.wait()
             lease = await self._acquire(tenant)
             place.lease, place.acquired_at, place.state = lease, self._clock(), "restoring"
             self._event(tenant, lease.epoch, "acquired", previous_node=lease.previous_node)
@@ -303,12 +308,17 @@ class Placement:
         ``idle``, ``stopping``, ``claim_failed``) goes into the lease line.
 
         Whoever waits on the place's ready event is woken at the end (a new event took its
-        place: they waited for ever)."""
+        place: they waited for ever), and a claim of the tenant started meanwhile waits
+        for the end (it renewed the lease about to be released, as its own)."""
         woken, place.ready = place.ready, asyncio.Event()
         place.state, place.released_at = why, self._clock()
+        done = self._letting_go[place.tenant] = asyncio.Event()
         try:
             await self._stop_writing(place, why, ship=ship, cause=cause)
         finally:
+            if self._letting_go.get(place.tenant) is done:
+                del self._letting_go[place.tenant]
+            done.set()
             woken.set()
 
     async def _stop_writing(
