@@ -252,17 +252,20 @@ class Overlap:
 
 
 def lease_events(lines: Iterable[str], node: str) -> list[LeaseEvent]:
-    """The lease lines of one node's ``proxy.jsonl`` (other lines and bad JSON skipped)."""
+    """The lease lines of one node's ``proxy.jsonl`` (other lines, bad JSON, and an epoch
+    that is no integer or a time that is not finite skipped)."""
     events = []
     for line in lines:
         try:
             record = json.loads(line)
             if record.get("event") != "lease":
                 continue
-            events.append(LeaseEvent(_event_time(record), str(record.get("node") or node),
-                                     str(record["tenant"]), int(record["epoch"]),
-                                     str(record["action"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            at, epoch = _event_time(record), record["epoch"]
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or not math.isfinite(at):
+                continue
+            events.append(LeaseEvent(at, str(record.get("node") or node),
+                                     str(record["tenant"]), epoch, str(record["action"])))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             continue
     return events
 

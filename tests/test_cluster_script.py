@@ -308,3 +308,19 @@ def test_bad_numbers_are_refused_in_one_line_before_anything_starts(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("cluster: ") and says in line
     assert not workdir.exists()
+
+
+def test_lease_lines_with_numbers_out_of_range_are_skipped(cluster: ModuleType) -> None:
+    """An epoch of ``1e400`` raised OverflowError out of the reader (a traceback after the
+    whole run); a time of NaN or ``1e400`` sorted the two-writers check at random."""
+    bad = ['{"event": "lease", "tenant": "t00", "node": "n", "epoch": 1e400, '
+           '"action": "acquired", "at": 1}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 2, '
+           '"action": "acquired", "at": NaN}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 3, '
+           '"action": "acquired", "at": 1e400}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 2.5, '
+           '"action": "acquired", "at": 1}']
+    good = '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 4, "action": "lost", "at": 2}'
+    expected = [cluster.LeaseEvent(2.0, "n", "t00", 4, "lost")]
+    assert cluster.lease_events([*bad, good], "n") == expected
