@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -101,9 +101,24 @@ def _tenants(value: object, info: ValidationInfo) -> object:
                 f"tenant {shown!r} must be 1-64 ASCII letters, digits, - _ . "
                 "(not starting with . or -): it names the tenant's database file"
             )
+    _check_case_distinct(value.values())
     if info.data.get("mode") == "keys" and not value:
         raise ValueError("mode 'keys' needs at least one key: tenant pair")
     return dict(value)
+
+
+def _check_case_distinct(tenants: Iterable[str]) -> None:
+    """Refuse two tenants whose names differ only in case: a tenant's name names its files
+    (database, spool folder, lease folder, replica path), which a case-insensitive
+    filesystem would make one, each tenant then reading and writing the other's memory."""
+    seen: dict[str, str] = {}
+    for tenant in sorted(set(tenants)):
+        other = seen.setdefault(tenant.casefold(), tenant)
+        if other != tenant:
+            raise ValueError(
+                f"tenants {other!r} and {tenant!r} differ only in case: their files would be "
+                "one on a case-insensitive filesystem"
+            )
 
 
 def _policy_location(value: object) -> object:

@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "ListenError",
     "MemoryMoving",
+    "MemoryUnavailable",
     "ProxyError",
     "RetrievalSkipped",
     "UpstreamError",
@@ -149,5 +150,20 @@ class MemoryMoving(ApiError):
             " the replica): retry in a moment",
             type_="server_error",
             code="memory_moving",
+            headers={"Retry-After": "1"},
+        )
+
+
+class MemoryUnavailable(ApiError):
+    """A cluster node could not claim a tenant it must write (a lease it cannot read, a
+    restore that failed, the node stopping): answered 503 with the reason and
+    ``Retry-After``, nothing written; the next request claims again."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            503,
+            reason,
+            type_="server_error",
+            code="memory_unavailable",
             headers={"Retry-After": "1"},
         )

@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -78,6 +79,7 @@ import yaml
 from _common import (
     answer_text,
     api_error_message,
+    output_file,
     percentile,
     prometheus_samples,
     render_table,
@@ -86,6 +88,9 @@ from _common import (
 )
 from bench_overhead import HOST, MODEL, ROOT, BenchError, Service, free_port, wait_ready
 from load import work_folder
+from pydantic import ValidationError
+
+from proxy.config import ClusterConfig
 
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg"
 BACKEND = "areamem_nodes"
@@ -247,17 +252,20 @@ class Overlap:
 
 
 def lease_events(lines: Iterable[str], node: str) -> list[LeaseEvent]:
-    """The lease lines of one node's ``proxy.jsonl`` (other lines and bad JSON skipped)."""
+    """The lease lines of one node's ``proxy.jsonl`` (other lines, bad JSON, and an epoch
+    that is no integer or a time that is not finite skipped)."""
     events = []
     for line in lines:
         try:
             record = json.loads(line)
             if record.get("event") != "lease":
                 continue
-            events.append(LeaseEvent(_event_time(record), str(record.get("node") or node),
-                                     str(record["tenant"]), int(record["epoch"]),
-                                     str(record["action"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            at, epoch = _event_time(record), record["epoch"]
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or not math.isfinite(at):
+                continue
+            events.append(LeaseEvent(at, str(record.get("node") or node),
+                                     str(record["tenant"]), epoch, str(record["action"])))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             continue
     return events
 
@@ -1178,21 +1186,46 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--check", action="store_true", help="exit 1 when a check fails")
     parser.add_argument("--throughput", action="store_true",
                         help="requests/s: one node direct vs the cluster through HAProxy")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the report here")
+    parser.add_argument("--json", type=output_file, metavar="OUT",
+                        help="also write the report here")
     parser.add_argument("--workdir", type=Path, help="keep data, configs and logs here (empty)")
     return parser.parse_args(argv)
 
 
 def options_from(args: argparse.Namespace) -> Options:
-    clients = args.clients or (50 if args.throughput else 6)
-    if args.nodes < 1 or args.tenants < 1 or clients < 1 or args.seconds <= 0:
-        raise BenchError("--nodes, --tenants, --clients and --seconds must be positive")
+    """The run's options, every number checked before anything starts: a NaN or infinite
+    ``--seconds`` ran for ever, ``--clients 0`` became 6, a share past 1 ran and reported
+    a false failure, and bad lease timings were found by the first node to start."""
+    clients = args.clients if args.clients is not None else (50 if args.throughput else 6)
+    if args.nodes < 1 or args.tenants < 1 or clients < 1 or not 0 < args.seconds < math.inf:
+        raise BenchError("--nodes, --tenants, --clients and --seconds must be positive "
+                         "(--seconds finite)")
     if not args.throughput and args.nodes < 2:
         raise BenchError("the failover scenario needs --nodes 2 or more")
+    if not 0 <= args.stream_share <= 1:
+        raise BenchError(f"--stream-share must be between 0 and 1, not {args.stream_share}")
+    for name in ("think_ms", "first_token_ms"):
+        if not 0 <= getattr(args, name) < math.inf:
+            raise BenchError(f"--{name.replace('_', '-')} must be a finite number >= 0")
     timings = Timings(args.sync_interval_s, args.lease_ttl_s, args.lease_renew_s,
                       args.idle_release_s)
+    check_timings(timings)
     return Options(args.nodes, args.tenants, clients, args.seconds, args.stream_share,
                    args.think_ms, args.retrieval, args.first_token_ms, timings)
+
+
+def check_timings(timings: Timings) -> None:
+    """Refuse what the nodes' own validation (``cluster:`` of the config) would refuse,
+    naming the option."""
+    try:
+        ClusterConfig.model_validate(
+            {"node": "node-1", "replica": "file:///replica", **dataclasses.asdict(timings)}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = first["loc"][0] if first["loc"] else ""
+        option = f"--{str(where).replace('_', '-')}: " if where else ""
+        raise BenchError(f"{option}{first['msg']}") from exc
 
 
 def run_failover(folder: Path, options: Options) -> Failover:

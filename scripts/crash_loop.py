@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import random
 import sys
 import time
@@ -55,6 +56,7 @@ from _common import (
     api_error_message,
     compare_turns,
     integrity_check,
+    output_file,
     render_table,
     sigterm_as_interrupt,
     stored_turns,
@@ -555,7 +557,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--formation-workers", type=int, default=1,
                         help="memory.formation_workers of the proxy (default 1, as shipped)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the report here")
+    parser.add_argument("--json", type=output_file, metavar="OUT",
+                        help="also write the report here")
     parser.add_argument(
         "--workdir", type=Path, help="keep the data folder and logs here (an empty folder)"
     )
@@ -563,10 +566,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def options_from(args: argparse.Namespace) -> Options:
+    """The run's options, checked before anything starts: an upstream pace of 0 or NaN ran
+    a loop that answered nothing and reported nothing lost (status 0), and a negative
+    ``--formation-workers`` was found by the first proxy started."""
     if args.restarts < 1 or args.workers < 1:
         raise BenchError("--restarts and --workers must be >= 1")
     if not 0 <= args.stream_share <= 1:
         raise BenchError("--stream-share must be in [0, 1]")
+    if not 0 <= args.first_token_ms < math.inf:
+        raise BenchError(
+            f"--first-token-ms must be a finite number >= 0, not {args.first_token_ms}"
+        )
+    if not 0 < args.tokens_per_s < math.inf:
+        raise BenchError(f"--tokens-per-s must be a finite number > 0, not {args.tokens_per_s}")
+    if args.formation_workers < 0:
+        raise BenchError(f"--formation-workers must be >= 0, not {args.formation_workers}")
     return Options(
         restarts=args.restarts,
         workers=args.workers,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -233,3 +235,88 @@ async def test_an_exchange_answered_during_a_claim_outlives_the_node(
     assert b'areamem_spooled_exchanges{node="a"} 0.0' in again.services.metrics.render()
     (replayed,) = [r for r in again.log_records() if r.get("event") == "spool_replayed"]
     assert replayed["ingested"] == 2  # the question and its answer
+
+
+@pytest.mark.timeout(60)
+async def test_ingest_for_a_tenant_that_cannot_be_claimed_is_a_clear_503(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """A claim that fails (here: the tenant's lease file is torn) made ``/memory/ingest``
+    answer 500 ``internal_error`` naming only ``ReplicationError``; chat goes on without
+    memory, nothing is written, and once the lease is repaired the transcript is stored."""
+    replica = tmp_path / "replica"
+    torn = replica / "leases" / "default" / f"{1:020d}.json"
+    torn.parent.mkdir(parents=True)
+    torn.write_text('{"node": "b", "epoch": 1, "expi')
+    proxy = await make_proxy(_node(upstream, replica, "a"), name="a")
+    transcript = {"messages": [{"role": "user", "content": FACT}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 503, await response.text()
+            assert response.headers["Retry-After"]
+            error = (await response.json())["error"]
+        assert error["code"] == "memory_unavailable"
+        assert "could not be claimed" in error["message"]
+        assert "malformed lease 1" in error["message"]
+        answer, _ = await _chat(proxy, QUESTION, "c1")
+        assert answer == f"echo: {QUESTION}"
+        assert not (proxy.data_dir / "tenants" / "default.db").exists()
+        torn.unlink()
+        async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 200, await response.text()
+            assert (await response.json())["appended"] == 1
+
+
+async def _held(proxy: Proxy) -> bool:
+    return [p["state"] for p in await _places(proxy)] == ["ready"]
+
+
+async def _lag(proxy: Proxy) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/cluster/tenants") as response:
+            return float((await response.json())["replication_lag_s"])
+
+
+@pytest.mark.timeout(60)
+async def test_a_dead_litestream_daemon_is_reported_and_its_lag_grows(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """The daemon killed under a node holding a tenant: chat went on, unreplicated, with
+    ``areamem_replication_lag_seconds`` frozen at its last value and nothing logged, so
+    nothing told the operator that a failover would lose every later exchange."""
+    proxy = await make_proxy(_node(upstream, tmp_path / "replica", "a"), name="a")
+    await _chat(proxy, FACT, "c1")
+    await _until(lambda: _held(proxy), 30)
+    daemon = proxy.services.litestream
+    assert daemon is not None and daemon.pid is not None
+    os.killpg(daemon.pid, signal.SIGKILL)
+
+    async def lagging() -> bool:
+        await _chat(proxy, QUESTION, "c1")  # still answered
+        return await _lag(proxy) > 2 * RENEW_S
+
+    await _until(lagging, 30)
+    (failed,) = [r for r in proxy.log_records() if r.get("event") == "replication_failed"]
+    assert failed["node"] == "a" and failed["error"]
+    assert [p["state"] for p in await _places(proxy)] == ["ready"]
+
+
+@pytest.mark.timeout(60)
+async def test_two_nodes_given_one_name_never_write_a_tenant_together(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """The second node named ``a`` renewed the first one's lease as its own and both
+    served the tenant, under one epoch, with memory and replication: two writers. Now it
+    waits like any other node; the first lets go when asked."""
+    replica = tmp_path / "replica"
+    first = await make_proxy(_node(upstream, replica, "a"), name="first")
+    second = await make_proxy(_node(upstream, replica, "a"), name="second")
+    await _chat(first, FACT, "c1")
+    await _until(lambda: _held(first), 30)
+    await _chat(second, QUESTION, "c2")
+    await _until(lambda: _held(second), 30)
+    (taken,) = await _places(second)
+    assert (taken["epoch"], taken["restored_from_epoch"]) == (2, 1)
+    (given,) = await _places(first)
+    assert (given["state"], given["epoch"]) == ("released", 1)
+    assert await _remembers(second)

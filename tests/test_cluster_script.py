@@ -261,3 +261,66 @@ def test_the_compose_files_fit_together(tmp_path: Path) -> None:
     assert config.cluster is not None
     assert str(config.cluster.litestream_socket) == litestream["socket"]["path"]
     assert config.cluster.leases == "file:///leases" and config.server.data_dir == Path("/data")
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(
+    cluster: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` in a missing folder was found after the whole run (a traceback that lost
+    the report); now a usage error (status 2) before any child starts."""
+    workdir = tmp_path / "work"
+    argv = ["--json", str(tmp_path / "missing" / "out.json"), "--workdir", str(workdir)]
+    with pytest.raises(SystemExit) as exit_:
+        cluster.main(argv)
+    assert exit_.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not workdir.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--seconds", "nan"], "--seconds"),  # ran for ever
+        (["--seconds", "inf"], "--seconds"),
+        (["--clients", "0"], "--clients"),  # silently became 6
+        (["--stream-share", "5"], "--stream-share"),  # ran, and reported a false failure
+        (["--stream-share", "nan"], "--stream-share"),
+        (["--think-ms", "-1"], "--think-ms"),
+        (["--first-token-ms", "inf"], "--first-token-ms"),
+        # these were found by the first node, after the upstream and it had started
+        (["--lease-ttl-s", "1", "--lease-renew-s", "1"], "at most half of lease_ttl_s"),
+        (["--sync-interval-s", "-1"], "--sync-interval-s"),
+        (["--idle-release-s", "nan"], "--idle-release-s"),
+    ],
+)
+def test_bad_numbers_are_refused_in_one_line_before_anything_starts(
+    cluster: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    says: str,
+) -> None:
+    workdir = tmp_path / "work"
+    assert cluster.main([*argv, "--workdir", str(workdir)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("cluster: ") and says in line
+    assert not workdir.exists()
+
+
+def test_lease_lines_with_numbers_out_of_range_are_skipped(cluster: ModuleType) -> None:
+    """An epoch of ``1e400`` raised OverflowError out of the reader (a traceback after the
+    whole run); a time of NaN or ``1e400`` sorted the two-writers check at random."""
+    bad = ['{"event": "lease", "tenant": "t00", "node": "n", "epoch": 1e400, '
+           '"action": "acquired", "at": 1}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 2, '
+           '"action": "acquired", "at": NaN}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 3, '
+           '"action": "acquired", "at": 1e400}',
+           '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 2.5, '
+           '"action": "acquired", "at": 1}']
+    good = '{"event": "lease", "tenant": "t00", "node": "n", "epoch": 4, "action": "lost", "at": 2}'
+    expected = [cluster.LeaseEvent(2.0, "n", "t00", 4, "lost")]
+    assert cluster.lease_events([*bad, good], "n") == expected

@@ -10,6 +10,7 @@ the formation queue must drain. Here: five restarts, so every kill moment comes 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -76,3 +77,39 @@ def test_kill_9_loses_no_answered_exchange(tmp_path: Path) -> None:
     assert report["duplicated"] == [], output
     assert totals["drained"], output
     assert status == 0, output
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--tokens-per-s", "0"], "--tokens-per-s"),  # ran, answered nothing, "0 lost": status 0
+        (["--tokens-per-s", "nan"], "--tokens-per-s"),
+        (["--first-token-ms", "nan"], "--first-token-ms"),  # the same
+        (["--first-token-ms", "-5"], "--first-token-ms"),
+        (["--formation-workers", "-1"], "--formation-workers"),  # found by the proxy started
+    ],
+)
+def test_bad_numbers_are_refused_in_one_line_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    argv: list[str],
+    says: str,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    crash_loop = importlib.import_module("crash_loop")
+    workdir = tmp_path / "work"
+    assert crash_loop.main([*argv, "--restarts", "1", "--workdir", str(workdir)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("crash_loop: ") and says in line
+    assert not workdir.exists()
+
+
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    crash_loop = importlib.import_module("crash_loop")
+    with pytest.raises(SystemExit) as exit_:
+        crash_loop.main(["--json", str(tmp_path / "missing" / "out.json")])
+    assert exit_.value.code == 2 and "does not exist" in capsys.readouterr().err

@@ -31,12 +31,14 @@ def epoch_files(root: Path, tenant: str) -> list[str]:
 
 def test_the_first_acquire_creates_epoch_one(leases: Leases, tmp_path: Path) -> None:
     lease = leases.acquire("alice", "n1", 10, T0)
-    assert lease == Lease("alice", "n1", 1, T0 + 10, T0, previous_node=None)
+    assert lease == Lease("alice", "n1", 1, T0 + 10, T0, previous_node=None, holder=leases.holder)
     assert leases.current("alice") == lease
     [name] = epoch_files(tmp_path, "alice")
     assert name == "00000000000000000001.json"
     stored = json.loads((tmp_path / "leases" / "alice" / name).read_text())
-    assert stored == {"node": "n1", "epoch": 1, "expires_at": T0 + 10, "acquired_at": T0}
+    assert stored == {
+        "node": "n1", "epoch": 1, "expires_at": T0 + 10, "acquired_at": T0, "holder": leases.holder
+    }
     assert leases.current("bob") is None
 
 
@@ -201,3 +203,121 @@ def test_several_processes_racing_for_an_expired_lease_make_one_winner_per_epoch
         assert child.exitcode == 0
     for r in range(rounds):
         assert sorted(e for rr, e in outcomes if rr == r and e is not None) == [r + 1]
+
+
+@pytest.mark.parametrize(
+    "expires_at", ["1e400", "-1e400", "NaN", "1" + "0" * 400, '"1e12"', "true", "null", "[1]"]
+)
+def test_a_lease_whose_expiry_is_no_finite_number_is_malformed(
+    leases: Leases, tmp_path: Path, expires_at: str
+) -> None:
+    """An expiry of 1e400 (read as infinity) kept the tenant from every node for good with
+    no error anywhere (the claim waited forever); NaN or a string was read as expired or
+    as a time, so a corrupt file could be taken over as if it were a lease."""
+    folder = tmp_path / "leases" / "alice"
+    folder.mkdir(parents=True)
+    body = f'{{"node": "n1", "epoch": 1, "expires_at": {expires_at}, "acquired_at": {T0}}}'
+    (folder / f"{1:020d}.json").write_text(body)
+    with pytest.raises(LeaseError, match="malformed lease 1"):
+        leases.current("alice")
+    with pytest.raises(LeaseError, match="malformed lease 1"):
+        leases.acquire("alice", "n2", 10, T0 + 1e9)
+    assert epoch_files(tmp_path, "alice") == [f"{1:020d}.json"]
+
+
+@pytest.mark.parametrize("ttl_s", [float("inf"), float("nan"), -1.0])
+def test_a_lease_lasts_a_finite_time(leases: Leases, ttl_s: float) -> None:
+    with pytest.raises(ValueError, match="ttl_s"):
+        leases.acquire("alice", "n1", ttl_s, T0)
+    assert leases.current("alice") is None
+
+
+def test_a_malformed_earlier_epoch_does_not_hide_the_current_lease(
+    leases: Leases, tmp_path: Path
+) -> None:
+    """The previous holder is only reported (``previous_node``): its file torn or edited
+    made the current, well-formed lease unreadable, and the tenant unclaimable."""
+    first = leases.acquire("alice", "n1", 10, T0)
+    assert first is not None and leases.release(first)
+    second = leases.acquire("alice", "n2", 10, T0 + 1)
+    assert second is not None and second.previous_node == "n1"
+    (tmp_path / "leases" / "alice" / f"{1:020d}.json").write_text('{"node": "n1", "ep')
+    current = leases.current("alice")
+    assert current is not None and (current.node, current.epoch) == ("n2", 2)
+    assert current.previous_node is None
+    assert leases.renew(second, 10, T0 + 2) is not None
+    assert leases.acquire("alice", "n3", 10, T0 + 3) is None  # n2 still holds it
+
+
+def test_the_wanted_note_reads_back_and_a_torn_or_foreign_one_asks_for_nothing(
+    leases: Leases, tmp_path: Path
+) -> None:
+    """The note is read by the holder's renewal loop, which stops only on lease and
+    replication errors: an ``at`` of 400 digits raised OverflowError there and ended the
+    loop, so no tenant of the node was renewed again."""
+    assert leases.wanted("alice") is None
+    leases.want("alice", "n1", T0)
+    assert leases.wanted("alice") is None  # this holder asked: nobody else
+    other = Leases(leases.store)
+    other.want("alice", "n2", T0)
+    assert leases.wanted("alice") == ("n2", T0) and other.wanted("alice") is None
+    note = tmp_path / "leases" / "alice" / "wanted.note"
+    for body in ('{"node": "n2", "at": 1' + "0" * 400 + "}", '{"node": "n2"', "[]", "7"):
+        note.write_text(body)
+        assert leases.wanted("alice") is None
+
+
+def test_another_process_with_the_holders_node_name_waits_like_any_other_node(
+    tmp_path: Path,
+) -> None:
+    """A lease named its holder by node name alone: a second process with that name (the
+    node restarted within its lease after a kill, or two nodes given one name) renewed
+    the holder's epoch instead of waiting. Two writers of one tenant; and the restarted
+    node, finding its marker at that very epoch, restored the epoch before over its own
+    newer database (every exchange of the epoch lost). Each :class:`Leases` is one holder."""
+    root = f"file://{tmp_path}"
+    first, second = Leases(lease_store(root)), Leases(lease_store(root))
+    held = first.acquire("alice", "a", 10, T0)
+    assert held is not None
+    assert second.acquire("alice", "a", 10, T0 + 1) is None
+    assert not second.release(Lease("alice", "a", 1, T0 + 10, T0))
+    assert first.renew(held, 10, T0 + 2) is not None
+    taken = second.acquire("alice", "a", 10, T0 + 12.5)  # once it expired
+    assert taken is not None and (taken.epoch, taken.previous_node) == (2, "a")
+    assert first.renew(held, 10, T0 + 13) is None and not first.release(held)
+    assert second.renew(taken, 10, T0 + 14) is not None
+
+
+class _StallBeforeCreate(FileLeaseStore):
+    """A node that stalls between reading the current lease and creating the next epoch
+    (a GC pause, a frozen VM): ``meanwhile`` runs where the stall was."""
+
+    def __init__(self, root: Path, meanwhile: Any) -> None:
+        super().__init__(root)
+        self.meanwhile = meanwhile
+
+    def create(self, tenant: str, epoch: int, body: bytes) -> bool:
+        meanwhile, self.meanwhile = self.meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return super().create(tenant, epoch, body)
+
+
+def test_an_epoch_created_after_newer_ones_were_pruned_is_no_lease(tmp_path: Path) -> None:
+    """The stalled node's epoch had been taken and pruned meanwhile, so its create
+    succeeded: it served the tenant as holder of epoch 2 while another node held epoch 5,
+    until its next renewal (two writers)."""
+    others = Leases(lease_store(f"file://{tmp_path}"))
+
+    def four_epochs_pass() -> None:
+        for i in range(4):  # epochs 2..5; creating 5 prunes 2
+            lease = others.acquire("alice", f"n{i}", 10, T0 + 20 + i)
+            assert lease is not None and others.release(lease)
+        assert others.acquire("alice", "n9", 10, T0 + 30) is not None  # epoch 6 held
+
+    first = others.acquire("alice", "n1", 10, T0)
+    assert first is not None and first.epoch == 1
+    stalled = Leases(_StallBeforeCreate(tmp_path, four_epochs_pass))
+    assert stalled.acquire("alice", "late", 10, T0 + 15) is None
+    current = others.current("alice")
+    assert current is not None and (current.node, current.epoch) == ("n9", 6)

@@ -401,6 +401,22 @@ def test_tenant_names_are_checked_in_the_config(tmp_path: Path, tenant: str) -> 
         load_config(path)
 
 
+def test_tenants_whose_names_differ_only_in_case_are_refused(tmp_path: Path) -> None:
+    """``Alice`` and ``alice`` were two tenants sharing one database file, one spool folder
+    and one lease on a case-insensitive filesystem (macOS by default, some network
+    shares): each read and wrote the other's memory. The same tenant named by two keys
+    stays allowed."""
+    path = tmp_path / "config.yaml"
+    keys = {"sk-1": "alice", "sk-2": "alice", "sk-3": "Alice"}
+    document = {"upstreams": [{"model": "*", "provider": "openai"}], "auth": {"mode": "keys"}}
+    path.write_text(json.dumps({**document, "auth": {"mode": "keys", "keys": keys}}))
+    with pytest.raises(ConfigError, match=r"auth\.keys.*'Alice' and 'alice'.*only in case"):
+        load_config(path)
+    del keys["sk-3"]
+    path.write_text(json.dumps({**document, "auth": {"mode": "keys", "keys": keys}}))
+    assert set(load_config(path).auth.keys.values()) == {"alice"}
+
+
 async def test_a_retrieval_timeout_is_in_the_receipt(
     upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:

@@ -87,6 +87,14 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
                 "messages": [{"message": {"role": "user"}, "ts": "soon"}],
             }
         ).encode(),
+        # each of these escaped the reader (RecursionError, OverflowError) and ended the
+        # replay with a traceback, the entry left in place to end every later one; or
+        # (``true``) was stored as a turn of 1970
+        b'{"format": 1, "tenant": "t", "messages": ' + b"[" * 100_000,
+        b'{"format": 1, "tenant": "t", "conversation": null, "messages": [{"message": '
+        b'{"role": "user", "content": "x"}, "ts": 1' + b"0" * 400 + b"}]}",
+        b'{"format": 1, "tenant": "t", "conversation": null, "messages": [{"message": '
+        b'{"role": "user", "content": "x"}, "ts": true}]}',
     ],
 )
 def test_a_file_that_is_not_an_entry_is_set_aside_and_reported(
@@ -165,3 +173,59 @@ def test_what_an_answer_restates_is_read_back_and_a_forged_list_is_refused(
     assert fresh.pending("ana-1") == []
     assert events and events[-1]["event"] == "spool_unreadable"
     assert "sources must be a list of fragment ids" in events[-1]["error"]
+
+
+_FULL_DISK_CHILD = """
+import resource, sys
+from pathlib import Path
+from memory_core import LogMessage
+from proxy.cluster.spool import Spool, SpoolError
+spool = Spool(Path(sys.argv[1]), print)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # Python ignores SIGXFSZ: EFBIG
+try:
+    spool.put("t", "c", (LogMessage({"role": "user", "content": "x" * 10_000}, 1.7e9),))
+except SpoolError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_an_entry_the_disk_cannot_hold_whole_is_refused_not_kept_cut(tmp_path: Path) -> None:
+    """A file size limit (as a full disk) let the first write of the entry land short: the
+    entry was renamed into place cut at 4,096 bytes and reported durable, so its answer
+    went out, and its replay set it aside as unreadable (the exchange never stored)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_CHILD, str(tmp_path / "spool")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "refused: could not spool an exchange of t" in done.stdout
+    assert "File too large" in done.stdout
+    assert list((tmp_path / "spool" / "t").iterdir()) == []  # no entry, no temp file
+
+
+@pytest.mark.parametrize("taken", ["spool", "logs"])
+def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
+    tmp_path: Path, taken: str
+) -> None:
+    """A file where the spool folder (or the logs folder) goes: ``areamem serve`` died
+    with a FileExistsError traceback while building the node."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / taken).write_text("a file in the folder's place")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"server: {{host: 127.0.0.1, port: 0, data_dir: {data}}}\n"
+        "upstreams: [{model: '*', provider: openai, api_base: 'http://127.0.0.1:9/v1'}]\n"
+        "memory: {formation_workers: 0}\n"
+        f"cluster: {{node: a, replica: '{(tmp_path / 'replica').as_uri()}'}}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("areamem: cannot use the data folder: ") and str(data / taken) in line

@@ -36,6 +36,7 @@ from memory_core import BackendError, MemoryCoreError, MemoryStore, limit_blas_t
 from memory_core.configuration import ConfigurationError
 
 from ..app import build_services
+from ..cluster.replication import ReplicationError
 from ..config import Config, load_config
 from ..errors import ListenError
 from ..http.request_log import write_console
@@ -109,8 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ConfigError, and a PolicyError from the first policy load: file:line: key: reason
         _say(f"areamem: configuration error: {exc}")
         return 2
+    except ReplicationError as exc:  # no litestream binary
+        _say(f"areamem: cannot run as a cluster node: {exc}")
+        return 1
+    except OSError as exc:  # a folder it makes under data_dir (logs, spool) cannot be
+        _say(f"areamem: cannot use the data folder: {exc}")
+        return 1
     limit_blas_threads()
-    asyncio.run(_serve(config, services, sockets))
+    try:
+        asyncio.run(_serve(config, services, sockets))
+    except ReplicationError as exc:  # the node's Litestream daemon did not start
+        _say(f"areamem: cannot run as a cluster node: {exc}")
+        return 1
     return 0
 
 

@@ -23,7 +23,7 @@ def write_temp(folder: Path, body: bytes, mode: int) -> Path:
     temp = folder / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        os.write(fd, body)
+        _write_all(fd, body)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -31,6 +31,18 @@ def write_temp(folder: Path, body: bytes, mode: int) -> Path:
         raise
     os.close(fd)
     return temp
+
+
+def _write_all(fd: int, body: bytes) -> None:
+    """Write all of ``body``: one ``write`` may land short (a disk filling up, a file size
+    limit, over 2 GiB), and a file renamed into place cut short would be taken as whole;
+    the next write of what is left raises instead (``ENOSPC``, ``EFBIG``)."""
+    view = memoryview(body)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(f"no progress writing a file ({len(view)} bytes left)")
+        view = view[written:]
 
 
 def replace_file(path: Path, body: bytes, mode: int) -> None:

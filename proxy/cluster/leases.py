@@ -1,15 +1,21 @@
 """Leases: at most one node writes a tenant at a time ("no two writers").
 
 A tenant's lease lives in the replica store beside its replica, as one small JSON file per
-epoch: ``<root>/leases/<tenant>/<epoch as 20 digits>.json`` holding ``node``, ``epoch``,
-``expires_at`` and ``acquired_at`` (wall-clock epoch seconds). The current lease is the one
+epoch: ``<root>/leases/<tenant>/<epoch as 20 digits>.json`` holding ``node``, ``holder``
+(the process, a random token per :class:`Leases`), ``epoch``, ``expires_at`` and
+``acquired_at`` (wall-clock epoch seconds). The current lease is the one
 with the highest epoch. Taking a lease is compare-and-swap by exclusive create: the taker
 creates epoch ``current + 1``, and of several nodes racing for it exactly one create
-succeeds. The holder renews by rewriting its own epoch's file (atomically), and releases by
-rewriting it with ``expires_at = 0``; both only while its epoch is still the highest.
+succeeds; the winner then checks that its epoch is the highest (a taker that stalled
+after reading may find its epoch taken and pruned meanwhile, its name free again). The
+holder renews by rewriting its own epoch's file (atomically), and releases by rewriting
+it with ``expires_at = 0``; both only while its epoch is still the highest.
 
 Invariants:
 
+* an epoch is renewed and released only by the process that took it, never by another
+  with the same node name (the node restarted within its lease, or two nodes given one
+  name): that one waits for the expiry as any other node does;
 * epochs only grow, and an epoch has one holder for its whole life: a lease that expired or
   was released is never renewed again (someone may already have taken over), only succeeded
   by a new epoch — so the epoch is also a fencing token;
@@ -38,8 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
+import secrets
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -84,6 +92,9 @@ class Lease:
     expires_at: float
     acquired_at: float
     previous_node: str | None = None
+    holder: str = ""
+    """The process that holds it (:attr:`Leases.holder`): a node's name alone does not
+    tell a restarted process, or a second node given the same name, from the holder."""
 
     @property
     def released(self) -> bool:
@@ -217,8 +228,11 @@ class Leases:
     decision is reproducible; ``ttl_s`` is how long a lease lasts from ``now``.
     """
 
-    def __init__(self, store: LeaseStore) -> None:
+    def __init__(self, store: LeaseStore, holder: str | None = None) -> None:
         self.store = store
+        self.holder = holder if holder is not None else secrets.token_hex(8)
+        """Who this object acts for: one process (a random token by default). A lease is
+        renewed or released only by the holder that took it."""
 
     def current(self, tenant: str) -> Lease | None:
         """The tenant's lease of the highest epoch (expired or released ones included), or
@@ -228,16 +242,24 @@ class Leases:
 
     def acquire(self, tenant: str, node: str, ttl_s: float, now: float) -> Lease | None:
         """Take the tenant for ``node``: a new epoch when there is no lease or the current one
-        expired or was released; a renewal when ``node`` already holds it; None when another
-        node holds it or won the race for the new epoch."""
+        expired or was released; a renewal when this holder took it as ``node``; None when
+        another node, or another process of ``node``, holds it or won the race for the new
+        epoch."""
         _check_node(node)
         _check_ttl(ttl_s)
         held = self.current(tenant)
         if held is not None and held.valid(now):
-            return self.renew(held, ttl_s, now) if held.node == node else None
+            ours = (held.node, held.holder) == (node, self.holder)
+            return self.renew(held, ttl_s, now) if ours else None
         epoch = held.epoch + 1 if held is not None else 1
-        lease = Lease(tenant, node, epoch, now + ttl_s, now, held.node if held else None)
+        previous = held.node if held else None
+        lease = Lease(tenant, node, epoch, now + ttl_s, now, previous, self.holder)
         if not self.store.create(tenant, epoch, _body(lease)):
+            return None
+        if self.store.epochs(tenant)[-1:] != [epoch]:
+            # this node stalled after reading: newer epochs came and pruned this one, so
+            # the create found its name free; the newest epoch holds the tenant, not this
+            self.store.delete(tenant, epoch)
             return None
         self._prune(tenant, epoch)
         return lease
@@ -270,25 +292,31 @@ class Leases:
         the node came back): a holder that is not serving it any more releases it at its
         next renewal instead of waiting for its idle release."""
         _check_node(node)
-        body = json.dumps({"node": node, "at": now}).encode()
+        body = json.dumps({"node": node, "holder": self.holder, "at": now}).encode()
         self.store.put_note(_checked(tenant), "wanted", body)
 
     def wanted(self, tenant: str) -> tuple[str, float] | None:
-        """The node that last asked for the tenant, and when (None: none asked)."""
+        """The node that last asked for the tenant, and when; None when none asked, or this
+        holder did (another process with this node's name asking is another node asking)."""
         body = self.store.read_note(_checked(tenant), "wanted")
         if body is None:
             return None
         try:
             data = json.loads(body)
-            return str(data["node"]), float(data["at"])
-        except (ValueError, KeyError, TypeError):
+            asker, at = str(data["node"]), _time(data["at"])
+            if data.get("holder") == self.holder:
+                return None
+            return asker, at
+        except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
             return None  # a torn or foreign note asks for nothing
 
     def _still_ours(self, lease: Lease) -> Lease | None:
-        """The stored state of ``lease`` when its epoch is still the highest and ``lease.node``
-        holds it, else None."""
+        """The stored state of ``lease`` when its epoch is still the highest and this holder
+        holds it as ``lease.node``, else None."""
         current = self.current(lease.tenant)
-        if current is None or current.epoch != lease.epoch or current.node != lease.node:
+        if current is None or current.epoch != lease.epoch:
+            return None
+        if (current.node, current.holder) != (lease.node, self.holder):
             return None
         return current
 
@@ -299,8 +327,13 @@ class Leases:
         return _parse(tenant, epoch, body, self._holder(tenant, epoch - 1))
 
     def _holder(self, tenant: str, epoch: int) -> str | None:
+        """The node that held ``epoch``, or None when unknown. Only reported, never decided
+        on: a torn or edited old file must not make the current lease unreadable."""
         body = self.store.read(tenant, epoch) if epoch >= 1 else None
-        return _parse(tenant, epoch, body).node if body is not None else None
+        try:
+            return _parse(tenant, epoch, body).node if body is not None else None
+        except LeaseError:
+            return None
 
     def _prune(self, tenant: str, newest: int) -> None:
         for epoch in self.store.epochs(tenant):
@@ -328,6 +361,7 @@ def _body(lease: Lease) -> bytes:
         "epoch": lease.epoch,
         "expires_at": lease.expires_at,
         "acquired_at": lease.acquired_at,
+        "holder": lease.holder,
     }
     return json.dumps(fields, sort_keys=True).encode()
 
@@ -336,11 +370,23 @@ def _parse(tenant: str, epoch: int, body: bytes, previous_node: str | None = Non
     try:
         fields = json.loads(body)
         node, expires_at, acquired_at = fields["node"], fields["expires_at"], fields["acquired_at"]
-        if fields["epoch"] != epoch or not isinstance(node, str):
+        holder = fields.get("holder", "")  # none in a lease written before holders
+        if fields["epoch"] != epoch or not isinstance(node, str) or not isinstance(holder, str):
             raise ValueError(fields)
-        return Lease(tenant, node, epoch, float(expires_at), float(acquired_at), previous_node)
-    except (ValueError, TypeError, KeyError) as exc:
+        times = _time(expires_at), _time(acquired_at)
+        return Lease(tenant, node, epoch, *times, previous_node, holder)
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise LeaseError(f"malformed lease {epoch} of tenant {tenant!r}: {body[:200]!r}") from exc
+
+
+def _time(value: object) -> float:
+    """A stored time: a finite JSON number. An infinite expiry (``1e400``) would keep the
+    tenant from every node for good, a NaN one would read as expired: both are corrupt."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a time must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"a time must be finite, not {value!r}")
+    return float(value)
 
 
 def _checked(tenant: str) -> str:
@@ -356,8 +402,8 @@ def _check_node(node: str) -> None:
 
 
 def _check_ttl(ttl_s: float) -> None:
-    if not ttl_s > 0:
-        raise ValueError(f"a lease lasts a positive time, not ttl_s={ttl_s}")
+    if not 0 < ttl_s < math.inf:
+        raise ValueError(f"a lease lasts a positive, finite time, not ttl_s={ttl_s}")
 
 
 def _read_or_none(path: Path) -> bytes | None:

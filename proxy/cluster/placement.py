@@ -114,10 +114,14 @@ class Placement:
         self._events = events
         self._clock = clock
         self._places: dict[str, TenantPlace] = {}
+        self._letting_go: dict[str, asyncio.Event] = {}
+        """Tenants being let go, each with the event set once that is done."""
         self._loop: asyncio.Task[None] | None = None
         self._stopping = False
         self._metrics = metrics
         self.lag_s = 0.0
+        self._litestream_answers = True
+        self._litestream_answered_at = clock()
         if metrics is not None:
             metrics.replication_lag.labels(node=self.node).set_function(lambda: self.lag_s)
 
@@ -181,6 +185,10 @@ class Placement:
                     await place.task
             if place.state == "ready":
                 await self._let_go(place, "released", ship=True, cause="stopping")
+            elif place.state == "restoring" and place.lease is not None:
+                # a claim called off after taking the lease: nothing was written under it,
+                # so the next node may take the tenant at once rather than wait it out
+                await self._let_go(place, "released", ship=False, cause="stopping")
             place.ready.set()  # wakes waiters: wait() raises from now on
 
     # -- claims ------------------------------------------------------------------------
@@ -192,6 +200,9 @@ class Placement:
     async def _claim(self, place: TenantPlace) -> None:
         tenant = place.tenant
         try:
+            letting_go = self._letting_go.get(tenant)
+            if letting_go is not None:  # the place before is still being let go
+                await letting_go.wait()
             lease = await self._acquire(tenant)
             place.lease, place.acquired_at, place.state = lease, self._clock(), "restoring"
             self._event(tenant, lease.epoch, "acquired", previous_node=lease.previous_node)
@@ -264,8 +275,7 @@ class Placement:
                         self._clock(), self._margin
                     ):
                         await self._let_go(place, "lost", ship=False)
-            with contextlib.suppress(ReplicationError, OSError):
-                self.lag_s = await self._lag()
+            await self._measure_lag()
 
     async def _renew(self, place: TenantPlace) -> None:
         """Renew, unless the tenant is idle here, or another node asked for it since this
@@ -278,8 +288,7 @@ class Placement:
             return
         if quiet > 2 * self.config.lease_renew_s:
             wanted = await asyncio.to_thread(self._leases.wanted, place.tenant)
-            asked = wanted is not None and wanted[0] != self.node
-            if asked and wanted is not None and wanted[1] > place.lease.acquired_at:
+            if wanted is not None and wanted[1] > place.lease.acquired_at:
                 await self._let_go(place, "released", ship=True, cause="asked")
                 return
         renewed = await asyncio.to_thread(
@@ -296,10 +305,26 @@ class Placement:
         """Stop writing ``place``'s tenant: it is not ready from now on; Litestream stops
         replicating it (after shipping what it has when ``ship``), its store is closed,
         and a released lease is given up. ``cause`` (why it is released: ``asked``,
-        ``idle``, ``stopping``, ``claim_failed``) goes into the lease line."""
-        lease = place.lease
+        ``idle``, ``stopping``, ``claim_failed``) goes into the lease line.
+
+        Whoever waits on the place's ready event is woken at the end (a new event took its
+        place: they waited for ever), and a claim of the tenant started meanwhile waits
+        for the end (it renewed the lease about to be released, as its own)."""
+        woken, place.ready = place.ready, asyncio.Event()
         place.state, place.released_at = why, self._clock()
-        place.ready = asyncio.Event()
+        done = self._letting_go[place.tenant] = asyncio.Event()
+        try:
+            await self._stop_writing(place, why, ship=ship, cause=cause)
+        finally:
+            if self._letting_go.get(place.tenant) is done:
+                del self._letting_go[place.tenant]
+            done.set()
+            woken.set()
+
+    async def _stop_writing(
+        self, place: TenantPlace, why: str, *, ship: bool, cause: str | None
+    ) -> None:
+        lease = place.lease
         db = self._db(place.tenant)
         bound = max(_CONTROL_TIMEOUT_S, 2 * self.config.sync_interval_s)
         try:
@@ -314,6 +339,26 @@ class Placement:
             if why == "released" and not await asyncio.to_thread(self._leases.release, lease):
                 place.state = why = "lost"  # another node had taken it already
             self._event(place.tenant, lease.epoch, why, **({"cause": cause} if cause else {}))
+
+    async def _measure_lag(self) -> None:
+        """Update :attr:`lag_s`. While Litestream cannot be asked (its daemon died, its
+        socket is gone) nothing is known to be shipped: the lag is the time since it last
+        answered, when a tenant is held, so that it grows (it stayed at its last value, and
+        a failover lost every exchange since without a sign). Each change is logged."""
+        try:
+            self.lag_s = await self._lag()
+        except (ReplicationError, OSError) as exc:
+            if self._litestream_answers:
+                self._litestream_answers = False
+                self._events({"event": "replication_failed", "node": self.node,
+                              "error": str(exc)})  # fmt: skip
+            held = any(p.state == "ready" for p in self._places.values())
+            self.lag_s = self._clock() - self._litestream_answered_at if held else 0.0
+            return
+        self._litestream_answered_at = self._clock()
+        if not self._litestream_answers:
+            self._litestream_answers = True
+            self._events({"event": "replication_resumed", "node": self.node})
 
     async def _lag(self) -> float:
         """The longest a commit of a held tenant has waited for its upload: for each

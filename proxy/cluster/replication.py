@@ -24,7 +24,8 @@ Invariants:
   so a node that crashes (even by SIGKILL) never leaves a daemon replicating tenants it no
   longer holds;
 * :meth:`Litestream.restore` never leaves a partial database at the target: it restores
-  into a staging folder beside it and renames into place, and refuses a registered database;
+  into a staging folder beside it and renames into place, only once the copy passes
+  ``PRAGMA quick_check``, and refuses a registered database;
 * every subprocess runs under a timeout, and every failure is a :class:`ReplicationError`
   naming the command and quoting its stderr.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import json
 import math
 import os
@@ -67,6 +69,14 @@ _COMMAND_TIMEOUT_S = 30.0
 _START_TIMEOUT_S = 10.0
 _STOP_GRACE_S = 10.0
 _LOG_TAIL_BYTES = 2000
+_CHECKED = ("-integrity-check", "quick")
+"""A restored copy must pass ``PRAGMA quick_check`` before it replaces a tenant's database:
+Litestream 0.5.x can write a replica that restores to a corrupt file (upstream issue #1164;
+seen here with two nodes racing for a tenant: an index one entry short, an answered
+exchange's row gone), which was put in place and served. The restore then fails, naming the
+check, and the database it would have replaced stays as it was."""
+_GROUP_EXIT_S = 2.0
+"""How long a killed process group may take to be gone before stopping goes on."""
 
 
 class ReplicationError(ProxyError):
@@ -246,17 +256,19 @@ class Litestream:
 
         The copy is restored into a staging folder beside ``db`` and renamed over it, stale
         ``-wal``/``-shm`` files of ``db`` removed just before, so ``db`` is at every moment
-        either the old file or the complete restored one. Needs no daemon; no connection may
+        either the old file or the complete restored one; the staging a killed restore left
+        is removed first. Needs no daemon; no connection may
         have ``db`` open, and ``db`` must not be registered.
         """
         path = _absolute(db)
         if path in self._registered:
             raise ReplicationError(f"cannot restore over {path}: it is registered for replication")
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.restore-", dir=path.parent))
+        _remove_staging(path)
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), dir=path.parent))
         try:
             restored = staging / path.name
-            args = ("restore", "-if-replica-exists", "-o", str(restored), replica)
+            args = ("restore", "-if-replica-exists", *_CHECKED, "-o", str(restored), replica)
             await _command(self.binary, args, timeout_s)
             if not restored.is_file():
                 return False
@@ -349,6 +361,20 @@ class Litestream:
         return f"; end of {self.log_path}:\n{tail}" if tail else ""
 
 
+def _staging_prefix(db: Path) -> str:
+    return f".{db.name}.restore-"
+
+
+def _remove_staging(db: Path) -> None:
+    """Remove the staging folders a restore of ``db`` killed midway left (a copy of the
+    database each). Restores of one database never overlap: a node claims a tenant once
+    at a time, and a data folder belongs to one node."""
+    mine = re.compile(re.escape(_staging_prefix(db)) + r"[a-z0-9_]{8}")  # mkdtemp's names
+    for left in db.parent.glob(f"{glob.escape(_staging_prefix(db))}*"):
+        if mine.fullmatch(left.name):  # not tenant "t.db.restore-x"'s, of tenant "t"
+            shutil.rmtree(left, ignore_errors=True)
+
+
 async def _command(binary: Path, args: tuple[str, ...], timeout_s: float) -> bytes:
     """Run ``binary args`` with a deadline; stdout on success, else ReplicationError with
     the command line and its stderr."""
@@ -392,12 +418,50 @@ async def _terminate(process: asyncio.subprocess.Process, grace_s: float) -> Non
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), grace_s)
     if process.returncode is None:
+        group = False
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            if os.getpgid(process.pid) == process.pid:
+            group = os.getpgid(process.pid) == process.pid
+            if group:
                 os.killpg(process.pid, signal.SIGKILL)
             else:
                 process.kill()
         await process.wait()
+        if group:
+            await _group_gone(process.pid)
+
+
+async def _group_gone(pgid: int, within_s: float = _GROUP_EXIT_S) -> None:
+    """Wait until no live process of the group ``pgid`` is left: the leader is reaped by
+    then, but a child killed with it (the daemon's ``-exec`` child) can still run for a
+    moment, and "no process of it remains" is what :meth:`Litestream.stop` promises.
+    Zombies count as gone (their reaper is not ours); bounded by ``within_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while _group_alive(pgid) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group ``pgid`` runs (from ``/proc``; without it, whether
+    the group can still be signalled, zombies included)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _config_text(socket_path: Path) -> str:

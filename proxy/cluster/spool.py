@@ -42,6 +42,10 @@ from .durable import TEMP_PREFIX, replace_file
 __all__ = ["Spool", "SpoolEntry", "SpoolError"]
 
 _UNREADABLE = ".unreadable"  # a name no tenant can have
+_UNREADABLE_ERRORS = (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError)
+"""What reading a file that is no entry raises: JSON nested past the parser's depth
+(``RecursionError``) and a time of hundreds of digits (``OverflowError``) included, which
+escaped the replay and left the file to end every later one."""
 _FORMAT = 1
 
 
@@ -124,7 +128,7 @@ class Spool:
             self._on_disk.add(path)  # a file copied in from another node's spool counts too
             try:
                 found.append(_read(path, tenant))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+            except _UNREADABLE_ERRORS as exc:
                 self._set_aside(path, tenant, exc)
         return found
 
@@ -192,7 +196,7 @@ def _read(path: Path, tenant: str) -> SpoolEntry:
     for item in data["messages"]:
         message, ts, ext_id = item["message"], item["ts"], item.get("ext_id")
         sources = item.get("sources", [])
-        if not isinstance(message, dict) or not isinstance(ts, int | float):
+        if not isinstance(message, dict) or isinstance(ts, bool) or not isinstance(ts, int | float):
             raise TypeError("each message needs an object and a numeric ts")
         if ext_id is not None and not isinstance(ext_id, str):
             raise TypeError("ext_id must be a string or null")

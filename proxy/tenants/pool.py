@@ -29,8 +29,9 @@ from memory_core import (
 )
 
 from ..cluster.placement import Placement
+from ..cluster.replication import ReplicationError
 from ..config import AuthConfig, Config
-from ..errors import ApiError, MemoryMoving
+from ..errors import ApiError, MemoryMoving, MemoryUnavailable
 from .as_of import AsOfCopies
 from .memory import Events, RecallGate, RemoteFormation, TenantMemory
 
@@ -170,11 +171,15 @@ class Tenants:
         """:meth:`get` for the event loop: a store not yet open is opened (created,
         migrated) on a worker thread, so the loop never waits for SQLite. In a cluster,
         with ``claim`` it waits until this node holds the tenant (a write that must not
-        be lost); without, it raises :class:`MemoryMoving` meanwhile."""
+        be lost), and raises :class:`MemoryUnavailable` when the claim fails; without, it
+        raises :class:`MemoryMoving` meanwhile."""
         placement = self.placement
         if placement is not None:
             if claim:
-                await placement.wait(tenant)
+                try:
+                    await placement.wait(tenant)
+                except ReplicationError as exc:  # an API error here, not a 500
+                    raise MemoryUnavailable(str(exc)) from exc
             elif not placement.ready(tenant):
                 placement.request(tenant)
                 raise MemoryMoving(tenant, placement.node)
