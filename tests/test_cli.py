@@ -164,3 +164,58 @@ def test_stats_receipts_export_and_import(cli: Cli, folder: Path) -> None:
         assert found[0] == found[1]
         assert found[0]["hits"] or "what does Anna play" in question
     assert [r["event"] for r in cli.log()] == ["dream_done", "import"]
+
+
+@pytest.mark.parametrize(
+    "tenant", ["../maya", "a/b", "/etc/passwd", ".hidden", "-x", "", "x" * 65, "maya\n"]
+)
+def test_a_tenant_no_proxy_could_serve_is_refused_before_any_file_is_touched(
+    folder: Path, capsys: pytest.CaptureFixture[str], tenant: str
+) -> None:
+    """``--tenant`` names the database file, as a config's tenant does: a name outside the
+    config's rule (a path, a hidden file, 65 characters) is refused with one line and
+    status 2, and no file is made (``import --tenant ../x`` made ``data/x.db``, outside
+    the tenants folder, where no proxy reads it)."""
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    with pytest.raises(SystemExit) as done:
+        main(["import", str(folder / "x.areamem"), "--config", str(folder / "config.yaml"),
+              f"--tenant={tenant}"])  # fmt: skip
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --tenant: tenant" in error and "must be 1-64 ASCII letters" in error
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["receipts", "--limit", str(2**64)],
+        ["snapshots", "--limit", "0"],
+        ["memory", "entities", "--limit", "-1"],
+        ["diff", "1", str(2**64)],
+        ["diff", "1", "2", "--limit", "99999999999999999999"],
+        ["rollback", str(2**64)],
+        ["rollback", "0"],
+        ["search", "Paris", "-k", str(2**64)],
+        ["search", "Paris", "--budget", "0"],
+    ],
+)
+def test_counts_and_snapshot_ids_out_of_range_are_refused_in_one_line(
+    folder: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """A count or a snapshot id past SQLite's integers raised OverflowError from deep in
+    the store (a traceback); zero or a negative count was quietly read as 1. Each is an
+    argument error naming the option and its range, status 2, before the store is opened."""
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--config", str(folder / "config.yaml"), "--tenant", "maya"])
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"argument \S+: must be a whole number from \d+ to \d+", error), error
+
+
+def test_a_blank_question_is_refused(cli: Cli) -> None:
+    """``areamem search ''`` searched for nothing (an empty block or every fragment); the
+    ``/memory/search`` endpoint refuses a blank ``q``, and so does the command."""
+    with pytest.raises(SystemExit) as done:
+        cli("search", "  ")
+    assert done.value.code == 2

@@ -37,7 +37,7 @@ from memory_core import (
 from ..config import Config, load_config
 from ..errors import ConfigError
 from ..http.request_log import RequestLog
-from .parsing import command, tenant_options
+from .parsing import SNAPSHOT_ID, command, tenant_options, whole
 
 __all__ = [
     "COMMANDS",
@@ -62,21 +62,23 @@ def add_parsers(commands: Any) -> None:
         commands, "snapshots", "list a tenant's snapshots, newest first, with their local times",
         "areamem snapshots --tenant alice --limit 10",
     )  # fmt: skip
-    listing.add_argument("--limit", type=int, default=20, help="newest shown (default: 20)")
+    listing.add_argument(
+        "--limit", type=whole(1, 10_000), default=20, help="newest shown (default: 20)"
+    )
     tenant_options(listing)
     diff = command(
         commands, "diff", "show what differs between two snapshots", "areamem diff 3 5"
     )
-    diff.add_argument("first", type=int, help="from this snapshot's state")
-    diff.add_argument("second", type=int, help="to this snapshot's state")
-    diff.add_argument("--limit", type=int, default=50, help="rows listed per section")
+    diff.add_argument("first", type=SNAPSHOT_ID, help="from this snapshot's state")
+    diff.add_argument("second", type=SNAPSHOT_ID, help="to this snapshot's state")
+    diff.add_argument("--limit", type=whole(1, 10_000), default=50, help="rows listed per section")
     tenant_options(diff)
     rollback = command(
         commands, "rollback", "restore a tenant's memory to a snapshot (the log is kept)",
         "areamem rollback 3 --tenant alice", "areamem rollback --undo   # undo the last rollback",
     )  # fmt: skip
     target = rollback.add_mutually_exclusive_group(required=True)
-    target.add_argument("snapshot", type=int, nargs="?", help="the snapshot to restore")
+    target.add_argument("snapshot", type=SNAPSHOT_ID, nargs="?", help="the snapshot to restore")
     target.add_argument(
         "--undo", action="store_true", help="undo the last rollback (it must be the newest entry)"
     )
@@ -163,13 +165,13 @@ def _history(store: MemoryStore, args: argparse.Namespace) -> dict[str, Any]:
 
         return {"report": store.dream(trigger="demand (areamem dream)", on_step=step).model_dump()}
     if args.command == "snapshots":
-        rows = store.snapshots(limit=max(1, args.limit))
+        rows = store.snapshots(limit=args.limit)
         return {
             "state": store.history_state().model_dump(),
             "snapshots": [_listed(row) for row in rows],
         }
     if args.command == "diff":
-        return {"diff": store.diff(args.first, args.second, limit=max(1, args.limit)).model_dump()}
+        return {"diff": store.diff(args.first, args.second, limit=args.limit).model_dump()}
     target = _undo_target(store) if args.undo else args.snapshot
     print(f"rollback: restoring snapshot {target}", file=sys.stderr, flush=True)
     restored = store.rollback(target)

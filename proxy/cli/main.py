@@ -44,7 +44,7 @@ from ..services import Services
 from ..upstream.urls import shown_url
 from . import history as cli_history
 from . import tools as cli_tools
-from .parsing import command, package_version, tenant_options
+from .parsing import command, package_version, tenant_options, whole
 
 __all__ = ["build_parser", "main"]
 
@@ -122,7 +122,9 @@ def _memory_parser(commands: Any) -> None:
     memory.add_argument("view", choices=("entities", "contexts", "relations"))
     memory.add_argument("--entity", help="relations of this entity (name or alias)")
     memory.add_argument("--name", help="entities with this name or alias")
-    memory.add_argument("--limit", type=int, default=50, help="most rows shown (default: 50)")
+    memory.add_argument(
+        "--limit", type=whole(1, 10_000), default=50, help="most rows shown (default: 50)"
+    )
     tenant_options(memory)
 
 

@@ -30,7 +30,7 @@ from memory_core import STRATEGIES, BackendError, MemoryCoreError, MemoryStore
 from ..api.memory import search_response
 from ..api.schemas import ReceiptsResponse, ReceiptSummary, StatsResponse
 from .history import Refused, local_time, open_store, tenant_database
-from .parsing import command, tenant_options
+from .parsing import command, question, tenant_options, whole
 
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
@@ -42,9 +42,13 @@ def add_parsers(commands: Any) -> None:
         commands, "search", "show the hits and the block memory would inject for a question",
         'areamem search "where does Maya live?" --tenant alice',
     )  # fmt: skip
-    search.add_argument("query", help="the question, as a user would write it")
-    search.add_argument("-k", type=int, default=8, help="fragments retrieved (default: 8)")
-    search.add_argument("--budget", type=int, default=600, help="block tokens (default: 600)")
+    search.add_argument("query", type=question, help="the question, as a user would write it")
+    search.add_argument(
+        "-k", type=whole(1, 200), default=8, help="fragments retrieved, 1-200 (default: 8)"
+    )
+    search.add_argument(
+        "--budget", type=whole(1, 100_000), default=600, help="block tokens (default: 600)"
+    )
     search.add_argument(
         "--strategy", choices=STRATEGIES.names(), help="retrieval (default: memory.retrieval)"
     )
@@ -57,7 +61,9 @@ def add_parsers(commands: Any) -> None:
         commands, "receipts", "list the newest receipts: what memory injected per request",
         "areamem receipts --tenant alice --limit 5",
     )  # fmt: skip
-    receipts.add_argument("--limit", type=int, default=20, help="newest shown (default: 20)")
+    receipts.add_argument(
+        "--limit", type=whole(1, 10_000), default=20, help="newest shown (default: 20)"
+    )
     tenant_options(receipts)
     export = command(
         commands, "export", "write a tenant's memory (log and derived memory) to one file",
@@ -112,9 +118,8 @@ _Result = tuple[dict[str, Any], str]
 def _search(store: MemoryStore, args: argparse.Namespace, strategy: str) -> _Result:
     began = time.perf_counter()
     recall = store.retrieve(
-        args.strategy or strategy, args.query, limit=max(1, args.k),
-        budget_tokens=max(1, args.budget),
-    )  # fmt: skip
+        args.strategy or strategy, args.query, limit=args.k, budget_tokens=args.budget
+    )
     body = search_response(args.query, recall, time.perf_counter() - began)
     lines = [f"{len(body.hits)} hits, block of {body.tokens} tokens ({body.elapsed_ms:.0f} ms)"]
     lines += [
@@ -131,7 +136,7 @@ def _stats(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
 
 
 def _receipts(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
-    rows = store.recent_receipts(max(1, args.limit))
+    rows = store.recent_receipts(args.limit)
     summaries = [ReceiptSummary.model_validate(dataclasses.asdict(r)) for r in rows]
     body = ReceiptsResponse(tenant=args.tenant, receipts=summaries)
     lines = [
