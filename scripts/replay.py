@@ -38,8 +38,10 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import sys
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -453,13 +455,46 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """A timeout: a positive finite number of seconds (aiohttp reads ``inf`` as an
+    OverflowError mid-run, and ``nan`` or ``0`` as no timeout at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def api_key(text: str) -> str:
+    """A proxy key: printable ASCII (it is sent as a header, where aiohttp refuses a
+    control character mid-run, and a line break could add a header of its own)."""
+    if not text or not all(" " < c <= "~" for c in text):
+        raise argparse.ArgumentTypeError("must be printable ASCII without spaces")
+    return text
+
+
+def proxy_url(text: str) -> str:
+    """The proxy's address: an http or https URL naming a host."""
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"must be an http(s) URL with a host, got {text!r}")
+    return text
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Replay LoCoMo JSON or chat JSONL through the areamem proxy.")
     parser.add_argument("file", type=Path, metavar="FILE", help="LoCoMo JSON or chat JSONL")
-    parser.add_argument("--proxy", default="http://127.0.0.1:8787",
+    parser.add_argument("--proxy", type=proxy_url, default="http://127.0.0.1:8787",
                         help="proxy root URL (default: http://127.0.0.1:8787)")
-    parser.add_argument("--api-key", help="proxy API key, sent as Authorization: Bearer")
+    parser.add_argument("--api-key", type=api_key,
+                        help="proxy API key, sent as Authorization: Bearer")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--ingest", action="store_true", help="store via POST /memory/ingest")
     mode.add_argument("--live", action="store_true", help="send user turns as chat requests")
@@ -470,7 +505,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="which conversations, 0-based: all, N, N-M, or a comma list")
     parser.add_argument("--limit-sessions", type=positive_int, metavar="N",
                         help="replay only the first N sessions of each conversation")
-    parser.add_argument("--timeout", type=float, default=600.0,
+    parser.add_argument("--timeout", type=seconds, default=600.0,
                         help="seconds allowed per call (default: 600)")
     return parser.parse_args(argv)
 

@@ -355,6 +355,40 @@ def test_replay_names_json_that_python_cannot_decode(
     assert err.count("\n") == 0 and err.startswith(f"replay: {path}: ") and problem in err
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--timeout", "inf"),
+        ("--timeout", "1e400"),
+        ("--timeout", "nan"),
+        ("--timeout", "0"),
+        ("--timeout", "-1"),
+        ("--api-key", "sk-a\nX-Forged: 1"),
+        ("--api-key", "sk-\x1b[2J"),
+        ("--proxy", "notaurl"),
+        ("--proxy", "ftp://127.0.0.1:9"),
+        ("--proxy", "http://[::1"),
+    ],
+)
+def test_replay_refuses_bad_options_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """A timeout that is not a positive finite number (``inf`` raised OverflowError in
+    aiohttp mid-run, ``nan`` and ``0`` meant none), a key holding a control character
+    (aiohttp's header check raised ValueError mid-run) and a proxy address that is no
+    http(s) URL (every call failed) are argument errors: status 2, one line naming the
+    option, before the file is read."""
+    replay = importlib.import_module("replay")
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    args = [str(path), "--ingest", "--proxy", "http://127.0.0.1:9", f"{option}={value}"]
+    with pytest.raises(SystemExit) as done:
+        replay.main(args)
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f": error: argument {option}: " in error, error
+
+
 @pytest.mark.parametrize("script", ["eval_locomo", "eval_live", "eval_segmentation",
                                     "check_faithfulness"])  # fmt: skip
 @pytest.mark.parametrize("where", ["missing/out.json", "."], ids=["no folder", "a folder"])
