@@ -124,6 +124,11 @@ async def test_ingested_memory_is_used_in_chat(
         ({"messages": [{"role": "user", "name": True, "content": "x"}]}, ".name must"),
         ({"messages": [{"role": "user", "name": 123, "content": "x"}]}, ".name must"),
         ({"messages": [{"role": "user", "name": ["Ana"], "content": "x"}]}, ".name must"),
+        # before: the message's id stored as Python's repr ("{'a': [1]}", "True", "inf")
+        ({"messages": [{"role": "user", "id": {"a": [1]}, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": True, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": 1.5, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": ["D1:3"], "content": "x"}]}, "[0].id must"),
     ],
 )
 async def test_ingest_bad_input(proxy: Proxy, payload: Any, message: str) -> None:

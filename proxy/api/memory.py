@@ -301,9 +301,19 @@ def _transcript(value: Any) -> list[LogMessage]:
             raise ApiError(400, f"messages[{i}] must be an object", param=f"messages[{i}]")
         message = {k: v for k, v in item.items() if k not in ("timestamp", "id")}
         ts = _timestamp(item.get("timestamp"), i, now)
-        ext = item.get("id")
-        out.append(LogMessage(message, ts, None if ext is None else str(ext)))
+        out.append(LogMessage(message, ts, _message_id(item.get("id"), i)))
     return out
+
+
+def _message_id(value: Any, index: int) -> str | None:
+    """The transcript's own id of a message (a LoCoMo ``dia_id``, a row number): a string
+    or a whole number, kept as text; anything else would be stored as Python's repr."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    where = f"messages[{index}].id"
+    raise ApiError(400, f"{where} must be a string or a whole number", param=where)
 
 
 def _timestamp(value: Any, index: int, default: float) -> float:
