@@ -123,3 +123,22 @@ async def test_hostile_questions_to_the_inspection_endpoints_are_answered(
         for question in questions:
             async with http.get(f"{user.proxy.url}{path}", params={"q": question}) as response:
                 assert response.status in (200, 400), await response.text()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=%D9%A1%D9%A2", "limit=1_0", "limit=%2B5", "limit=%2012%20", "limit=12%0A", "limit="],
+)
+async def test_a_count_not_written_in_ascii_digits_is_refused(
+    make_proxy: MakeProxy, upstream: FakeUpstream, query: str
+) -> None:
+    """A count is what OpenAPI says it is, an integer written in ASCII digits, as a
+    snapshot id already was: Arabic-Indic digits ("١٢"), "1_0", "+5", spaces and a line
+    break around it were read by Python's int() as 12, 10, 5, 12; an empty one as bad."""
+    user = await live(make_proxy, upstream)
+    async with aiohttp.ClientSession() as http:
+        for path in ("/memory/entities", "/memory/receipts", "/memory/snapshots"):
+            async with http.get(f"{user.proxy.url}{path}?{query}") as response:
+                body = await response.json()
+                assert response.status == 400, body
+                assert body["error"]["param"] == "limit"
