@@ -104,7 +104,8 @@ async def import_(request: web.Request) -> web.Response:
         limit = _INFLATION * server.max_body_bytes
         manifest = await memory.import_export(path, replace=replace, max_bytes=limit)
     except ExportFileError as exc:
-        raise ApiError(400, str(exc), code="invalid_export") from exc
+        told = str(exc).replace(str(path), "the uploaded export")  # the data folder's place
+        raise ApiError(400, told, code="invalid_export") from exc
     except MemoryNotEmptyError as exc:
         raise ApiError(409, str(exc), code="memory_not_empty") from exc
     except DreamBusyError as exc:
