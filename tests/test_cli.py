@@ -219,3 +219,31 @@ def test_a_blank_question_is_refused(cli: Cli) -> None:
     with pytest.raises(SystemExit) as done:
         cli("search", "  ")
     assert done.value.code == 2
+
+
+HOSTILE = "Olga went to Riga \x1b[2J\x1b]0;pwned\x07\u2028\n    9.999  #1 [forged] a row of its own"
+
+
+def test_stored_text_reaches_the_terminal_inert(folder: Path, cli: Cli) -> None:
+    """Memory holds what clients sent: terminal escape sequences (ESC [2J clears the
+    screen, OSC sets the title) and line breaks that printed as a row of their own
+    (a forged hit). Every line a command prints writes them as escapes."""
+    config = load_config(folder / "config.yaml")
+    store = open_store(config, folder / "data" / "tenants" / "maya.db", "maya")
+    try:
+        say(store, "c\x1b[31m3", [HOSTILE])
+    finally:
+        store.close()
+    printed = [
+        cli("search", "Olga Riga"),
+        cli("memory", "relations", "--entity", "Olga"),
+        cli("memory", "contexts"),
+        cli("rollback", "1"),  # the held message is listed
+    ]
+    for out in printed:
+        assert not any(c in out for c in "\x1b\x07\u2028"), out
+        assert not any(line.lstrip().startswith("9.999  #1 [forged]") for line in out.splitlines())
+    assert "Olga went to Riga \\u001b[2J\\u001b]0;pwned\\u0007\\u2028\\u000a" in printed[0]
+    assert "Olga went to Riga \\u001b[2J" in printed[1]
+    assert "c\\u001b[31m3" in printed[2]
+    assert "held #" in printed[3] and "[c\\u001b[31m3] Olga went to Riga \\u001b" in printed[3]

@@ -38,6 +38,7 @@ from ..config import Config, load_config
 from ..errors import ConfigError
 from ..http.request_log import RequestLog
 from .parsing import SNAPSHOT_ID, command, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = [
     "COMMANDS",
@@ -138,23 +139,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, path = tenant_database(args)
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     store = open_store(config, path, args.tenant)
     try:
         body = _history(store, args)
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 3 if isinstance(exc, DreamBusyError) else 1
     except BackendError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 2
     finally:
         store.close()
-    print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else _history_text(body))
+    text = inert_lines(_history_text(body))
+    print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else text)
     return 0
 
 
@@ -233,7 +235,8 @@ def _snapshot_lines(listed: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _history_text(body: dict[str, Any]) -> str:
+def _history_text(body: dict[str, Any]) -> list[str]:
+    """The lines a person reads (each made inert by the caller)."""
     if "report" in body:
         r = body["report"]
         lines = [
@@ -244,14 +247,14 @@ def _history_text(body: dict[str, Any]) -> str:
             *(f"  - {d['kind']}: {d['reason']}" for d in r["decisions"][:40]),
             *(f"  failure: {f}" for f in r["failures"]),
         ]
-        return "\n".join(lines)
+        return lines
     if "snapshots" in body:
         state = body["state"]
         lines = [
             f"head {state['head']}, generation {state['generation']}, held {state['held']},"
             f" journal {state['journal_entries']} entries ({state['journal_bytes']} bytes)"
         ]
-        return "\n".join(lines + _snapshot_lines(body["snapshots"]))
+        return lines + _snapshot_lines(body["snapshots"])
     if "diff" in body:
         d = body["diff"]
         lines = [f"from {d['from_snapshot']} to {d['to_snapshot']}: {d['rows_changed']} rows"]
@@ -260,7 +263,7 @@ def _history_text(body: dict[str, Any]) -> str:
             lines.append(f"{section}: {part['totals']}")
             for kind in ("added", "removed", "changed"):
                 lines += [f"  {kind[0]} #{row['id']} {row['label']}" for row in part[kind]]
-        return "\n".join(lines)
+        return lines
     r = body["rollback"]
     lines = [
         f"restored snapshot {r['target']} (recorded as snapshot {r['snapshot']};"
@@ -271,4 +274,4 @@ def _history_text(body: dict[str, Any]) -> str:
     lines += [
         f"  held #{h['log_id']} [{h['conversation_id']}] {h['text'][:70]}" for h in body["held"]
     ]
-    return "\n".join(lines)
+    return lines

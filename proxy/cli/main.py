@@ -45,6 +45,7 @@ from ..upstream.urls import shown_url
 from . import history as cli_history
 from . import tools as cli_tools
 from .parsing import command, package_version, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = ["build_parser", "main"]
 
@@ -133,13 +134,13 @@ def _memory_command(args: argparse.Namespace) -> int:
     try:
         _, path = cli_history.tenant_database(args)
     except cli_history.Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     store = MemoryStore(path)
     try:
         rows = _view(store, args)
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 1
     finally:
         store.close()
@@ -190,7 +191,7 @@ def _table(view: str, rows: list[dict[str, Any]]) -> str:
             f"{'id':>5}  {'subject':<20} {'predicate':<18} {'object':<20} {'status':<10}"
             f" {'mutation':<13} source"
         )
-    return "\n".join([header, *lines])
+    return inert_lines([header, *lines])
 
 
 SHUTDOWN_SLACK_S = 10.0

@@ -31,6 +31,7 @@ from ..api.memory import search_response
 from ..api.schemas import ReceiptsResponse, ReceiptSummary, StatsResponse
 from .history import Refused, local_time, open_store, tenant_database
 from .parsing import command, question, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, path = tenant_database(args, new=args.command == "import")
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     made = not path.exists()  # an import into a new tenant that fails leaves no file
     store = open_store(config, path, args.tenant)
@@ -96,10 +97,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         body, text = _COMMANDS[args.command](store, args, config.memory.retrieval)
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         status = 1
     except BackendError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         status = 2
     finally:
         store.close()
@@ -125,7 +126,8 @@ def _search(store: MemoryStore, args: argparse.Namespace, strategy: str) -> _Res
     lines += [
         f"  {h.score:7.3f}  #{h.fragment_id} [{h.conversation_id}] {h.text[:80]}" for h in body.hits
     ]
-    return _json(body), "\n".join([*lines, "", body.context or "(no block: nothing found)"])
+    block = (body.context or "(no block: nothing found)").split("\n")
+    return _json(body), inert_lines([*lines, "", *block])
 
 
 def _stats(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
@@ -145,7 +147,7 @@ def _receipts(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
         f"  {r.memory_error or r.reason}"[:160]
         for r in body.receipts
     ]
-    return _json(body), "\n".join(lines) or "no receipts"
+    return _json(body), inert_lines(lines) or "no receipts"
 
 
 def _export(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
@@ -162,7 +164,7 @@ def _import(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
 def _transferred(manifest: dict[str, Any], done: str) -> _Result:
     counts = manifest["counts"]
     shown = ("log", "fragments", "entities", "relations", "contexts", "snapshots")
-    return {"manifest": manifest}, f"{done}: " + ", ".join(f"{counts[t]} {t}" for t in shown)
+    return {"manifest": manifest}, inert(f"{done}: " + ", ".join(f"{counts[t]} {t}" for t in shown))
 
 
 def _json(body: BaseModel) -> dict[str, Any]:
