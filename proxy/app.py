@@ -25,7 +25,7 @@ from .cluster.placement import Placement
 from .cluster.replication import Litestream, litestream_binary
 from .cluster.spool import Spool
 from .config import ClusterConfig, Config
-from .errors import ApiError, error_body, internal_error_body
+from .errors import ApiError, ConfigError, error_body, internal_error_body
 from .http.metrics import Metrics
 from .http.request_log import RequestLog
 from .services import SERVICES, Services
@@ -54,14 +54,10 @@ def build_services(
     upstreams: list[Upstream] | None = None,
     backends: Backends | None = None,
 ) -> Services:
-    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
-    and BackendError for a formation model that cannot be loaded."""
-    config.server.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
-    log = RequestLog(
-        config.log_file if config.logging.file else None,
-        stdout=config.logging.stdout,
-        stdout_format=config.logging.format,
-    )
+    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy,
+    ConfigError for a data folder that cannot be made or written, and BackendError for
+    a formation model that cannot be loaded."""
+    log = _request_log(config)
 
     def policy_failed(error: PolicyError) -> None:
         log.write(
@@ -111,6 +107,24 @@ def build_services(
         quiet=lambda: services.state == "ready" and services.lag.recent_ms < _QUIET_LAG_MS,
     )
     return services
+
+
+def _request_log(config: Config) -> RequestLog:
+    """The data folder (made, owner only) and the request log in it; a folder that cannot
+    be made or a log file that cannot be opened is a ConfigError naming
+    ``server.data_dir``, never a traceback."""
+    folder = config.server.data_dir
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return RequestLog(
+            config.log_file if config.logging.file else None,
+            stdout=config.logging.stdout,
+            stdout_format=config.logging.format,
+        )
+    except OSError as exc:
+        raise ConfigError(
+            str(config.source), "server.data_dir", f"cannot use {folder}: {exc.strerror or exc}"
+        ) from exc
 
 
 _SOCKET_PATH_BYTES = 100
