@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     if status:
         if made:
-            for end in ("", "-wal", "-shm"):
+            for end in ("", "-wal", "-shm", ".dream.lock"):
                 Path(f"{path}{end}").unlink(missing_ok=True)
         return status
     print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else text)
