@@ -28,6 +28,7 @@ from .config import ClusterConfig, Config
 from .errors import ApiError, ConfigError, error_body, internal_error_body
 from .http.metrics import Metrics
 from .http.request_log import RequestLog
+from .http.server_log import UNPARSED, server_logger
 from .services import SERVICES, Services
 from .tenants.dreams import DreamScheduler
 from .tenants.pool import tenants_of
@@ -174,12 +175,18 @@ def _formation_workers(
 def create_runner(services: Services) -> web.AppRunner:
     """The app in a runner with the server's protections: a handler is cancelled when its
     client goes away (so is its upstream call), a connection that sends no complete
-    request head within ``server.header_timeout_s`` (or idles that long) is closed, and
-    shutdown gives in-flight requests ``server.shutdown_grace_s``."""
+    request head within ``server.header_timeout_s`` (or idles that long) is closed,
+    shutdown gives in-flight requests ``server.shutdown_grace_s``, and a head aiohttp
+    cannot parse is a request-log record (:mod:`.http.server_log`), not a traceback."""
     server = services.config.server
+
+    def unparsed(status: int) -> None:
+        services.metrics.http_requests.labels(route=UNPARSED, status=str(status)).inc()
+
     return web.AppRunner(
         create_app(services),
         access_log=None,
+        logger=server_logger(services.log, unparsed),  # a bad head: a record, no traceback
         handler_cancellation=True,
         keepalive_timeout=server.header_timeout_s,
         shutdown_timeout=server.shutdown_grace_s,
