@@ -26,6 +26,7 @@ from memory_core import (
     query_terms,
 )
 
+from ..chat.receipt import RECEIPT_TEXT_CHARS
 from ..errors import ApiError, RetrievalSkipped
 from ..http.body import check_conversation_id
 from ..services import SERVICES
@@ -168,7 +169,9 @@ def _busy(exc: RetrievalSkipped) -> ApiError:
 
 
 def search_response(query: str, recall: Recall, seconds: float) -> SearchResponse:
-    """What ``GET /memory/search`` answers (and ``areamem search --json`` prints)."""
+    """What ``GET /memory/search`` answers (and ``areamem search --json`` prints). A hit's
+    text is cut as a receipt's fragments are (:data:`RECEIPT_TEXT_CHARS`): a hit of a
+    pasted megabyte must not make the answer megabytes per hit."""
     return SearchResponse(
         query=query,
         terms=query_terms(query),
@@ -176,7 +179,7 @@ def search_response(query: str, recall: Recall, seconds: float) -> SearchRespons
             SearchHit(
                 fragment_id=h.fragment_id,
                 score=h.score,
-                text=h.text,
+                text=h.text[:RECEIPT_TEXT_CHARS],
                 role=h.role,
                 speaker=h.speaker,
                 conversation_id=h.conversation_id,
