@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from aiohttp import web
+from pydantic import ValidationError
 
 from memory_core import (
     STRATEGIES,
@@ -286,10 +287,23 @@ async def receipt(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
     receipt_id = request.match_info["receipt_id"]
-    body = await svc.tenants.get(tenant).receipt(receipt_id)
+    try:
+        body = await svc.tenants.get(tenant).receipt(receipt_id)
+    except MemoryCoreError as exc:
+        raise ApiError(500, str(exc), type_="server_error", code="memory_error") from exc
     if body is None:
         raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
-    return json_response(Receipt.model_validate(body))
+    try:
+        return json_response(Receipt.model_validate(body))
+    except ValidationError as exc:  # stored by an edited or damaged file
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApiError(
+            500,
+            f"receipt {receipt_id} is stored in another shape: {where}: {first['msg']}",
+            type_="server_error",
+            code="memory_error",
+        ) from None
 
 
 def _transcript(value: Any) -> list[LogMessage]:
