@@ -27,6 +27,7 @@ from ..http.client_io import AiohttpIO
 from ..services import SERVICES, Services
 from ..tenants.pool import tenant_of
 from .json_io import json_response
+from .same_site import refuse_cross_site
 from .schemas import ImportResponse
 
 __all__ = ["export", "import_"]
@@ -88,6 +89,7 @@ async def import_(request: web.Request) -> web.Response:
     """Load an export (the body) into the caller's memory; ``replace=true`` to replace
     what it holds."""
     svc = request.app[SERVICES]
+    refuse_cross_site(request)
     replace = _replace_param(request)
     server = svc.config.server
     body = await read_body(
