@@ -325,7 +325,7 @@ async def ingest_session(client: ProxyClient, conv: Conversation, history: list[
         result = (await client.post("/memory/ingest", payload)).json()
     except RequestFailed as exc:
         totals.errors += 1
-        tqdm.write(f"{where}: {exc}", file=sys.stderr)
+        tqdm.write(inert(f"{where}: {exc}"), file=sys.stderr)
         return
     appended = int(result.get("appended", 0))
     totals.appended += appended
@@ -360,7 +360,7 @@ async def live_turn(client: ProxyClient, payload: Mapping[str, Any], headers: Ma
         reply = await client.post("/v1/chat/completions", payload, headers)
     except RequestFailed as exc:
         totals.errors += 1
-        tqdm.write(f"{where}: {exc}", file=sys.stderr)
+        tqdm.write(inert(f"{where}: {exc}"), file=sys.stderr)
         return
     totals.latencies_ms.append(reply.elapsed_ms)
     receipt_id = reply.headers.get(RECEIPT_HEADER)
@@ -376,7 +376,7 @@ async def count_shown(client: ProxyClient, totals: Totals) -> None:
         try:
             receipt = (await client.get(f"/memory/receipts/{receipt_id}")).json()
         except RequestFailed as exc:
-            tqdm.write(f"receipt {receipt_id}: {exc}", file=sys.stderr)
+            tqdm.write(inert(f"receipt {receipt_id}: {exc}"), file=sys.stderr)
             continue
         found = (receipt.get("area") or {}).get("fragments") or []
         totals.fragments_shown += sum(1 for f in found if f.get("shown"))
@@ -448,6 +448,15 @@ def summary(totals: Totals, live: bool, elapsed_s: float) -> str:
     return render_table(("replay " + ("--live" if live else "--ingest"), "value"), rows)
 
 
+def inert(text: str) -> str:
+    """``text`` for a terminal: a conversation id or label from FILE, or a message from
+    the proxy, may hold escape sequences or line breaks; every non-printable character is
+    written as its escape (``\\u001b``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -515,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         conversations = select(load_file(args.file), args.conversations, args.limit_sessions)
     except InputError as exc:
-        print(f"replay: {exc}", file=sys.stderr)
+        print(inert(f"replay: {exc}"), file=sys.stderr)
         return 2
     began = time.perf_counter()
     try:

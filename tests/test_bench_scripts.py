@@ -7,6 +7,7 @@ tests need no ``litellm[proxy]`` and no network.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from proxy.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.e2e
 
@@ -408,3 +411,24 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --json: {out}" in err and ("does not exist" in err or "is a folder" in err)
+
+
+async def test_replay_prints_a_hostile_files_labels_inert(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A conversation id from FILE names each failed call on stderr: one holding
+    ``ESC [2J`` or a line break reached the operator's terminal raw (clearing it, or
+    printing a line of its own). Replay writes what it prints with escapes."""
+    path = tmp_path / "chat.jsonl"
+    record = {"conversation_id": "c\x1b[2J\nreplay: forged", "messages": [
+        {"role": "user", "content": "hi"}]}  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "scripts/replay.py", str(path), "--ingest", "--proxy", upstream.url,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1  # the fake upstream has no /memory/ingest: one error
+    text = err.decode() + out.decode()
+    assert "\x1b" not in text and "\\u001b[2J" in text
+    assert not any(line.startswith("replay: forged") for line in text.splitlines())
