@@ -144,14 +144,15 @@ async def test_a_count_not_written_in_ascii_digits_is_refused(
                 assert body["error"]["param"] == "limit"
 
 
-async def test_a_page_of_another_site_cannot_change_memory_through_the_browser(
+async def test_a_page_of_another_site_cannot_use_the_proxy_through_the_browser(
     make_proxy: MakeProxy, upstream: FakeUpstream
 ) -> None:
     """In ``auth.mode: open`` (the default) a page of any site the user visits could
     send the proxy simple requests (``fetch(url, {method: "POST", mode: "no-cors",
     body: blob})``: no Content-Type, so no preflight) and ingest, roll back, replace
     (import) or consolidate the user's memory. A browser names such a request's site
-    (``Sec-Fetch-Site``, ``Origin``); the memory's POST endpoints refuse one from
+    (``Sec-Fetch-Site``, ``Origin``); the memory's POST endpoints and the chat doors
+    (a chat is sent upstream on the user's key and stored as memory) refuse one from
     another site with 403, and still serve the inspector (same origin) and clients that
     are no browser."""
     user = await live(make_proxy, upstream)
@@ -168,6 +169,7 @@ async def test_a_page_of_another_site_cannot_change_memory_through_the_browser(
         {"Origin": "null"},
         {"Sec-Fetch-Site": "same-site"},
     ]
+    requests_before = len(upstream.requests)
     async with aiohttp.ClientSession(skip_auto_headers=["Content-Type"]) as http:
         async with http.get(f"{url}/memory/stats") as response:
             before = await response.json()
@@ -178,6 +180,14 @@ async def test_a_page_of_another_site_cannot_change_memory_through_the_browser(
                 assert (response.status, error["code"]) == (403, "cross_site_request"), error
         async with http.get(f"{url}/memory/stats") as response:
             assert await response.json() == before
+        chat = b'{"model": "echo", "messages": [{"role": "user", "content": "remember: evil"}]}'
+        for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+            async with http.post(f"{url}{path}", data=chat, headers=cross[0]) as response:
+                error = (await response.json())["error"]  # each door's own error form
+            assert response.status == 403 and "another site" in error["message"], error
+        async with http.get(f"{url}/memory/stats") as response:
+            assert await response.json() == before
+        assert len(upstream.requests) == requests_before  # nothing was sent on the key
         same = {"Origin": url, "Sec-Fetch-Site": "same-origin"}
         async with http.post(f"{url}/memory/dream", headers=same) as response:
             assert response.status == 200, await response.text()

@@ -30,11 +30,11 @@ from memory_core import (
 from ..chat.receipt import RECEIPT_TEXT_CHARS
 from ..errors import ApiError, RetrievalSkipped
 from ..http.body import check_conversation_id
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
 from .json_io import int_param, json_body, json_response, question_param, snapshot_param
-from .same_site import refuse_cross_site
 from .schemas import (
     AreaResponse,
     ContextsResponse,
@@ -67,7 +67,7 @@ _MAX_INGEST_MESSAGES = 100_000
 async def ingest(request: web.Request) -> web.Response:
     """Store a transcript as if it had passed through the proxy, then form memory."""
     svc = request.app[SERVICES]
-    refuse_cross_site(request)
+    refuse_cross_site(request.headers)
     tenant = tenant_of(request.headers, svc.config.auth)
     background = _form_param(request)
     payload = await json_body(request, svc)

@@ -24,10 +24,10 @@ from memory_core import DreamBusyError, ExportFileError, MemoryCoreError, Memory
 from ..errors import ApiError
 from ..http.body import read_body
 from ..http.client_io import AiohttpIO
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES, Services
 from ..tenants.pool import tenant_of
 from .json_io import json_response
-from .same_site import refuse_cross_site
 from .schemas import ImportResponse
 
 __all__ = ["export", "import_"]
@@ -89,7 +89,7 @@ async def import_(request: web.Request) -> web.Response:
     """Load an export (the body) into the caller's memory; ``replace=true`` to replace
     what it holds."""
     svc = request.app[SERVICES]
-    refuse_cross_site(request)
+    refuse_cross_site(request.headers)
     replace = _replace_param(request)
     server = svc.config.server
     body = await read_body(
