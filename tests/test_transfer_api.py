@@ -126,3 +126,17 @@ async def test_a_refused_import_names_no_path_of_the_server(
             assert (r.status, error["code"]) == (400, "invalid_export")
             assert error["message"].startswith("the uploaded export"), error["message"]
             assert str(proxy.data_dir) not in error["message"]
+
+
+async def test_an_import_without_a_key_is_refused_before_its_body_is_read(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """``POST /memory/import`` read the body (up to ``server.max_body_bytes``, decoded
+    from gzip too) before it asked whose key it was: anyone could make the proxy take in
+    megabytes per request before the 401. The key is checked first, as chat does: a
+    request without one is a 401 whatever its body (here one the body's checks refuse)."""
+    proxy = await make_proxy(proxy_config(upstream.url, auth={"keys": KEYS}))
+    async with aiohttp.ClientSession() as http:
+        headers = {"Content-Type": "text/plain"}
+        async with http.post(f"{proxy.url}/memory/import", data=b"x", headers=headers) as r:
+            assert r.status == 401, await r.text()

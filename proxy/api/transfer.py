@@ -90,6 +90,7 @@ async def import_(request: web.Request) -> web.Response:
     what it holds."""
     svc = request.app[SERVICES]
     refuse_cross_site(request.headers)
+    tenant = tenant_of(request.headers, svc.config.auth)  # before megabytes are read
     replace = _replace_param(request)
     server = svc.config.server
     body = await read_body(
@@ -98,7 +99,7 @@ async def import_(request: web.Request) -> web.Response:
         timeout_s=server.body_timeout_s,
         media_types=_ZIP,
     )
-    memory = await svc.tenants.open(tenant_of(request.headers, svc.config.auth), claim=True)
+    memory = await svc.tenants.open(tenant, claim=True)
     path = _scratch(svc, memory.name)
     try:
         path.write_bytes(body)
