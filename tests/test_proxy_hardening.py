@@ -23,6 +23,8 @@ import pytest
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream
+from proxy.http.request_log import RequestLog
+from proxy.http.server_log import server_logger
 from proxy.http.sse import done_end as _done_end
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -576,3 +578,20 @@ async def test_a_request_head_aiohttp_refuses_is_one_log_record_not_a_traceback(
     assert all(r["remote"] == "127.0.0.1" and r["error"] for r in bad)
     counted = proxy.services.metrics.render().decode()
     assert 'areamem_http_requests_total{route="unparsed",status="400"} 2.0' in counted
+
+
+def test_another_aiohttp_report_keeps_its_traceback_in_one_record(tmp_path: Path) -> None:
+    """What else aiohttp reports through the server's logger (an error outside every
+    handler) is one record that keeps the end of its traceback, not a lost one."""
+    log = RequestLog(tmp_path / "proxy.jsonl", stdout=False)
+    counted: list[int] = []
+    logger = server_logger(log, counted.append)
+    try:
+        raise RuntimeError("broken\nline")
+    except RuntimeError as exc:
+        logger.exception("Error handling request from %s", "127.0.0.1", exc_info=exc)
+    log.close()
+    [line] = (tmp_path / "proxy.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["event"] == "http_server_error" and record["remote"] == "127.0.0.1"
+    assert "RuntimeError: broken" in record["traceback"] and counted == []

@@ -8,13 +8,15 @@ nor count in ``/metrics`` (every request is to be logged and counted, whatever i
 outcome). The logger :func:`server_logger` makes, given to aiohttp's server, turns each
 such report into one request-log record (``event: bad_request``: status, the client's
 address, aiohttp's reason cut short; the log escapes what it holds) and counts it as
-route ``unparsed``; anything else aiohttp reports this way is one ``http_server_error``
-record with its exception's type and message.
+route ``unparsed``; anything else aiohttp reports this way (an error outside every
+handler and middleware) is one ``http_server_error`` record with its exception and the
+end of its traceback.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Callable
 
 from aiohttp.http_exceptions import HttpProcessingError
@@ -26,6 +28,7 @@ __all__ = ["UNPARSED", "server_logger"]
 UNPARSED = "unparsed"
 """The route label ``/metrics`` counts a request aiohttp could not parse under."""
 _SHOWN = 200
+_TRACEBACK = 4_000
 
 
 class _Records(logging.Handler):
@@ -48,12 +51,14 @@ class _Records(logging.Handler):
             )
             return
         error = f"{type(exc).__name__}: {exc}"[:_SHOWN] if exc is not None else None
+        told = "".join(traceback.format_exception(exc)) if exc is not None else None
         self._log.write(
             {
                 "event": "http_server_error",
                 "remote": remote,
                 "message": record.getMessage()[:_SHOWN],
                 "error": error,
+                "traceback": told[-_TRACEBACK:] if told else None,  # one escaped line
             }
         )
 
