@@ -66,7 +66,7 @@ if TYPE_CHECKING:
         MemoryStore,
     )
     from .text.names import NameIndex, extract_names
-    from .text.question import Question
+    from .text.question import Question, question_excerpt
     from .text.tokens import TokenCounter, default_counter, warm_tokenizers
     from .text.words import query_terms
     from .transfer import Manifest
@@ -131,6 +131,7 @@ __all__ = [
     "litellm_module",
     "message_text",
     "query_terms",
+    "question_excerpt",
     "restated_by",
     "stored_timestamp",
     "undo_of",
@@ -188,7 +189,7 @@ _HOMES = {
         "MemoryStore",
     ),
     "text.names": ("NameIndex", "extract_names"),
-    "text.question": ("Question",),
+    "text.question": ("Question", "question_excerpt"),
     "text.tokens": ("TokenCounter", "default_counter", "warm_tokenizers"),
     "text.words": ("query_terms",),
     "transfer": ("Manifest",),

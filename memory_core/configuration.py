@@ -176,9 +176,15 @@ def read_yaml_file(path: str) -> Document:
 
 
 def read_yaml(text: str, source: str | None = None) -> Document:
-    """Compose ``text`` into a :class:`Document`; YAML errors carry their line."""
+    """Compose ``text`` into a :class:`Document`; YAML errors carry their line. Both
+    PyYAML's composer and ours recurse once per level of nesting: a document nested past
+    the interpreter's recursion limit (thousands of brackets or indents) is refused as
+    such, never a RecursionError."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:
+            return Document(source, None)
+        return _Composer(source).document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -186,9 +192,8 @@ def read_yaml(text: str, source: str | None = None) -> Document:
         raise ConfigurationError(source, line, "", f"invalid YAML: {problem}") from exc
     except yaml.YAMLError as exc:
         raise ConfigurationError(source, None, "", f"invalid YAML: {exc}") from exc
-    if root is None:
-        return Document(source, None)
-    return _Composer(source).document(root)
+    except RecursionError:
+        raise ConfigurationError(source, None, "", "invalid YAML: nested too deeply") from None
 
 
 class _Composer:

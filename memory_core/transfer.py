@@ -119,6 +119,8 @@ def import_(
                 rows.clear(conn, rows.tables(conn))
                 for table, part in manifest.parts.items():
                     _load(conn, archive, table, part)
+                rows.check_references(conn)
+                _sound_state(conn)
                 rows.rebuild_index(conn)
                 history_rows.bump_past(conn, replaced)  # readers and formers read it again
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
@@ -206,6 +208,8 @@ def _manifest(archive: zipfile.ZipFile, source: Path) -> Manifest:
         raise ExportFileError(f"{source}: not an areamem export (no {_MANIFEST})") from None
     except ValueError as exc:
         raise ExportFileError(f"{source}: its {_MANIFEST} is not JSON: {exc}") from exc
+    except RecursionError:
+        raise ExportFileError(f"{source}: its {_MANIFEST} is nested too deeply") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise ExportFileError(f"{source}: not an areamem export (format is not '{FORMAT}')")
     version = body.get("version")
@@ -226,6 +230,17 @@ def _manifest(archive: zipfile.ZipFile, source: Path) -> Manifest:
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ExportFileError(f"{source}: its {_MANIFEST} is incomplete: {exc}") from exc
+
+
+def _sound_state(conn: Connection) -> None:
+    """The loaded bookkeeping row holds counters, else :class:`ExportFileError`: an
+    import moves them on (and every later cycle and rollback), so a text or a float past
+    64 bits there would fail each of those for good."""
+    if not history_rows.state_is_sound(conn):
+        raise ExportFileError(
+            "the export's memory_state is not one row of whole-number counters (generation,"
+            " derived_version) within SQLite's integers"
+        )
 
 
 def _same_schema(manifest: Manifest, conn: Connection) -> None:
@@ -277,7 +292,10 @@ def _decoded(stream: IO[bytes], digest: Any, table: str, width: int) -> Iterator
         if len(line) > _MAX_ROW:
             raise ValueError(f"a row of {table} is longer than {_MAX_ROW} bytes")
         digest.update(line)
-        values = json.loads(line)
+        try:
+            values = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"a row of {table} is nested too deeply") from None
         if not isinstance(values, list) or len(values) != width:
             raise ValueError(f"a row of {table} is not a JSON array of {width} values")
         yield [_decode(v) for v in values]

@@ -367,7 +367,9 @@ class ContextConversationSample(_View):
     conversation_id: str = Field(description="The fragment's conversation.")
     ts: Seconds
     speaker: str | None = Field(description="Speaker name, when known.")
-    text: str = Field(description="Fragment text.")
+    text: str = Field(
+        description="Fragment text: its first 2,000 characters, then '…' when longer."
+    )
 
 
 class ContextView(_View):
@@ -389,7 +391,9 @@ class RelationSource(_View):
     """The fragment a relation was read from."""
 
     fragment_id: int = Field(description="Fragment id.")
-    fragment_text: str = Field(description="Fragment text.")
+    fragment_text: str = Field(
+        description="Fragment text: its first 2,000 characters, then '…' when longer."
+    )
     conversation_id: str = Field(description="The fragment's conversation.")
     ts: Seconds
     speaker: str | None = Field(description="Speaker name, when known.")

@@ -5,6 +5,10 @@ unchanged file costs one ``stat``. A changed file is re-read and re-parsed; if t
 the previous policy stays current, the error is kept in `last_error` and passed to
 `on_error` once per change (a broken file is not reported again every poll). Editors that
 save by renaming a new file over the old one change the inode, so they are seen too.
+
+A file longer than :data:`MAX_POLICY_CHARS` is refused unread, and `watch` runs `check` on
+a worker thread: YAML is parsed in pure Python (seconds for a few megabytes), and the
+proxy's event loop must not wait for it.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from policies.errors import PolicyError
 from policies.policy import Policy
 from policies.schema import parse_policy
 
-__all__ = ["PolicyStore"]
+__all__ = ["MAX_POLICY_CHARS", "PolicyStore"]
 
 _Signature = tuple[int, int, int]
+
+MAX_POLICY_CHARS = 1 << 20
+"""The longest policy file read, in characters (it may be the whole config.yaml: tens of
+kilobytes)."""
 
 
 class PolicyStore:
@@ -74,11 +82,12 @@ class PolicyStore:
         return True
 
     async def watch(self, interval_s: float = 1.0) -> None:
-        """Call `check` every `interval_s` seconds until the task is cancelled."""
+        """Call `check` on a worker thread every `interval_s` seconds until the task is
+        cancelled (one check at a time: the next waits for the one before)."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         while True:
-            self.check()
+            await asyncio.to_thread(self.check)
             await asyncio.sleep(interval_s)
 
     def _load(self) -> tuple[_Signature, Policy]:
@@ -86,9 +95,14 @@ class PolicyStore:
         try:
             with open(self.path, encoding="utf-8") as handle:
                 signature = _signature(os.fstat(handle.fileno()))
-                text = handle.read()
+                text = handle.read(MAX_POLICY_CHARS + 1)
         except (OSError, UnicodeDecodeError) as exc:
             raise PolicyError(self.path, None, f"cannot read policy file: {exc}") from exc
+        if len(text) > MAX_POLICY_CHARS:
+            raise PolicyError(
+                self.path, None, f"the policy file holds more than the {MAX_POLICY_CHARS}"
+                " characters a policy may hold"
+            )  # fmt: skip
         return signature, parse_policy(text, self.path, root_key=self._root_key)
 
     def _stat(self) -> _Signature | None:

@@ -25,9 +25,10 @@ from .cluster.placement import Placement
 from .cluster.replication import Litestream, litestream_binary
 from .cluster.spool import Spool
 from .config import ClusterConfig, Config
-from .errors import ApiError, error_body, internal_error_body
+from .errors import ApiError, ConfigError, error_body, internal_error_body
 from .http.metrics import Metrics
 from .http.request_log import RequestLog
+from .http.server_log import UNPARSED, server_logger
 from .services import SERVICES, Services
 from .tenants.dreams import DreamScheduler
 from .tenants.pool import tenants_of
@@ -54,14 +55,10 @@ def build_services(
     upstreams: list[Upstream] | None = None,
     backends: Backends | None = None,
 ) -> Services:
-    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy
-    and BackendError for a formation model that cannot be loaded."""
-    config.server.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner only
-    log = RequestLog(
-        config.log_file if config.logging.file else None,
-        stdout=config.logging.stdout,
-        stdout_format=config.logging.format,
-    )
+    """Wire the app's parts from ``config``; raises PolicyError for a bad initial policy,
+    ConfigError for a data folder that cannot be made or written, and BackendError for
+    a formation model that cannot be loaded."""
+    log = _request_log(config)
 
     def policy_failed(error: PolicyError) -> None:
         log.write(
@@ -113,6 +110,24 @@ def build_services(
     return services
 
 
+def _request_log(config: Config) -> RequestLog:
+    """The data folder (made, owner only) and the request log in it; a folder that cannot
+    be made or a log file that cannot be opened is a ConfigError naming
+    ``server.data_dir``, never a traceback."""
+    folder = config.server.data_dir
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return RequestLog(
+            config.log_file if config.logging.file else None,
+            stdout=config.logging.stdout,
+            stdout_format=config.logging.format,
+        )
+    except OSError as exc:
+        raise ConfigError(
+            str(config.source), "server.data_dir", f"cannot use {folder}: {exc.strerror or exc}"
+        ) from exc
+
+
 _SOCKET_PATH_BYTES = 100
 
 
@@ -160,12 +175,18 @@ def _formation_workers(
 def create_runner(services: Services) -> web.AppRunner:
     """The app in a runner with the server's protections: a handler is cancelled when its
     client goes away (so is its upstream call), a connection that sends no complete
-    request head within ``server.header_timeout_s`` (or idles that long) is closed, and
-    shutdown gives in-flight requests ``server.shutdown_grace_s``."""
+    request head within ``server.header_timeout_s`` (or idles that long) is closed,
+    shutdown gives in-flight requests ``server.shutdown_grace_s``, and a head aiohttp
+    cannot parse is a request-log record (:mod:`.http.server_log`), not a traceback."""
     server = services.config.server
+
+    def unparsed(status: int) -> None:
+        services.metrics.http_requests.labels(route=UNPARSED, status=str(status)).inc()
+
     return web.AppRunner(
         create_app(services),
         access_log=None,
+        logger=server_logger(services.log, unparsed),  # a bad head: a record, no traceback
         handler_cancellation=True,
         keepalive_timeout=server.header_timeout_s,
         shutdown_timeout=server.shutdown_grace_s,

@@ -407,8 +407,9 @@ def _overridden(
     server = dict(value.get("server") or {})
     overrides = {"host": host, "port": port}
     server.update({key: v for key, v in overrides.items() if v is not None})
-    if data_dir is not None:
-        server["data_dir"] = Path(data_dir).resolve()
+    if data_dir is not None:  # a blank one is left for the check that refuses it
+        blank = isinstance(data_dir, str) and not data_dir.strip()
+        server["data_dir"] = data_dir if blank else Path(data_dir).resolve()
     logging = value.get("logging")
     if log_format is not None and isinstance(logging or {}, Mapping):
         return {**value, "server": server, "logging": {**(logging or {}), "format": log_format}}

@@ -38,8 +38,10 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import sys
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,7 +325,7 @@ async def ingest_session(client: ProxyClient, conv: Conversation, history: list[
         result = (await client.post("/memory/ingest", payload)).json()
     except RequestFailed as exc:
         totals.errors += 1
-        tqdm.write(f"{where}: {exc}", file=sys.stderr)
+        tqdm.write(inert(f"{where}: {exc}"), file=sys.stderr)
         return
     appended = int(result.get("appended", 0))
     totals.appended += appended
@@ -358,7 +360,7 @@ async def live_turn(client: ProxyClient, payload: Mapping[str, Any], headers: Ma
         reply = await client.post("/v1/chat/completions", payload, headers)
     except RequestFailed as exc:
         totals.errors += 1
-        tqdm.write(f"{where}: {exc}", file=sys.stderr)
+        tqdm.write(inert(f"{where}: {exc}"), file=sys.stderr)
         return
     totals.latencies_ms.append(reply.elapsed_ms)
     receipt_id = reply.headers.get(RECEIPT_HEADER)
@@ -374,7 +376,7 @@ async def count_shown(client: ProxyClient, totals: Totals) -> None:
         try:
             receipt = (await client.get(f"/memory/receipts/{receipt_id}")).json()
         except RequestFailed as exc:
-            tqdm.write(f"receipt {receipt_id}: {exc}", file=sys.stderr)
+            tqdm.write(inert(f"receipt {receipt_id}: {exc}"), file=sys.stderr)
             continue
         found = (receipt.get("area") or {}).get("fragments") or []
         totals.fragments_shown += sum(1 for f in found if f.get("shown"))
@@ -446,6 +448,15 @@ def summary(totals: Totals, live: bool, elapsed_s: float) -> str:
     return render_table(("replay " + ("--live" if live else "--ingest"), "value"), rows)
 
 
+def inert(text: str) -> str:
+    """``text`` for a terminal: a conversation id or label from FILE, or a message from
+    the proxy, may hold escape sequences or line breaks; every non-printable character is
+    written as its escape (``\\u001b``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -453,13 +464,46 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """A timeout: a positive finite number of seconds (aiohttp reads ``inf`` as an
+    OverflowError mid-run, and ``nan`` or ``0`` as no timeout at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def api_key(text: str) -> str:
+    """A proxy key: printable ASCII (it is sent as a header, where aiohttp refuses a
+    control character mid-run, and a line break could add a header of its own)."""
+    if not text or not all(" " < c <= "~" for c in text):
+        raise argparse.ArgumentTypeError("must be printable ASCII without spaces")
+    return text
+
+
+def proxy_url(text: str) -> str:
+    """The proxy's address: an http or https URL naming a host."""
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"must be an http(s) URL with a host, got {text!r}")
+    return text
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Replay LoCoMo JSON or chat JSONL through the areamem proxy.")
     parser.add_argument("file", type=Path, metavar="FILE", help="LoCoMo JSON or chat JSONL")
-    parser.add_argument("--proxy", default="http://127.0.0.1:8787",
+    parser.add_argument("--proxy", type=proxy_url, default="http://127.0.0.1:8787",
                         help="proxy root URL (default: http://127.0.0.1:8787)")
-    parser.add_argument("--api-key", help="proxy API key, sent as Authorization: Bearer")
+    parser.add_argument("--api-key", type=api_key,
+                        help="proxy API key, sent as Authorization: Bearer")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--ingest", action="store_true", help="store via POST /memory/ingest")
     mode.add_argument("--live", action="store_true", help="send user turns as chat requests")
@@ -470,7 +514,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="which conversations, 0-based: all, N, N-M, or a comma list")
     parser.add_argument("--limit-sessions", type=positive_int, metavar="N",
                         help="replay only the first N sessions of each conversation")
-    parser.add_argument("--timeout", type=float, default=600.0,
+    parser.add_argument("--timeout", type=seconds, default=600.0,
                         help="seconds allowed per call (default: 600)")
     return parser.parse_args(argv)
 
@@ -480,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         conversations = select(load_file(args.file), args.conversations, args.limit_sessions)
     except InputError as exc:
-        print(f"replay: {exc}", file=sys.stderr)
+        print(inert(f"replay: {exc}"), file=sys.stderr)
         return 2
     began = time.perf_counter()
     try:

@@ -7,6 +7,7 @@ tests need no ``litellm[proxy]`` and no network.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from proxy.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.e2e
 
@@ -355,6 +358,40 @@ def test_replay_names_json_that_python_cannot_decode(
     assert err.count("\n") == 0 and err.startswith(f"replay: {path}: ") and problem in err
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--timeout", "inf"),
+        ("--timeout", "1e400"),
+        ("--timeout", "nan"),
+        ("--timeout", "0"),
+        ("--timeout", "-1"),
+        ("--api-key", "sk-a\nX-Forged: 1"),
+        ("--api-key", "sk-\x1b[2J"),
+        ("--proxy", "notaurl"),
+        ("--proxy", "ftp://127.0.0.1:9"),
+        ("--proxy", "http://[::1"),
+    ],
+)
+def test_replay_refuses_bad_options_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """A timeout that is not a positive finite number (``inf`` raised OverflowError in
+    aiohttp mid-run, ``nan`` and ``0`` meant none), a key holding a control character
+    (aiohttp's header check raised ValueError mid-run) and a proxy address that is no
+    http(s) URL (every call failed) are argument errors: status 2, one line naming the
+    option, before the file is read."""
+    replay = importlib.import_module("replay")
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    args = [str(path), "--ingest", "--proxy", "http://127.0.0.1:9", f"{option}={value}"]
+    with pytest.raises(SystemExit) as done:
+        replay.main(args)
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f": error: argument {option}: " in error, error
+
+
 @pytest.mark.parametrize("script", ["eval_locomo", "eval_live", "eval_segmentation",
                                     "check_faithfulness"])  # fmt: skip
 @pytest.mark.parametrize("where", ["missing/out.json", "."], ids=["no folder", "a folder"])
@@ -374,3 +411,24 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --json: {out}" in err and ("does not exist" in err or "is a folder" in err)
+
+
+async def test_replay_prints_a_hostile_files_labels_inert(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """A conversation id from FILE names each failed call on stderr: one holding
+    ``ESC [2J`` or a line break reached the operator's terminal raw (clearing it, or
+    printing a line of its own). Replay writes what it prints with escapes."""
+    path = tmp_path / "chat.jsonl"
+    record = {"conversation_id": "c\x1b[2J\nreplay: forged", "messages": [
+        {"role": "user", "content": "hi"}]}  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "scripts/replay.py", str(path), "--ingest", "--proxy", upstream.url,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1  # the fake upstream has no /memory/ingest: one error
+    text = err.decode() + out.decode()
+    assert "\x1b" not in text and "\\u001b[2J" in text
+    assert not any(line.startswith("replay: forged") for line in text.splitlines())

@@ -156,7 +156,7 @@ def test_stats_receipts_export_and_import(cli: Cli, folder: Path) -> None:
     truncated = folder / "truncated.areamem"
     truncated.write_bytes(exported.read_bytes()[:1000])
     assert "truncated" in cli("import", str(truncated), tenant="new", status=1)
-    assert not (folder / "data" / "tenants" / "new.db").exists()  # no tenant made
+    assert not list((folder / "data" / "tenants").glob("new.*"))  # no tenant, no lock file
     for question in ("where does Maya live?", "what does Anna play?"):
         found = [cli.json("search", question, tenant=t) for t in ("maya", "copy")]
         for body in found:
@@ -164,3 +164,86 @@ def test_stats_receipts_export_and_import(cli: Cli, folder: Path) -> None:
         assert found[0] == found[1]
         assert found[0]["hits"] or "what does Anna play" in question
     assert [r["event"] for r in cli.log()] == ["dream_done", "import"]
+
+
+@pytest.mark.parametrize(
+    "tenant", ["../maya", "a/b", "/etc/passwd", ".hidden", "-x", "", "x" * 65, "maya\n"]
+)
+def test_a_tenant_no_proxy_could_serve_is_refused_before_any_file_is_touched(
+    folder: Path, capsys: pytest.CaptureFixture[str], tenant: str
+) -> None:
+    """``--tenant`` names the database file, as a config's tenant does: a name outside the
+    config's rule (a path, a hidden file, 65 characters) is refused with one line and
+    status 2, and no file is made (``import --tenant ../x`` made ``data/x.db``, outside
+    the tenants folder, where no proxy reads it)."""
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    with pytest.raises(SystemExit) as done:
+        main(["import", str(folder / "x.areamem"), "--config", str(folder / "config.yaml"),
+              f"--tenant={tenant}"])  # fmt: skip
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --tenant: tenant" in error and "must be 1-64 ASCII letters" in error
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["receipts", "--limit", str(2**64)],
+        ["snapshots", "--limit", "0"],
+        ["memory", "entities", "--limit", "-1"],
+        ["diff", "1", str(2**64)],
+        ["diff", "1", "2", "--limit", "99999999999999999999"],
+        ["rollback", str(2**64)],
+        ["rollback", "0"],
+        ["search", "Paris", "-k", str(2**64)],
+        ["search", "Paris", "--budget", "0"],
+    ],
+)
+def test_counts_and_snapshot_ids_out_of_range_are_refused_in_one_line(
+    folder: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """A count or a snapshot id past SQLite's integers raised OverflowError from deep in
+    the store (a traceback); zero or a negative count was quietly read as 1. Each is an
+    argument error naming the option and its range, status 2, before the store is opened."""
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--config", str(folder / "config.yaml"), "--tenant", "maya"])
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"argument \S+: must be a whole number from \d+ to \d+", error), error
+
+
+def test_a_blank_question_is_refused(cli: Cli) -> None:
+    """``areamem search ''`` searched for nothing (an empty block or every fragment); the
+    ``/memory/search`` endpoint refuses a blank ``q``, and so does the command."""
+    with pytest.raises(SystemExit) as done:
+        cli("search", "  ")
+    assert done.value.code == 2
+
+
+HOSTILE = "Olga went to Riga \x1b[2J\x1b]0;pwned\x07\u2028\n    9.999  #1 [forged] a row of its own"
+
+
+def test_stored_text_reaches_the_terminal_inert(folder: Path, cli: Cli) -> None:
+    """Memory holds what clients sent: terminal escape sequences (ESC [2J clears the
+    screen, OSC sets the title) and line breaks that printed as a row of their own
+    (a forged hit). Every line a command prints writes them as escapes."""
+    config = load_config(folder / "config.yaml")
+    store = open_store(config, folder / "data" / "tenants" / "maya.db", "maya")
+    try:
+        say(store, "c\x1b[31m3", [HOSTILE])
+    finally:
+        store.close()
+    printed = [
+        cli("search", "Olga Riga"),
+        cli("memory", "relations", "--entity", "Olga"),
+        cli("memory", "contexts"),
+        cli("rollback", "1"),  # the held message is listed
+    ]
+    for out in printed:
+        assert not any(c in out for c in "\x1b\x07\u2028"), out
+        assert not any(line.lstrip().startswith("9.999  #1 [forged]") for line in out.splitlines())
+    assert "Olga went to Riga \\u001b[2J\\u001b]0;pwned\\u0007\\u2028\\u000a" in printed[0]
+    assert "Olga went to Riga \\u001b[2J" in printed[1]
+    assert "c\\u001b[31m3" in printed[2]
+    assert "held #" in printed[3] and "[c\\u001b[31m3] Olga went to Riga \\u001b" in printed[3]

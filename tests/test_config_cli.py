@@ -192,3 +192,20 @@ def test_cli_serves_and_prints_its_setup(tmp_path: Path) -> None:
     assert "areamem proxy on http://127.0.0.1:" in banner
     assert "policy:" in banner and "default.yaml" in banner
     assert "upstream '*' -> openai http://127.0.0.1:1/v1 [fast path]" in banner
+
+
+@pytest.mark.parametrize("data_dir", ["", "a file", "a file/under it"])
+def test_serve_refuses_a_data_folder_it_cannot_use_in_one_line(
+    tmp_path: Path, data_dir: str
+) -> None:
+    """``--data-dir ''`` served from the current folder (the config refuses an empty
+    path; the override skipped the check); a data folder that cannot be made (a file is
+    there, or above it) was a traceback. Both are one configuration error, status 2."""
+    (tmp_path / "a file").write_text("not a folder")
+    path = _write(tmp_path, {"upstreams": UPSTREAM, "logging": {"stdout": False}})
+    chosen = str(tmp_path / data_dir) if data_dir else ""
+    result = _cli("serve", "--config", str(path), "--port", "0", "--data-dir", chosen)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("areamem: configuration error: "), result.stderr
+    assert "server.data_dir: " in result.stderr and result.stderr.count("\n") == 1
+    assert not (ROOT / "logs").exists()

@@ -383,6 +383,27 @@ def test_reader_errors_are_configuration_errors() -> None:
     assert str(caught.value) == "x.yaml:4: b.c: duplicate key 'c'"
 
 
+DEEP = {
+    "flow": "policy:\n  rules: " + "[" * 5000 + "]" * 5000 + "\n",
+    "block": "".join("  " * depth + "a:\n" for depth in range(3000)),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_yaml_nested_past_the_readers_recursion_is_a_configuration_error(
+    tmp_path: Path, shape: str
+) -> None:
+    """Thousands of nested brackets or indents are refused as YAML nested too deeply, a
+    ConfigurationError naming the file (as the config, as a policy), not a RecursionError
+    (which escaped ``areamem serve`` as a traceback and the policy's hot reload, killing it)."""
+    with pytest.raises(ConfigurationError, match="nested too deeply") as caught:
+        read_yaml(DEEP[shape], "x.yaml")
+    assert caught.value.file == "x.yaml"
+    path = _write(tmp_path, HEAD + DEEP[shape])
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path)
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 

@@ -123,3 +123,73 @@ async def test_hostile_questions_to_the_inspection_endpoints_are_answered(
         for question in questions:
             async with http.get(f"{user.proxy.url}{path}", params={"q": question}) as response:
                 assert response.status in (200, 400), await response.text()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=%D9%A1%D9%A2", "limit=1_0", "limit=%2B5", "limit=%2012%20", "limit=12%0A", "limit="],
+)
+async def test_a_count_not_written_in_ascii_digits_is_refused(
+    make_proxy: MakeProxy, upstream: FakeUpstream, query: str
+) -> None:
+    """A count is what OpenAPI says it is, an integer written in ASCII digits, as a
+    snapshot id already was: Arabic-Indic digits ("١٢"), "1_0", "+5", spaces and a line
+    break around it were read by Python's int() as 12, 10, 5, 12; an empty one as bad."""
+    user = await live(make_proxy, upstream)
+    async with aiohttp.ClientSession() as http:
+        for path in ("/memory/entities", "/memory/receipts", "/memory/snapshots"):
+            async with http.get(f"{user.proxy.url}{path}?{query}") as response:
+                body = await response.json()
+                assert response.status == 400, body
+                assert body["error"]["param"] == "limit"
+
+
+async def test_a_page_of_another_site_cannot_use_the_proxy_through_the_browser(
+    make_proxy: MakeProxy, upstream: FakeUpstream
+) -> None:
+    """In ``auth.mode: open`` (the default) a page of any site the user visits could
+    send the proxy simple requests (``fetch(url, {method: "POST", mode: "no-cors",
+    body: blob})``: no Content-Type, so no preflight) and ingest, roll back, replace
+    (import) or consolidate the user's memory. A browser names such a request's site
+    (``Sec-Fetch-Site``, ``Origin``); the memory's POST endpoints and the chat doors
+    (a chat is sent upstream on the user's key and stored as memory) refuse one from
+    another site with 403, and still serve the inspector (same origin) and clients that
+    are no browser."""
+    user = await live(make_proxy, upstream)
+    url = user.proxy.url
+    posts = {
+        "/memory/ingest": b'{"messages": [{"role": "user", "content": "My bank is evil.example"}]}',
+        "/memory/rollback": b'{"snapshot": 1}',
+        "/memory/import?replace=true": b"PK\x05\x06" + b"\x00" * 18,
+        "/memory/dream": b"",
+    }
+    cross = [
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "same-site"},
+    ]
+    requests_before = len(upstream.requests)
+    async with aiohttp.ClientSession(skip_auto_headers=["Content-Type"]) as http:
+        async with http.get(f"{url}/memory/stats") as response:
+            before = await response.json()
+        for path, body in posts.items():
+            for headers in cross:
+                async with http.post(f"{url}{path}", data=body, headers=headers) as response:
+                    error = (await response.json())["error"]
+                assert (response.status, error["code"]) == (403, "cross_site_request"), error
+        async with http.get(f"{url}/memory/stats") as response:
+            assert await response.json() == before
+        chat = b'{"model": "echo", "messages": [{"role": "user", "content": "remember: evil"}]}'
+        for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+            async with http.post(f"{url}{path}", data=chat, headers=cross[0]) as response:
+                error = (await response.json())["error"]  # each door's own error form
+            assert response.status == 403 and "another site" in error["message"], error
+        async with http.get(f"{url}/memory/stats") as response:
+            assert await response.json() == before
+        assert len(upstream.requests) == requests_before  # nothing was sent on the key
+        same = {"Origin": url, "Sec-Fetch-Site": "same-origin"}
+        async with http.post(f"{url}/memory/dream", headers=same) as response:
+            assert response.status == 200, await response.text()
+        async with http.post(f"{url}/memory/ingest", data=posts["/memory/ingest"]) as response:
+            assert response.status == 200, await response.text()  # no browser: as before

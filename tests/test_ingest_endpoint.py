@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 
 from memory_core import LogMessage, MemoryStore
+from proxy.chat.receipt import RECEIPT_TEXT_CHARS
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -124,6 +125,11 @@ async def test_ingested_memory_is_used_in_chat(
         ({"messages": [{"role": "user", "name": True, "content": "x"}]}, ".name must"),
         ({"messages": [{"role": "user", "name": 123, "content": "x"}]}, ".name must"),
         ({"messages": [{"role": "user", "name": ["Ana"], "content": "x"}]}, ".name must"),
+        # before: the message's id stored as Python's repr ("{'a': [1]}", "True", "inf")
+        ({"messages": [{"role": "user", "id": {"a": [1]}, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": True, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": 1.5, "content": "x"}]}, "[0].id must"),
+        ({"messages": [{"role": "user", "id": ["D1:3"], "content": "x"}]}, "[0].id must"),
     ],
 )
 async def test_ingest_bad_input(proxy: Proxy, payload: Any, message: str) -> None:
@@ -200,3 +206,16 @@ async def test_an_ingest_and_its_formation_each_write_a_log_line_with_counts(
     assert formed[0]["passes"] >= 1 and formed[0]["failed"] == 0
     assert {"entities", "relations", "segments", "contexts", "ms"} <= set(formed[0])
 
+
+
+async def test_a_hit_shows_a_long_fragment_as_a_receipt_does(proxy: Proxy) -> None:
+    """A search answered each hit's whole text: hits of pasted 6 MB messages made one
+    ``GET /memory/search?k=200`` a 54 MB answer, serialised on the event loop. A hit's
+    text is now cut as a receipt's fragments are (RECEIPT_TEXT_CHARS)."""
+    long_text = "Caroline went to the support group in Lisbon. " * 3_000
+    payload = {"conversation_id": "paste", "messages": [{"role": "user", "content": long_text}]}
+    assert (await _ingest(proxy, payload))[0] == 200
+    hits = (await _search(proxy, "support group Lisbon"))["hits"]
+    assert hits and all(len(h["text"]) <= RECEIPT_TEXT_CHARS for h in hits)
+    cut = [h["text"] for h in hits if len(h["text"]) == RECEIPT_TEXT_CHARS]
+    assert cut and all(long_text.startswith(text) for text in cut)

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import anthropic
+import apsw
 import pytest
 
 from proxy.fake_upstream import FakeUpstream
@@ -380,3 +381,35 @@ async def test_hostile_forget_arguments_get_clear_answers(
     assert "No forget waits" in await ask("/memory forget confirm")  # none held by those
     assert "Not found (or forgotten already): #0, #999999" in await ask("/memory forget #0 #999999")
     assert len(await _lisbon_hits(proxy)) == 1  # none of it forgot anything
+
+
+async def test_a_receipt_stored_oddly_never_fails_a_chat_or_the_receipt_endpoint(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """Whatever is stored, however odd, never turns a chat into a 500: a receipt whose
+    body is not JSON, or is JSON of other shapes ("area": 5), made ``/memory why`` a 500
+    (JSONDecodeError, AttributeError), and ``GET /memory/receipts/{id}`` an anonymous
+    500 ``internal_error``. Now the command says what it can, and the endpoint answers a
+    500 ``memory_error`` naming the receipt."""
+    proxy = await remembering(make_proxy, upstream)
+    opening = [user("Hello there."), assistant("Hi!")]
+    await say(proxy, "chat", [*opening, user(QUESTION)], headers=FORCE)
+    await proxy.settle()
+    db = apsw.Connection(str(proxy.data_dir / "tenants" / "default.db"))
+    db.execute("PRAGMA busy_timeout = 5000")
+    [(own,)] = db.execute("SELECT id FROM receipts")
+    db.execute("UPDATE receipts SET body = 'not json' WHERE id = ?", (own,))
+    odd = '{"conversation_id": "odd", "area": 5, "decision": "x", "tokens": "many"}'
+    db.execute("INSERT INTO receipts (id, created_at, body) VALUES ('rcpt_odd', 1.8e9, ?)", (odd,))
+    db.close()
+    why = await say(proxy, "chat", [*opening, user("/memory why")])
+    assert "cannot be read" in why, why
+    headers = {"X-Conversation-Id": "odd"}
+    odd_why = await say(proxy, "chat", [user("/memory why")], headers=headers)
+    assert "Last memory lookup" in odd_why and "Found 0 fragments" in odd_why, odd_why
+    async with aiohttp.ClientSession() as http:
+        for receipt in (own, "rcpt_odd"):
+            async with http.get(f"{proxy.url}/memory/receipts/{receipt}") as response:
+                error = (await response.json())["error"]
+            assert (response.status, error["code"]) == (500, "memory_error"), error
+            assert receipt in error["message"]

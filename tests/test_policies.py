@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from policies import (
     load_policy,
     parse_policy,
 )
+from policies.store import MAX_POLICY_CHARS
 
 # -- helpers --------------------------------------------------------------------------
 
@@ -780,6 +782,50 @@ async def test_watch_reloads_until_cancelled(tmp_path: Path) -> None:
         await task
     with pytest.raises(ValueError, match="interval_s"):
         await store.watch(interval_s=0)
+
+
+def test_store_keeps_the_previous_policy_past_an_edit_nested_too_deeply_or_too_large(
+    tmp_path: Path,
+) -> None:
+    """An edit nested past the YAML reader's recursion, or larger than a policy file may
+    be, is a PolicyError naming the file: the previous policy stays and a later good edit
+    is read (a RecursionError used to leave ``check``, killing the hot reload)."""
+    path = tmp_path / "policy.yaml"
+    write(path, "budget_tokens: 100\n")
+    errors: list[PolicyError] = []
+    store = PolicyStore(str(path), on_error=errors.append)
+    write(path, "rules: " + "[" * 5000 + "]" * 5000 + "\n", bump=5)
+    assert store.check() is False
+    write(path, "budget_tokens: 200\n# " + "x" * MAX_POLICY_CHARS + "\n", bump=10)
+    assert store.check() is False
+    assert store.current.base.budget_tokens == 100
+    assert [e.file for e in errors] == [str(path)] * 2
+    assert "nested too deeply" in errors[0].message
+    assert f"more than the {MAX_POLICY_CHARS} characters" in errors[1].message
+    write(path, "budget_tokens: 300\n", bump=15)
+    assert store.check() is True
+    assert store.current.base.budget_tokens == 300
+
+
+async def test_watch_reads_and_parses_an_edit_off_the_event_loop(tmp_path: Path) -> None:
+    """A policy is read and parsed on a worker thread: a large edit (YAML is parsed in
+    pure Python, seconds for megabytes) never stops the event loop, chat included."""
+    path = tmp_path / "policy.yaml"
+    write(path, "budget_tokens: 100\n")
+    loop_thread = threading.get_ident()
+    parsed_on: list[int] = []
+    store = PolicyStore(str(path), on_reload=lambda _: parsed_on.append(threading.get_ident()))
+    task = asyncio.create_task(store.watch(interval_s=0.01))
+    write(path, "budget_tokens: 200\n", bump=5)
+    for _ in range(500):
+        if parsed_on:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert store.current.base.budget_tokens == 200
+    assert parsed_on and loop_thread not in parsed_on
 
 
 # -- public surface -------------------------------------------------------------------

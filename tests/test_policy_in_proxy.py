@@ -141,3 +141,35 @@ async def _until(condition: object, timeout: float = 5.0) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition not reached in time")
+
+
+async def test_the_policy_reads_a_pasted_megabyte_as_retrieval_does(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The policy's rules ran over the whole latest message on the event loop: with
+    ``mentions_entity`` and ``topic_shift`` (the shipped policy has the first) a pasted
+    6 MB message held every request of every tenant for 5 to 12 s. The policy now reads a
+    turn as retrieval reads a question (its head and tail, ``question_excerpt``): a name
+    at the end of the paste is found, one buried in its middle is not read at all."""
+    policy = {"rules": [{"type": "mentions_entity"}, {"type": "topic_shift"}]}
+    proxy = await make_proxy(proxy_config(upstream.url, policy=policy))
+    await _seed(proxy)
+    filler = "lorem ipsum dolor sit amet " * 40_000
+    said = {
+        "end": filler + "When does Kestrel ship?",
+        "middle": filler + " Kestrel " + filler + "the end.",
+    }
+    async with proxy.client() as client:
+        for text in said.values():
+            await client.chat.completions.create(
+                model="echo",
+                messages=[
+                    {"role": "user", "content": "lorem ipsum dolor sit amet"},
+                    {"role": "assistant", "content": "ok"},
+                    {"role": "user", "content": text},
+                ],
+            )
+    await proxy.settle()
+    reasons = [str(r["reason"]) for r in _chat_records(proxy)[2:]]
+    assert "mentions_entity" in reasons[0] and "Kestrel" in reasons[0]
+    assert reasons[1] == "no rule matched"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import socket
 import stat
 from pathlib import Path
@@ -22,6 +23,8 @@ import pytest
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
 from proxy.fake_upstream import FakeUpstream
+from proxy.http.request_log import RequestLog
+from proxy.http.server_log import server_logger
 from proxy.http.sse import done_end as _done_end
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -559,3 +562,52 @@ async def test_an_ingest_conversation_id_is_checked(proxy: Proxy, conversation: 
     body = json.dumps({"conversation_id": conversation, "messages": USER})
     got, error = await _post(proxy, body, path="/memory/ingest")
     assert got == 400 and error["error"]["param"] == "conversation_id"
+
+
+async def test_a_request_head_aiohttp_refuses_is_one_log_record_not_a_traceback(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp answers a head it cannot parse (a request line past 8 KiB, a header
+    without a colon) with 400 before any handler runs, and reported each with
+    ``logger.exception``: a dozen lines of traceback on stderr per request, at any
+    client's will, and no line in the request log nor count in ``/metrics``. Each is
+    now one request-log record and counted as route ``unparsed``."""
+    port = int(proxy.url.rsplit(":", 1)[1])
+    heads = [
+        b"GET /memory/search?q=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nno colon \x1b[2J here\r\n\r\n",
+    ]
+
+    def send(head: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(head)
+            return sock.recv(4096)
+
+    loop = asyncio.get_running_loop()
+    with caplog.at_level(logging.DEBUG):
+        for head in heads:
+            assert (await loop.run_in_executor(None, send, head)).split(b" ")[1] == b"400"
+    await proxy.settle()
+    assert not [r for r in caplog.records if r.name.startswith("aiohttp")]
+    bad = [r for r in proxy.log_records() if r.get("event") == "bad_request"]
+    assert [r["status"] for r in bad] == [400, 400]
+    assert all(r["remote"] == "127.0.0.1" and r["error"] for r in bad)
+    counted = proxy.services.metrics.render().decode()
+    assert 'areamem_http_requests_total{route="unparsed",status="400"} 2.0' in counted
+
+
+def test_another_aiohttp_report_keeps_its_traceback_in_one_record(tmp_path: Path) -> None:
+    """What else aiohttp reports through the server's logger (an error outside every
+    handler) is one record that keeps the end of its traceback, not a lost one."""
+    log = RequestLog(tmp_path / "proxy.jsonl", stdout=False)
+    counted: list[int] = []
+    logger = server_logger(log, counted.append)
+    try:
+        raise RuntimeError("broken\nline")
+    except RuntimeError as exc:
+        logger.exception("Error handling request from %s", "127.0.0.1", exc_info=exc)
+    log.close()
+    [line] = (tmp_path / "proxy.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["event"] == "http_server_error" and record["remote"] == "127.0.0.1"
+    assert "RuntimeError: broken" in record["traceback"] and counted == []

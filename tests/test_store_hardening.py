@@ -37,6 +37,7 @@ from memory_core.formation import Backends, FormationConfig, build_backends
 from memory_core.log.messages import stored_timestamp
 from memory_core.retrieval.bm25 import fetch_hits
 from memory_core.storage import connect, retry_busy, transaction
+from memory_core.store.inspection import SOURCE_CHARS
 from memory_core.text.question import QUESTION_CHARS, question_excerpt
 
 MAY_2023 = 1_683_504_000.0
@@ -457,3 +458,20 @@ def test_a_pasted_megabyte_question_is_read_as_its_head_and_tail(store: MemorySt
     for recall in (store.recall, store.recall_area):
         found = recall(question, limit=3, budget_tokens=300)
         assert any("Zanzibar" in h.text for h in found.hits)
+
+
+def test_inspection_views_show_a_long_source_as_its_opening(store: MemoryStore) -> None:
+    """A relation's source and a context's samples carried their fragment's whole text:
+    relations of one pasted 6 MB message made ``GET /memory/relations?limit=10000`` a
+    132 MB answer (the inspector asks for 500, each text also set as a title). A source
+    is now its first SOURCE_CHARS characters, marked as cut."""
+    long_text = "Ana went to Lisbon with Bruno. " * 4_000
+    _say(store, "paste", long_text)
+    store.form_all()
+    relations = store.relations(limit=50)
+    samples = [s for c in store.contexts(limit=50) for s in c.sample]
+    texts = [r.source.fragment_text for r in relations] + [s.text for s in samples]
+    assert relations and samples
+    assert all(len(t) <= SOURCE_CHARS + 1 for t in texts)
+    cut = [t for t in texts if len(t) == SOURCE_CHARS + 1]
+    assert cut and all(t.endswith("…") and long_text.startswith(t[:-1]) for t in cut)

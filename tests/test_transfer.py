@@ -4,9 +4,12 @@ blocks after the round trip, and every bad file or target refused with nothing c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,5 +203,100 @@ def test_an_export_that_inflates_past_its_bounds_is_refused_before_it_is_read(
         assert (rows(target), target.stats()) == before
         target.import_export(path, max_bytes=4 << 20)  # a sound export within the bound
         assert rows(target) == rows(source)
+    finally:
+        target.close()
+
+
+Edit = Callable[[list[Any]], list[Any]]
+
+
+def _edited_by_hand(path: Path, dest: Path, table: str, edit: Edit) -> Path:
+    """A copy of the export at ``path`` whose part ``table`` is ``edit``'s rows, its
+    manifest's rows and sha256 written to match: what a person editing the file by hand
+    (or a tool) makes, which passes every check of the file's own soundness."""
+    with zipfile.ZipFile(path) as archive:
+        rows_of = [json.loads(line) for line in archive.read(f"tables/{table}.jsonl").splitlines()]
+    body = "".join(json.dumps(row) + "\n" for row in edit(rows_of)).encode()
+    manifest: Any = _manifest(path)
+    manifest["parts"][table].update(rows=body.count(b"\n"), sha256=hashlib.sha256(body).hexdigest())
+    return _rewritten(
+        path, dest, {f"tables/{table}.jsonl": body, "manifest.json": json.dumps(manifest).encode()}
+    )
+
+
+HAND_EDITS: dict[str, tuple[str, Edit, str]] = {
+    "a mention of a fragment it lacks": (
+        "mentions",
+        lambda rs: [[r[0], 999_999, *r[2:]] for r in rs],
+        "refer to rows of .* lacks",
+    ),
+    "an entity twice": ("entities", lambda rs: [*rs, rs[0]], "UNIQUE constraint failed"),
+    "a relation without its subject": (
+        "relations",
+        lambda rs: [[r[0], None, *r[2:]] for r in rs],
+        "NOT NULL constraint failed",
+    ),
+    "a second bookkeeping row": (
+        "memory_state",
+        lambda rs: [*rs, [2, *rs[0][1:]]],
+        "CHECK constraint failed",
+    ),
+    "a number SQLite cannot hold": (
+        "entities",
+        lambda rs: [[2**70, *r[1:]] for r in rs],
+        "too large",
+    ),
+    "an id that is text": ("memory_state", lambda rs: [["one", *r[1:]] for r in rs], "mismatch"),
+    "a generation past any count": (
+        "memory_state",
+        lambda rs: [[r[0], 1e308, *r[2:]] for r in rs],
+        "memory_state",
+    ),
+    "no bookkeeping row": ("memory_state", lambda rs: [], "memory_state"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HAND_EDITS))
+def test_an_export_edited_by_hand_is_refused_naming_what_is_wrong(
+    source: MemoryStore, tmp_path: Path, backends: Backends, case: str
+) -> None:
+    """A file whose parts match its manifest but whose rows break the store's rules (a
+    foreign key pointing nowhere, a duplicate id, a missing value, a number past 64 bits,
+    bookkeeping counters that are no counters) is an invalid export, refused with the
+    rule it breaks: never a database or interpreter error, and nothing stored changes."""
+    table, edit, message = HAND_EDITS[case]
+    path = _edited_by_hand(_export(source, tmp_path), tmp_path / "edited.areamem", table, edit)
+    target = opened(tmp_path / "target.db", backends)
+    try:
+        say(target, "mine", ["I keep bees in Lyon."])
+        before = rows(target), target.stats()
+        with pytest.raises(ExportFileError, match=message):
+            target.import_export(path, replace=True)
+        assert (rows(target), target.stats()) == before
+        target.import_export(_export(source, tmp_path), replace=True)  # a sound one still loads
+        assert answers(target) == answers(source)
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("member", ["manifest.json", "tables/log.jsonl"])
+def test_json_nested_too_deeply_is_refused(
+    source: MemoryStore, tmp_path: Path, backends: Backends, member: str
+) -> None:
+    """A manifest or a row of a hundred thousand opening brackets (its sha256 in the
+    manifest, as a hand edit would put it) is an invalid export, not a RecursionError."""
+    deep = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    path = _export(source, tmp_path)
+    manifest: Any = _manifest(path)
+    manifest["parts"]["log"].update(sha256=hashlib.sha256(deep).hexdigest(), rows=1)
+    change = {"manifest.json": deep} if member == "manifest.json" else {
+        "tables/log.jsonl": deep, "manifest.json": json.dumps(manifest).encode()
+    }  # fmt: skip
+    path = _rewritten(path, tmp_path / "deep.areamem", change)
+    target = opened(tmp_path / "target.db", backends)
+    try:
+        with pytest.raises(ExportFileError, match="nested too deeply"):
+            target.import_export(path)
+        assert target.stats().log_messages == 0
     finally:
         target.close()

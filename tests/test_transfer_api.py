@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import zipfile
 from typing import Any
 
 import aiohttp
@@ -103,3 +104,39 @@ async def test_one_export_at_a_time_per_tenant(
                     break
                 await asyncio.sleep(0.01)
             assert not alice.exporting
+
+
+async def test_a_refused_import_names_no_path_of_the_server(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The body is kept in a scratch file of the data folder while it is read: a refusal
+    said that file's path ("/srv/areamem/data/exports/bob-<uuid>.areamem: not an areamem
+    export"), telling any key holder where the proxy keeps its data. It says "the
+    uploaded export" instead."""
+    proxy = await make_proxy(proxy_config(upstream.url, auth={"keys": KEYS}))
+    manifest_only = io.BytesIO()
+    with zipfile.ZipFile(manifest_only, "w") as archive:
+        archive.writestr("manifest.json", '{"format": "areamem-export", "version": 1}')
+    async with aiohttp.ClientSession() as http:
+        for body in (b"PK\x03\x04 not a zip", b"[" * 1000, manifest_only.getvalue()):
+            async with http.post(
+                f"{proxy.url}/memory/import", data=body, headers=_as("sk-bob")
+            ) as r:
+                error = (await r.json())["error"]
+            assert (r.status, error["code"]) == (400, "invalid_export")
+            assert error["message"].startswith("the uploaded export"), error["message"]
+            assert str(proxy.data_dir) not in error["message"]
+
+
+async def test_an_import_without_a_key_is_refused_before_its_body_is_read(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """``POST /memory/import`` read the body (up to ``server.max_body_bytes``, decoded
+    from gzip too) before it asked whose key it was: anyone could make the proxy take in
+    megabytes per request before the 401. The key is checked first, as chat does: a
+    request without one is a 401 whatever its body (here one the body's checks refuse)."""
+    proxy = await make_proxy(proxy_config(upstream.url, auth={"keys": KEYS}))
+    async with aiohttp.ClientSession() as http:
+        headers = {"Content-Type": "text/plain"}
+        async with http.post(f"{proxy.url}/memory/import", data=b"x", headers=headers) as r:
+            assert r.status == 401, await r.text()

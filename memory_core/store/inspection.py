@@ -21,13 +21,28 @@ from ..storage import Connection
 from ..storage.tables import contexts, entities, relations
 from ..views import ContextView, EntityView, RelationView
 
-__all__ = ["list_contexts", "list_entities", "list_relations"]
+__all__ = ["SOURCE_CHARS", "list_contexts", "list_entities", "list_relations"]
+
+SOURCE_CHARS = 2_000
+"""The most characters of a source fragment's text a view shows (then "…"): a pasted
+megabyte supports its relations as well by its opening, and a listing of relations or
+contexts must not grow with the size of what was pasted."""
 
 _TIMES = frozenset({"ts", "first_ts", "last_ts", "first_seen", "last_seen", "created_at"})
 _SOURCE = ("fragment_id", "fragment_text", "conversation_id", "ts", "speaker")
 _CONTEXTS_PER_ENTITY = 5
 _SAMPLES_PER_CONTEXT = 3
 _VOCATIVE_FRAGMENTS = 20
+
+
+_READ = SOURCE_CHARS + 1
+"""Read one character more than shown: whether the text was cut."""
+
+
+def _opening(text: str) -> str:
+    """``text`` as read (at most :data:`_READ` characters), cut to :data:`SOURCE_CHARS`
+    and marked when longer."""
+    return text if len(text) <= SOURCE_CHARS else text[:SOURCE_CHARS] + "…"
 
 
 def _value(name: str, value: Any) -> Any:
@@ -87,7 +102,12 @@ def list_contexts(conn: Connection, *, limit: int = 100) -> list[ContextView]:
         ]
         context["segments"] = contexts.segment_count(conn, key)
         context["secondary_members"] = contexts.secondary_members(conn, key)
-        context["sample"] = [_plain(s) for s in contexts.samples(conn, key, _SAMPLES_PER_CONTEXT)]
+        context["sample"] = [
+            {**sample, "text": _opening(sample["text"])}
+            for sample in (
+                _plain(s) for s in contexts.samples(conn, key, _SAMPLES_PER_CONTEXT, _READ)
+            )
+        ]
     return [ContextView.model_validate(context) for context in found]
 
 
@@ -96,9 +116,12 @@ def list_relations(
 ) -> list[RelationView]:
     """Relations (of one entity, as subject or object, when named), each with its source."""
     normalized = normalise_name(entity) if entity else None
-    found = [_plain(r) for r in relations.views(conn, normalized=normalized, limit=limit)]
+    found = [
+        _plain(r) for r in relations.views(conn, normalized=normalized, limit=limit, chars=_READ)
+    ]
     for relation in found:
         relation["source"] = {k: relation.pop(k) for k in _SOURCE}
+        relation["source"]["fragment_text"] = _opening(relation["source"]["fragment_text"])
         relation["mutation"] = {
             "kind": relation.pop("mutation"),
             "other": relation.pop("mutation_other"),

@@ -31,6 +31,7 @@ from memory_core import (
 )
 
 from ..errors import ApiError
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES, Services
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
@@ -53,6 +54,7 @@ _HELD_SHOWN = 100
 
 async def dream(request: web.Request) -> web.Response:
     """Run a consolidation cycle now (whatever the policy says); its report."""
+    refuse_cross_site(request.headers)
     svc, memory = _tenant(request)
     report = await _history(svc, memory.name, memory.dream(trigger="demand"))
     svc.note_dream(memory.name, report.elapsed_ms / 1000, report.trigger, report.snapshot)
@@ -101,6 +103,7 @@ async def diff(request: web.Request) -> web.Response:
 
 async def rollback(request: web.Request) -> web.Response:
     """Restore memory to a snapshot (the log is kept; later messages are held)."""
+    refuse_cross_site(request.headers)
     svc, memory = _tenant(request)
     payload = await json_body(request, svc)
     try:

@@ -51,14 +51,14 @@ def question_param(request: web.Request) -> str:
 
 
 def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    """An integer query parameter in ``[low, high]`` (``default`` when absent)."""
+    """An integer query parameter in ``[low, high]`` (``default`` when absent), written
+    in ASCII digits (Python's int() also reads "١٢", "1_0", "+5" and surrounding spaces)."""
     raw = request.query.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
+    digits = raw.removeprefix("-")
+    written = digits.isascii() and digits.isdigit() and len(digits) <= 18
+    value = int(raw) if written else low - 1
     if not low <= value <= high:
         raise ApiError(
             400, f"query parameter '{name}' must be an integer in [{low}, {high}]", param=name

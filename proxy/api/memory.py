@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from aiohttp import web
+from pydantic import ValidationError
 
 from memory_core import (
     STRATEGIES,
@@ -26,8 +27,10 @@ from memory_core import (
     query_terms,
 )
 
+from ..chat.receipt import RECEIPT_TEXT_CHARS
 from ..errors import ApiError, RetrievalSkipped
 from ..http.body import check_conversation_id
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
@@ -64,6 +67,7 @@ _MAX_INGEST_MESSAGES = 100_000
 async def ingest(request: web.Request) -> web.Response:
     """Store a transcript as if it had passed through the proxy, then form memory."""
     svc = request.app[SERVICES]
+    refuse_cross_site(request.headers)
     tenant = tenant_of(request.headers, svc.config.auth)
     background = _form_param(request)
     payload = await json_body(request, svc)
@@ -168,7 +172,9 @@ def _busy(exc: RetrievalSkipped) -> ApiError:
 
 
 def search_response(query: str, recall: Recall, seconds: float) -> SearchResponse:
-    """What ``GET /memory/search`` answers (and ``areamem search --json`` prints)."""
+    """What ``GET /memory/search`` answers (and ``areamem search --json`` prints). A hit's
+    text is cut as a receipt's fragments are (:data:`RECEIPT_TEXT_CHARS`): a hit of a
+    pasted megabyte must not make the answer megabytes per hit."""
     return SearchResponse(
         query=query,
         terms=query_terms(query),
@@ -176,7 +182,7 @@ def search_response(query: str, recall: Recall, seconds: float) -> SearchRespons
             SearchHit(
                 fragment_id=h.fragment_id,
                 score=h.score,
-                text=h.text,
+                text=h.text[:RECEIPT_TEXT_CHARS],
                 role=h.role,
                 speaker=h.speaker,
                 conversation_id=h.conversation_id,
@@ -283,10 +289,23 @@ async def receipt(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     tenant = tenant_of(request.headers, svc.config.auth)
     receipt_id = request.match_info["receipt_id"]
-    body = await svc.tenants.get(tenant).receipt(receipt_id)
+    try:
+        body = await svc.tenants.get(tenant).receipt(receipt_id)
+    except MemoryCoreError as exc:
+        raise ApiError(500, str(exc), type_="server_error", code="memory_error") from exc
     if body is None:
         raise ApiError(404, f"No receipt '{receipt_id}' for this tenant.", code="receipt_not_found")
-    return json_response(Receipt.model_validate(body))
+    try:
+        return json_response(Receipt.model_validate(body))
+    except ValidationError as exc:  # stored by an edited or damaged file
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApiError(
+            500,
+            f"receipt {receipt_id} is stored in another shape: {where}: {first['msg']}",
+            type_="server_error",
+            code="memory_error",
+        ) from None
 
 
 def _transcript(value: Any) -> list[LogMessage]:
@@ -301,9 +320,19 @@ def _transcript(value: Any) -> list[LogMessage]:
             raise ApiError(400, f"messages[{i}] must be an object", param=f"messages[{i}]")
         message = {k: v for k, v in item.items() if k not in ("timestamp", "id")}
         ts = _timestamp(item.get("timestamp"), i, now)
-        ext = item.get("id")
-        out.append(LogMessage(message, ts, None if ext is None else str(ext)))
+        out.append(LogMessage(message, ts, _message_id(item.get("id"), i)))
     return out
+
+
+def _message_id(value: Any, index: int) -> str | None:
+    """The transcript's own id of a message (a LoCoMo ``dia_id``, a row number): a string
+    or a whole number, kept as text; anything else would be stored as Python's repr."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    where = f"messages[{index}].id"
+    raise ApiError(400, f"{where} must be a string or a whole number", param=where)
 
 
 def _timestamp(value: Any, index: int, default: float) -> float:

@@ -24,6 +24,7 @@ from memory_core import DreamBusyError, ExportFileError, MemoryCoreError, Memory
 from ..errors import ApiError
 from ..http.body import read_body
 from ..http.client_io import AiohttpIO
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES, Services
 from ..tenants.pool import tenant_of
 from .json_io import json_response
@@ -88,6 +89,8 @@ async def import_(request: web.Request) -> web.Response:
     """Load an export (the body) into the caller's memory; ``replace=true`` to replace
     what it holds."""
     svc = request.app[SERVICES]
+    refuse_cross_site(request.headers)
+    tenant = tenant_of(request.headers, svc.config.auth)  # before megabytes are read
     replace = _replace_param(request)
     server = svc.config.server
     body = await read_body(
@@ -96,7 +99,7 @@ async def import_(request: web.Request) -> web.Response:
         timeout_s=server.body_timeout_s,
         media_types=_ZIP,
     )
-    memory = await svc.tenants.open(tenant_of(request.headers, svc.config.auth), claim=True)
+    memory = await svc.tenants.open(tenant, claim=True)
     path = _scratch(svc, memory.name)
     try:
         path.write_bytes(body)
@@ -104,7 +107,8 @@ async def import_(request: web.Request) -> web.Response:
         limit = _INFLATION * server.max_body_bytes
         manifest = await memory.import_export(path, replace=replace, max_bytes=limit)
     except ExportFileError as exc:
-        raise ApiError(400, str(exc), code="invalid_export") from exc
+        told = str(exc).replace(str(path), "the uploaded export")  # the data folder's place
+        raise ApiError(400, told, code="invalid_export") from exc
     except MemoryNotEmptyError as exc:
         raise ApiError(409, str(exc), code="memory_not_empty") from exc
     except DreamBusyError as exc:

@@ -149,10 +149,13 @@ async def run(command: Command, context: Context) -> str:
 async def _why(argument: str, memory: TenantMemory, conversation: str) -> str:
     turn = memory.last_turn(conversation)
     receipt = None
-    if turn is not None and turn.receipt_id is not None:
-        receipt = await memory.receipt(turn.receipt_id)
-    elif turn is None:
-        receipt = await memory.conversation_receipt(conversation)
+    try:
+        if turn is not None and turn.receipt_id is not None:
+            receipt = await memory.receipt(turn.receipt_id)
+        elif turn is None:
+            receipt = await memory.conversation_receipt(conversation)
+    except MemoryCoreError as exc:  # an edited or damaged file: said, never a 500
+        return f"The last memory lookup's receipt cannot be read: {exc}"
     if turn is not None and not turn.retrieve:
         why = f"Memory was not consulted in this conversation's last turn: {turn.reason}."
         return why + (f"\nMemory error: {turn.memory_error}" if turn.memory_error else "")
@@ -164,8 +167,12 @@ async def _why(argument: str, memory: TenantMemory, conversation: str) -> str:
 
 
 def _explained(receipt: Mapping[str, Any]) -> str:
-    decision = receipt.get("decision") or {}
-    fragments = (receipt.get("area") or {}).get("fragments") or []
+    """The receipt in words; a part stored in another shape reads as absent (receipts are
+    read back from the store, whatever it holds)."""
+    decision = _mapping(receipt.get("decision"))
+    area = _mapping(receipt.get("area"))
+    listed = area.get("fragments")
+    fragments = [f for f in listed if isinstance(f, Mapping)] if isinstance(listed, list) else []
     at = _when(receipt.get("created_at"))
     lines = [
         f"**Last memory lookup of this conversation** ({at}, receipt `{receipt.get('id')}`)",
@@ -175,10 +182,13 @@ def _explained(receipt: Mapping[str, Any]) -> str:
     if receipt.get("memory_error"):
         lines.append(f"Memory error: {receipt['memory_error']}")
     showed = sum(1 for f in fragments if _shown(f))
-    cited = len(receipt.get("citations") or ())
+    citations = receipt.get("citations")
+    cited = len(citations) if isinstance(citations, list) else 0
+    tokens = receipt.get("tokens")
+    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
     lines.append(
         f"Found {_count(len(fragments), 'fragment')}, showed {showed}, cited {cited} by number;"
-        f" injected {_count(int(receipt.get('tokens') or 0), 'token')}."
+        f" injected {_count(tokens, 'token')}."
     )
     lines += [_fragment_line(f) for f in fragments]
     text = str(receipt.get("injected_text") or "")
@@ -188,6 +198,10 @@ def _explained(receipt: Mapping[str, Any]) -> str:
     else:
         lines.append("Nothing was injected.")
     return "\n".join(lines)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _count(n: int, noun: str) -> str:

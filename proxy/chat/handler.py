@@ -45,6 +45,7 @@ from ..http import sse
 from ..http.body import check_conversation_id, read_body
 from ..http.client_io import AiohttpIO, ClientIO
 from ..http.headers import Forward, forward_of, merged
+from ..http.same_site import refuse_cross_site
 from ..services import SERVICES, Services
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
@@ -164,6 +165,7 @@ class _Outbound:
 
 
 async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) -> None:
+    refuse_cross_site(client.headers)  # a page of another site: no upstream call, no memory
     ex.tenant = tenant_of(client.headers, svc.config.auth)
     server = svc.config.server
     raw = await read_body(client, limit=server.max_body_bytes, timeout_s=server.body_timeout_s)

@@ -36,6 +36,7 @@ from memory_core import (
     Recall,
     chain_hashes,
     message_text,
+    question_excerpt,
     restated_by,
 )
 from policies import Decision, PolicyEngine, TurnContext
@@ -295,17 +296,21 @@ class MemoryTurn:
 def turn_context(
     chat: ChatRequest, *, tenant: str, conversation: str, header: str | None
 ) -> TurnContext:
-    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent."""
+    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent.
+    Each text is read as retrieval reads a question (:func:`memory_core.question_excerpt`,
+    its head and tail): the rules run on the event loop, and over a pasted megabyte
+    ``mentions_entity`` and ``topic_shift`` took seconds, holding every request."""
     earlier = [m for m in chat.messages[: chat.last_user_index] if m.get("role") == "user"]
+    recent = (message_text(m.get("content")) for m in earlier[-_RECENT_TURNS:])
     return TurnContext(
         tenant=tenant,
         model=chat.model,
         conversation_id=conversation,
         user_turns=chat.user_turns,
-        latest_user_text=chat.latest_user_text,
+        latest_user_text=question_excerpt(chat.latest_user_text),
         header=header,
         now=time.time(),
-        recent_user_texts=tuple(message_text(m.get("content")) for m in earlier[-_RECENT_TURNS:]),
+        recent_user_texts=tuple(question_excerpt(text) for text in recent),
     )
 
 

@@ -37,7 +37,8 @@ from memory_core import (
 from ..config import Config, load_config
 from ..errors import ConfigError
 from ..http.request_log import RequestLog
-from .parsing import command, tenant_options
+from .parsing import SNAPSHOT_ID, command, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = [
     "COMMANDS",
@@ -62,21 +63,23 @@ def add_parsers(commands: Any) -> None:
         commands, "snapshots", "list a tenant's snapshots, newest first, with their local times",
         "areamem snapshots --tenant alice --limit 10",
     )  # fmt: skip
-    listing.add_argument("--limit", type=int, default=20, help="newest shown (default: 20)")
+    listing.add_argument(
+        "--limit", type=whole(1, 10_000), default=20, help="newest shown (default: 20)"
+    )
     tenant_options(listing)
     diff = command(
         commands, "diff", "show what differs between two snapshots", "areamem diff 3 5"
     )
-    diff.add_argument("first", type=int, help="from this snapshot's state")
-    diff.add_argument("second", type=int, help="to this snapshot's state")
-    diff.add_argument("--limit", type=int, default=50, help="rows listed per section")
+    diff.add_argument("first", type=SNAPSHOT_ID, help="from this snapshot's state")
+    diff.add_argument("second", type=SNAPSHOT_ID, help="to this snapshot's state")
+    diff.add_argument("--limit", type=whole(1, 10_000), default=50, help="rows listed per section")
     tenant_options(diff)
     rollback = command(
         commands, "rollback", "restore a tenant's memory to a snapshot (the log is kept)",
         "areamem rollback 3 --tenant alice", "areamem rollback --undo   # undo the last rollback",
     )  # fmt: skip
     target = rollback.add_mutually_exclusive_group(required=True)
-    target.add_argument("snapshot", type=int, nargs="?", help="the snapshot to restore")
+    target.add_argument("snapshot", type=SNAPSHOT_ID, nargs="?", help="the snapshot to restore")
     target.add_argument(
         "--undo", action="store_true", help="undo the last rollback (it must be the newest entry)"
     )
@@ -136,23 +139,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, path = tenant_database(args)
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     store = open_store(config, path, args.tenant)
     try:
         body = _history(store, args)
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 3 if isinstance(exc, DreamBusyError) else 1
     except BackendError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 2
     finally:
         store.close()
-    print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else _history_text(body))
+    text = inert_lines(_history_text(body))
+    print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else text)
     return 0
 
 
@@ -163,13 +167,13 @@ def _history(store: MemoryStore, args: argparse.Namespace) -> dict[str, Any]:
 
         return {"report": store.dream(trigger="demand (areamem dream)", on_step=step).model_dump()}
     if args.command == "snapshots":
-        rows = store.snapshots(limit=max(1, args.limit))
+        rows = store.snapshots(limit=args.limit)
         return {
             "state": store.history_state().model_dump(),
             "snapshots": [_listed(row) for row in rows],
         }
     if args.command == "diff":
-        return {"diff": store.diff(args.first, args.second, limit=max(1, args.limit)).model_dump()}
+        return {"diff": store.diff(args.first, args.second, limit=args.limit).model_dump()}
     target = _undo_target(store) if args.undo else args.snapshot
     print(f"rollback: restoring snapshot {target}", file=sys.stderr, flush=True)
     restored = store.rollback(target)
@@ -231,7 +235,8 @@ def _snapshot_lines(listed: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _history_text(body: dict[str, Any]) -> str:
+def _history_text(body: dict[str, Any]) -> list[str]:
+    """The lines a person reads (each made inert by the caller)."""
     if "report" in body:
         r = body["report"]
         lines = [
@@ -242,14 +247,14 @@ def _history_text(body: dict[str, Any]) -> str:
             *(f"  - {d['kind']}: {d['reason']}" for d in r["decisions"][:40]),
             *(f"  failure: {f}" for f in r["failures"]),
         ]
-        return "\n".join(lines)
+        return lines
     if "snapshots" in body:
         state = body["state"]
         lines = [
             f"head {state['head']}, generation {state['generation']}, held {state['held']},"
             f" journal {state['journal_entries']} entries ({state['journal_bytes']} bytes)"
         ]
-        return "\n".join(lines + _snapshot_lines(body["snapshots"]))
+        return lines + _snapshot_lines(body["snapshots"])
     if "diff" in body:
         d = body["diff"]
         lines = [f"from {d['from_snapshot']} to {d['to_snapshot']}: {d['rows_changed']} rows"]
@@ -258,7 +263,7 @@ def _history_text(body: dict[str, Any]) -> str:
             lines.append(f"{section}: {part['totals']}")
             for kind in ("added", "removed", "changed"):
                 lines += [f"  {kind[0]} #{row['id']} {row['label']}" for row in part[kind]]
-        return "\n".join(lines)
+        return lines
     r = body["rollback"]
     lines = [
         f"restored snapshot {r['target']} (recorded as snapshot {r['snapshot']};"
@@ -269,4 +274,4 @@ def _history_text(body: dict[str, Any]) -> str:
     lines += [
         f"  held #{h['log_id']} [{h['conversation_id']}] {h['text'][:70]}" for h in body["held"]
     ]
-    return "\n".join(lines)
+    return lines

@@ -45,7 +45,8 @@ from ..services import Services
 from ..upstream.urls import shown_url
 from . import history as cli_history
 from . import tools as cli_tools
-from .parsing import command, package_version, tenant_options
+from .parsing import command, package_version, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = ["build_parser", "main"]
 
@@ -133,7 +134,9 @@ def _memory_parser(commands: Any) -> None:
     memory.add_argument("view", choices=("entities", "contexts", "relations"))
     memory.add_argument("--entity", help="relations of this entity (name or alias)")
     memory.add_argument("--name", help="entities with this name or alias")
-    memory.add_argument("--limit", type=int, default=50, help="most rows shown (default: 50)")
+    memory.add_argument(
+        "--limit", type=whole(1, 10_000), default=50, help="most rows shown (default: 50)"
+    )
     tenant_options(memory)
 
 
@@ -142,13 +145,13 @@ def _memory_command(args: argparse.Namespace) -> int:
     try:
         _, path = cli_history.tenant_database(args)
     except cli_history.Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     store = MemoryStore(path)
     try:
         rows = _view(store, args)
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return 1
     finally:
         store.close()
@@ -199,7 +202,7 @@ def _table(view: str, rows: list[dict[str, Any]]) -> str:
             f"{'id':>5}  {'subject':<20} {'predicate':<18} {'object':<20} {'status':<10}"
             f" {'mutation':<13} source"
         )
-    return "\n".join([header, *lines])
+    return inert_lines([header, *lines])
 
 
 SHUTDOWN_SLACK_S = 10.0

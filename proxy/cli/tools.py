@@ -30,7 +30,8 @@ from memory_core import STRATEGIES, BackendError, MemoryCoreError, MemoryStore
 from ..api.memory import search_response
 from ..api.schemas import ReceiptsResponse, ReceiptSummary, StatsResponse
 from .history import Refused, local_time, open_store, tenant_database
-from .parsing import command, tenant_options
+from .parsing import command, question, tenant_options, whole
+from .terminal import inert, inert_lines
 
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
@@ -42,9 +43,13 @@ def add_parsers(commands: Any) -> None:
         commands, "search", "show the hits and the block memory would inject for a question",
         'areamem search "where does Maya live?" --tenant alice',
     )  # fmt: skip
-    search.add_argument("query", help="the question, as a user would write it")
-    search.add_argument("-k", type=int, default=8, help="fragments retrieved (default: 8)")
-    search.add_argument("--budget", type=int, default=600, help="block tokens (default: 600)")
+    search.add_argument("query", type=question, help="the question, as a user would write it")
+    search.add_argument(
+        "-k", type=whole(1, 200), default=8, help="fragments retrieved, 1-200 (default: 8)"
+    )
+    search.add_argument(
+        "--budget", type=whole(1, 100_000), default=600, help="block tokens (default: 600)"
+    )
     search.add_argument(
         "--strategy", choices=STRATEGIES.names(), help="retrieval (default: memory.retrieval)"
     )
@@ -57,7 +62,9 @@ def add_parsers(commands: Any) -> None:
         commands, "receipts", "list the newest receipts: what memory injected per request",
         "areamem receipts --tenant alice --limit 5",
     )  # fmt: skip
-    receipts.add_argument("--limit", type=int, default=20, help="newest shown (default: 20)")
+    receipts.add_argument(
+        "--limit", type=whole(1, 10_000), default=20, help="newest shown (default: 20)"
+    )
     tenant_options(receipts)
     export = command(
         commands, "export", "write a tenant's memory (log and derived memory) to one file",
@@ -82,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config, path = tenant_database(args, new=args.command == "import")
     except Refused as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         return exc.status
     made = not path.exists()  # an import into a new tenant that fails leaves no file
     store = open_store(config, path, args.tenant)
@@ -90,16 +97,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         body, text = _COMMANDS[args.command](store, args, config.memory.retrieval)
     except MemoryCoreError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         status = 1
     except BackendError as exc:
-        print(f"areamem: {exc}", file=sys.stderr)
+        print(f"areamem: {inert(exc)}", file=sys.stderr)
         status = 2
     finally:
         store.close()
     if status:
         if made:
-            for end in ("", "-wal", "-shm"):
+            for end in ("", "-wal", "-shm", ".dream.lock"):
                 Path(f"{path}{end}").unlink(missing_ok=True)
         return status
     print(json.dumps(body, indent=2, ensure_ascii=False) if args.json else text)
@@ -112,15 +119,15 @@ _Result = tuple[dict[str, Any], str]
 def _search(store: MemoryStore, args: argparse.Namespace, strategy: str) -> _Result:
     began = time.perf_counter()
     recall = store.retrieve(
-        args.strategy or strategy, args.query, limit=max(1, args.k),
-        budget_tokens=max(1, args.budget),
-    )  # fmt: skip
+        args.strategy or strategy, args.query, limit=args.k, budget_tokens=args.budget
+    )
     body = search_response(args.query, recall, time.perf_counter() - began)
     lines = [f"{len(body.hits)} hits, block of {body.tokens} tokens ({body.elapsed_ms:.0f} ms)"]
     lines += [
         f"  {h.score:7.3f}  #{h.fragment_id} [{h.conversation_id}] {h.text[:80]}" for h in body.hits
     ]
-    return _json(body), "\n".join([*lines, "", body.context or "(no block: nothing found)"])
+    block = (body.context or "(no block: nothing found)").split("\n")
+    return _json(body), inert_lines([*lines, "", *block])
 
 
 def _stats(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
@@ -131,7 +138,7 @@ def _stats(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
 
 
 def _receipts(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
-    rows = store.recent_receipts(max(1, args.limit))
+    rows = store.recent_receipts(args.limit)
     summaries = [ReceiptSummary.model_validate(dataclasses.asdict(r)) for r in rows]
     body = ReceiptsResponse(tenant=args.tenant, receipts=summaries)
     lines = [
@@ -140,7 +147,7 @@ def _receipts(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
         f"  {r.memory_error or r.reason}"[:160]
         for r in body.receipts
     ]
-    return _json(body), "\n".join(lines) or "no receipts"
+    return _json(body), inert_lines(lines) or "no receipts"
 
 
 def _export(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
@@ -157,7 +164,7 @@ def _import(store: MemoryStore, args: argparse.Namespace, _: str) -> _Result:
 def _transferred(manifest: dict[str, Any], done: str) -> _Result:
     counts = manifest["counts"]
     shown = ("log", "fragments", "entities", "relations", "contexts", "snapshots")
-    return {"manifest": manifest}, f"{done}: " + ", ".join(f"{counts[t]} {t}" for t in shown)
+    return {"manifest": manifest}, inert(f"{done}: " + ", ".join(f"{counts[t]} {t}" for t in shown))
 
 
 def _json(body: BaseModel) -> dict[str, Any]:

@@ -306,16 +306,18 @@ def secondary_members(conn: Connection, context_id: int) -> int:
     return int(row[0])
 
 
-def samples(conn: Connection, context_id: int, limit: int) -> list[ContextSample]:
-    """The context's first ``limit`` fragments (primary members, by id)."""
+def samples(conn: Connection, context_id: int, limit: int, chars: int) -> list[ContextSample]:
+    """The context's first ``limit`` fragments (primary members, by id), the first
+    ``chars`` characters of each text."""
     with reading("inspection query failed"):
         return [
             ContextSample(*row)
             for row in conn.execute(
-                "SELECT f.id AS fragment_id, f.conversation_id, f.ts, f.speaker, f.text"
+                "SELECT f.id AS fragment_id, f.conversation_id, f.ts, f.speaker,"
+                " substr(f.text, 1, ?)"
                 " FROM fragment_contexts fc JOIN fragments f ON f.id = fc.fragment_id"
                 " WHERE fc.context_id = ? AND fc.is_primary = 1"
                 f" AND f.log_id NOT IN {FORGOTTEN_LOGS} ORDER BY f.id LIMIT ?",
-                (context_id, limit),
+                (chars, context_id, limit),
             )
         ]

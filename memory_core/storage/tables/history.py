@@ -41,6 +41,7 @@ __all__ = [
     "snapshot",
     "snapshots",
     "state",
+    "state_is_sound",
     "unhold",
 ]
 
@@ -199,6 +200,23 @@ def state(conn: Connection) -> MemoryState:
     if row is None:
         return MemoryState(0, 0, None)
     return MemoryState(int(row[0]), int(row[1]), None if row[2] is None else float(row[2]))
+
+
+_COUNTER_MAX = 1 << 62
+"""The most a generation or derived version may be: far past any count of cycles, yet
+moved on by one without leaving SQLite's 64-bit integers."""
+
+
+def state_is_sound(conn: Connection) -> bool:
+    """Whether the bookkeeping row is one row of whole-number counters that can be moved
+    on (an import loads it from a file)."""
+    row = conn.execute(
+        "SELECT count(*), sum(typeof(generation) = 'integer' AND generation BETWEEN 0 AND ?1"
+        " AND typeof(derived_version) = 'integer' AND derived_version BETWEEN 0 AND ?1)"
+        " FROM memory_state",
+        (_COUNTER_MAX,),
+    ).fetchone()
+    return row is not None and row[0] == 1 and row[1] == 1
 
 
 def bump(conn: Connection, *, rollback_at: float | None = None) -> None:

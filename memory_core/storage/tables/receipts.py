@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import StorageError
 from ..db import Connection, reading, transaction
 from ..values import stored_text, stored_timestamp
 
@@ -67,7 +68,7 @@ def load(conn: Connection, receipt_id: str) -> dict[str, Any] | None:
     """A stored receipt, or None."""
     with reading("cannot read receipts"):
         row = conn.execute("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
-    return None if row is None else dict(json.loads(row[0]))
+    return None if row is None else _body(receipt_id, row[0])
 
 
 def latest_of(conn: Connection, conversation_id: str) -> dict[str, Any] | None:
@@ -75,11 +76,23 @@ def latest_of(conn: Connection, conversation_id: str) -> dict[str, Any] | None:
     are bounded in number, and this is asked by a person, not per request)."""
     with reading("cannot read receipts"):
         row = conn.execute(
-            "SELECT body FROM receipts WHERE json_valid(body)"
+            "SELECT id, body FROM receipts WHERE json_valid(body)"
             " AND json_extract(body, '$.conversation_id') = ? ORDER BY rowid DESC LIMIT 1",
             (conversation_id,),
         ).fetchone()
-    return None if row is None else dict(json.loads(row[0]))
+    return None if row is None else _body(str(row[0]), row[1])
+
+
+def _body(receipt_id: str, stored: object) -> dict[str, Any]:
+    """A stored body as the JSON object it should be; a body that is none (an edited or
+    damaged file) is a :class:`StorageError` naming the receipt, never a decoder's error."""
+    try:
+        body = json.loads(stored) if isinstance(stored, str | bytes) else None
+    except (ValueError, RecursionError) as exc:
+        raise StorageError(f"receipt {receipt_id} is stored unreadably: {exc}") from None
+    if not isinstance(body, dict):
+        raise StorageError(f"receipt {receipt_id} is stored unreadably: not a JSON object")
+    return body
 
 
 _RECENT = """

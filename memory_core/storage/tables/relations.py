@@ -235,9 +235,12 @@ def edges_since(conn: Connection, after: int) -> list[RelationEdgeRow]:
     )
 
 
-def views(conn: Connection, *, normalized: str | None, limit: int) -> list[RelationView]:
+def views(
+    conn: Connection, *, normalized: str | None, limit: int, chars: int
+) -> list[RelationView]:
     """Relations by id (only those of an entity with the alias ``normalized``, as subject
-    or object, when given), each with its source fragment and mutation record."""
+    or object, when given), each with its source fragment (the first ``chars`` characters
+    of its text) and mutation record."""
     where, args = "", cast(tuple[str, ...], ())
     if normalized is not None:
         where = (
@@ -253,13 +256,14 @@ def views(conn: Connection, *, normalized: str | None, limit: int) -> list[Relat
                 " coalesce(o.name, r.object_value) AS object, r.object_id, r.status,"
                 " r.confidence, r.valid_from, r.interpretation, r.context_id, r.created_at,"
                 " m.kind AS mutation, m.other_id AS mutation_other,"
-                " m.reason AS mutation_reason, f.id AS fragment_id, f.text AS fragment_text,"
+                " m.reason AS mutation_reason, f.id AS fragment_id,"
+                " substr(f.text, 1, ?) AS fragment_text,"
                 " f.conversation_id, f.ts, f.speaker"
                 " FROM relations r JOIN entities s ON s.id = r.subject_id"
                 " LEFT JOIN entities o ON o.id = r.object_id"
                 " JOIN fragments f ON f.id = r.fragment_id"
                 f" AND f.log_id NOT IN {FORGOTTEN_LOGS}"
                 " LEFT JOIN mutations m ON m.relation_id = r.id" + where + " ORDER BY r.id LIMIT ?",
-                (*args, limit),
+                (chars, *args, limit),
             )
         ]

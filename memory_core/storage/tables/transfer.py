@@ -9,14 +9,18 @@ fragments: :func:`load`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ...errors import StorageError
+import apsw
+
+from ...errors import ExportFileError, StorageError
 from ..db import Connection, reading
 
 __all__ = [
     "SKIPPED",
+    "check_references",
     "clear",
     "columns",
     "is_empty",
@@ -95,7 +99,10 @@ def clear(conn: Connection, names: Iterable[str]) -> None:
 def load(
     conn: Connection, table: str, names: Sequence[str], values: Iterable[Sequence[Any]]
 ) -> int:
-    """Inside the caller's transaction: insert ``values`` into ``table``; how many."""
+    """Inside the caller's transaction: insert ``values`` into ``table``; how many. Rows
+    the table's rules refuse (a duplicate id, a missing value, a check, a value of the
+    wrong type or past SQLite's 64-bit integers) raise :class:`ExportFileError` naming the
+    rule: what is loaded comes from a file, and a file can be edited by hand."""
     _known(conn, table)
     marks = ", ".join("?" for _ in names)
     sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})"
@@ -104,11 +111,35 @@ def load(
     for row in values:
         batch.append(row)
         if len(batch) == _BATCH:
-            conn.executemany(sql, batch)
+            _insert(conn, sql, table, batch)
             count, batch = count + len(batch), []
     if batch:
-        conn.executemany(sql, batch)
+        _insert(conn, sql, table, batch)
     return count + len(batch)
+
+
+def _insert(conn: Connection, sql: str, table: str, batch: list[Sequence[Any]]) -> None:
+    try:
+        conn.executemany(sql, batch)
+    except (apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError) as exc:
+        raise ExportFileError(
+            f"the export's rows of {table} break this store's rules: {exc}"
+        ) from exc
+    except OverflowError as exc:
+        raise ExportFileError(
+            f"the export's rows of {table} hold a number too large for SQLite: {exc}"
+        ) from exc
+
+
+def check_references(conn: Connection) -> None:
+    """Inside the caller's transaction, once every table is loaded: raise
+    :class:`ExportFileError` if a loaded row refers to a row the export lacks (foreign
+    keys are checked only at the commit, see :func:`clear`, where a failure could not name
+    the table)."""
+    broken = list(itertools.islice(conn.execute("PRAGMA foreign_key_check"), 3))
+    if broken:
+        shown = ", ".join(f"{t} row {r} -> {p}" for t, r, p, _ in broken)
+        raise ExportFileError(f"the export's rows refer to rows of tables it lacks: {shown}")
 
 
 def rebuild_index(conn: Connection) -> None:
