@@ -358,8 +358,10 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
     )
     chunks: list[bytes] = []
     send = _Sender(client, svc.config.server.write_timeout_s)
+    started = False
     try:
         await client.start(200, headers)
+        started = True
         async for chunk in stream.chunks():
             chunks.append(chunk)
             await _relay_chunk(svc, ex, send, chunks, chunk)
@@ -373,6 +375,13 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         _client_left(ex, f"{why} mid-stream")
         svc.metrics.errors.labels(kind="client_disconnected").inc()
         chunks.clear()
+    except Exception as exc:  # a defect once the answer has begun: no 500 can follow
+        if not started:
+            raise
+        ex.outcome, ex.error = "internal_error", f"{type(exc).__name__}: {exc}"
+        svc.metrics.errors.labels(kind="internal").inc()
+        chunks.clear()
+        await send.quietly(sse.event(internal_error_body(exc)))
     finally:
         await stream.close()
         _upstream_took(svc, ex, "true", began)

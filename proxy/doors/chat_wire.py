@@ -25,6 +25,7 @@ from memory_core import message_text
 from ..errors import ApiError
 from ..http import sse
 from ..http.body import load_json
+from .lenient import items, mapping, mappings, position
 
 __all__ = [
     "ChatRequest",
@@ -308,12 +309,14 @@ def fast_loads(raw: bytes | str) -> Any:
 
 
 def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The assistant message (choice 0) and the usage of a non-streamed completion."""
+    """The assistant message (choice 0) and the usage of a non-streamed completion
+    (read leniently: see :mod:`.lenient`)."""
     try:
-        data = json.loads(raw)
-        message = data["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        data = mapping(json.loads(raw))
+    except ValueError:
         return None, None
+    choices = items(data.get("choices"))
+    message = mapping(mapping(choices[0]).get("message")) if choices else {}
     usage = data.get("usage")
     answer = _assistant(message.get("content"), message.get("tool_calls"))
     return answer, usage if isinstance(usage, dict) else None
@@ -336,7 +339,7 @@ def answer_from_sse(
             continue
         if isinstance(delta.get("content"), str):
             text.append(delta["content"])
-        for call in delta.get("tool_calls") or []:
+        for call in mappings(delta.get("tool_calls")):
             _merge_call(calls, call)
     ordered = [calls[i] for i in sorted(calls)]
     return _assistant("".join(text) if text else None, ordered or None), usage
@@ -364,18 +367,19 @@ def _delta(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _merge_call(calls: dict[int, dict[str, Any]], part: Mapping[str, Any]) -> None:
-    slot = calls.setdefault(int(part.get("index", 0)), {"type": "function", "function": {}})
-    if part.get("id"):
+    slot = calls.setdefault(position(part.get("index")), {"type": "function", "function": {}})
+    if isinstance(part.get("id"), str) and part["id"]:
         slot["id"] = part["id"]
-    function = part.get("function") or {}
+    function = mapping(part.get("function"))
     target = slot["function"]
-    if function.get("name"):
-        target["name"] = target.get("name", "") + function["name"]
-    if function.get("arguments"):
-        target["arguments"] = target.get("arguments", "") + function["arguments"]
+    for key in ("name", "arguments"):
+        if isinstance(function.get(key), str) and function[key]:
+            target[key] = target.get(key, "") + function[key]
 
 
 def _assistant(content: Any, tool_calls: Any) -> dict[str, Any] | None:
+    content = content if isinstance(content, str | list) else None
+    tool_calls = mappings(tool_calls)
     if not content and not tool_calls:
         return None
     message: dict[str, Any] = {"role": "assistant", "content": content}

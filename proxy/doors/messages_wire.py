@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import ApiError
 from ..http import sse
 from .chat_wire import ChatRequest, fast_encoded, request_head
+from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
 __all__ = [
@@ -306,16 +307,17 @@ def inject_native(request: MessagesRequest, text: str) -> dict[str, Any]:
 
 
 def message_from_chat(data: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """A chat completion (choice 0) as a Messages response."""
-    choice = (data.get("choices") or [{}])[0] if isinstance(data.get("choices"), list) else {}
-    message = choice.get("message") or {}
+    """A chat completion (choice 0) as a Messages response (read leniently: see
+    :mod:`.lenient`)."""
+    choices = items(data.get("choices"))
+    choice = mapping(choices[0]) if choices else {}
+    message = mapping(choice.get("message"))
     content: list[dict[str, Any]] = []
     if isinstance(message.get("content"), str) and message["content"]:
         content.append({"type": "text", "text": message["content"]})
-    for call in message.get("tool_calls") or []:
+    for call in mappings(message.get("tool_calls")):
         content.append(_tool_use(call))
-    reported = data.get("usage")
-    usage: Mapping[str, Any] = reported if isinstance(reported, dict) else {}
+    usage = mapping(data.get("usage"))
     return {
         "id": _message_id(data.get("id")),
         "type": "message",
@@ -325,14 +327,14 @@ def message_from_chat(data: Mapping[str, Any], model: str) -> dict[str, Any]:
         "stop_reason": _STOP_REASONS.get(str(choice.get("finish_reason")), "end_turn"),
         "stop_sequence": None,
         "usage": {
-            "input_tokens": int(usage.get("prompt_tokens") or 0),
-            "output_tokens": int(usage.get("completion_tokens") or 0),
+            "input_tokens": count(usage.get("prompt_tokens")),
+            "output_tokens": count(usage.get("completion_tokens")),
         },
     }
 
 
 def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function") or {}
+    function = mapping(call.get("function"))
     return {
         "type": "tool_use",
         "id": str(call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"),
@@ -372,10 +374,10 @@ class ChatToMessagesStream(ChatStreamReader):
     def _chunk(self, data: dict[str, Any]) -> bytes:
         out = self._start(data)
         if isinstance(data.get("usage"), dict):
-            self._usage["input_tokens"] = int(data["usage"].get("prompt_tokens") or 0)
-            self._usage["output_tokens"] = int(data["usage"].get("completion_tokens") or 0)
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            self._usage["input_tokens"] = count(data["usage"].get("prompt_tokens"))
+            self._usage["output_tokens"] = count(data["usage"].get("completion_tokens"))
+        for choice in mappings(data.get("choices")):
+            if choice.get("index", 0) == 0:
                 out += self._choice(choice)
         return out
 
@@ -397,15 +399,15 @@ class ChatToMessagesStream(ChatStreamReader):
 
     def _choice(self, choice: Mapping[str, Any]) -> bytes:
         out = b""
-        delta = choice.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
+        delta = mapping(choice.get("delta"))
+        text = delta.get("content")
         if isinstance(text, str) and text:
             out += self._open_block("text", {"type": "text", "text": ""})
             out += _event("content_block_delta", {
                 "type": "content_block_delta", "index": self._block,
                 "delta": {"type": "text_delta", "text": text},
             })  # fmt: skip
-        for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
+        for call in mappings(delta.get("tool_calls")):
             out += self._call_delta(call)
         reason = choice.get("finish_reason")
         if reason:
@@ -414,21 +416,21 @@ class ChatToMessagesStream(ChatStreamReader):
 
     def _call_delta(self, call: Mapping[str, Any]) -> bytes:
         out = b""
-        position = int(call.get("index", 0))
-        function = call.get("function") or {}
-        if position not in self._calls:
+        at = position(call.get("index"))
+        function = mapping(call.get("function"))
+        if at not in self._calls:
             block = {
                 "type": "tool_use",
                 "id": str(call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"),
                 "name": str(function.get("name") or ""),
                 "input": {},
             }
-            out += self._open_block(f"tool:{position}", block)
-            self._calls[position] = self._block
+            out += self._open_block(f"tool:{at}", block)
+            self._calls[at] = self._block
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             out += _event("content_block_delta", {
-                "type": "content_block_delta", "index": self._calls[position],
+                "type": "content_block_delta", "index": self._calls[at],
                 "delta": {"type": "input_json_delta", "partial_json": arguments},
             })  # fmt: skip
         return out
@@ -500,15 +502,15 @@ def _apply(
     kind = event.get("type")
     index = event.get("index")
     if kind == "content_block_start" and isinstance(index, int):
-        blocks[index] = dict(event.get("content_block") or {})
+        blocks[index] = dict(mapping(event.get("content_block")))
     elif kind == "content_block_delta" and isinstance(index, int) and index in blocks:
-        delta = event.get("delta") or {}
+        delta = mapping(event.get("delta"))
         if delta.get("type") == "text_delta":
             blocks[index]["text"] = blocks[index].get("text", "") + str(delta.get("text", ""))
         elif delta.get("type") == "input_json_delta":
             partial.setdefault(index, []).append(str(delta.get("partial_json", "")))
     elif kind in ("message_start", "message_delta"):
-        source = event.get("message", {}).get("usage") if kind == "message_start" else None
+        source = mapping(event.get("message")).get("usage") if kind == "message_start" else None
         for reported in (source, event.get("usage")):
             if isinstance(reported, dict):
                 usage.update(reported)

@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import ApiError
 from ..http import sse
 from .chat_wire import ChatRequest, fast_encoded, request_head
+from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
 __all__ = [
@@ -259,18 +260,18 @@ def inject_native(request: ResponsesRequest, text: str, role: str) -> dict[str, 
 
 
 def response_from_chat(data: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat completion (choice 0) as a Responses object."""
-    choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    message = choice.get("message") or {} if isinstance(choice, dict) else {}
+    """A chat completion (choice 0) as a Responses object (read leniently: see
+    :mod:`.lenient`)."""
+    choices = items(data.get("choices"))
+    choice = mapping(choices[0]) if choices else {}
+    message = mapping(choice.get("message"))
     output: list[dict[str, Any]] = []
     if isinstance(message.get("content"), str) and message["content"]:
         output.append(_message_item(message["content"], "completed"))
-    for call in message.get("tool_calls") or []:
+    for call in mappings(message.get("tool_calls")):
         output.append(_call_item(call, "completed"))
-    reported = data.get("usage")
-    usage = _usage(reported if isinstance(reported, dict) else {})
-    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    usage = _usage(mapping(data.get("usage")))
+    finish = choice.get("finish_reason")
     return _response(_response_id(data.get("id")), request, output, usage, finish)
 
 
@@ -317,7 +318,7 @@ def _message_item(text: str, status: str, item_id: str | None = None) -> dict[st
 
 
 def _call_item(call: Mapping[str, Any], status: str, item_id: str | None = None) -> dict[str, Any]:
-    function = call.get("function") or {}
+    function = mapping(call.get("function"))
     return {
         "type": "function_call",
         "id": item_id or f"fc_{uuid.uuid4().hex}",
@@ -329,8 +330,8 @@ def _call_item(call: Mapping[str, Any], status: str, item_id: str | None = None)
 
 
 def _usage(reported: Mapping[str, Any]) -> dict[str, Any]:
-    prompt = int(reported.get("prompt_tokens") or 0)
-    completion = int(reported.get("completion_tokens") or 0)
+    prompt = count(reported.get("prompt_tokens"))
+    completion = count(reported.get("completion_tokens"))
     return {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0},
@@ -371,8 +372,8 @@ class ChatToResponsesStream(ChatStreamReader):
         out = self._start(data)
         if isinstance(data.get("usage"), dict):
             self._usage = _usage(data["usage"])
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+        for choice in mappings(data.get("choices")):
+            if choice.get("index", 0) == 0:
                 out += self._choice(choice)
         return out
 
@@ -393,11 +394,11 @@ class ChatToResponsesStream(ChatStreamReader):
 
     def _choice(self, choice: Mapping[str, Any]) -> bytes:
         out = b""
-        delta = choice.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
+        delta = mapping(choice.get("delta"))
+        text = delta.get("content")
         if isinstance(text, str) and text:
             out += self._text_delta(text)
-        for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
+        for call in mappings(delta.get("tool_calls")):
             out += self._call_delta(call)
         if choice.get("finish_reason"):
             self._reason = choice["finish_reason"]
@@ -422,13 +423,13 @@ class ChatToResponsesStream(ChatStreamReader):
 
     def _call_delta(self, call: Mapping[str, Any]) -> bytes:
         out = self._close_message()
-        position = int(call.get("index", 0))
-        function = call.get("function") or {}
-        slot = self._calls.get(position)
+        at = position(call.get("index"))
+        function = mapping(call.get("function"))
+        slot = self._calls.get(at)
         if slot is None:
             item = _call_item({"id": call.get("id"), "function": {
                 "name": function.get("name"), "arguments": ""}}, "in_progress")  # fmt: skip
-            slot = self._calls[position] = {"item": item, "index": len(self._output)}
+            slot = self._calls[at] = {"item": item, "index": len(self._output)}
             self._output.append(item)
             out += self._emit("response.output_item.added",
                               {"output_index": slot["index"], "item": item})  # fmt: skip
@@ -489,7 +490,7 @@ def answer_from_response_events(
     deltas: list[str] = []
     for event in event_objects(chunks):
         if event.get("type") in ("response.completed", "response.incomplete"):
-            response = event.get("response") or {}
+            response = mapping(event.get("response"))
             usage = response.get("usage")
             return _answer(response.get("output")), usage if isinstance(usage, dict) else None
         if event.get("type") == "response.output_text.delta":
@@ -507,7 +508,7 @@ def _answer(output: Any) -> dict[str, Any] | None:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts += [str(p.get("text", "")) for p in item.get("content") or []
+            texts += [str(p.get("text", "")) for p in items(item.get("content"))
                       if isinstance(p, dict) and p.get("type") == "output_text"]  # fmt: skip
         elif item.get("type") == "function_call":
             calls.append(

@@ -1,0 +1,167 @@
+"""Every front door in front of an upstream whose answers have fields of the wrong type.
+
+A broken or hostile OpenAI-compatible upstream can put any JSON value anywhere: a choice
+that is a string, a tool call whose ``index`` is null or whose ``function`` is a string,
+usage counts of ``"12"`` or ``1e400``. The client still gets a whole answer in its own
+door's format (read by its real SDK), and what is stored is that answer. The upstream
+here is a real HTTP server on loopback that answers the bytes a test gives it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+from aiohttp import web
+
+from .conftest import MakeProxy, Proxy, proxy_config
+from .doors import search
+
+pytestmark = pytest.mark.e2e
+
+WORD = "zanzibarite"
+"""A word only the upstream's answer holds (found by search once stored)."""
+
+
+def _chunk(choices: Any, **extra: Any) -> bytes:
+    return b"data: " + json.dumps({"id": "c1", "choices": choices, **extra}).encode() + b"\n\n"
+
+
+def _delta(**delta: Any) -> list[dict[str, Any]]:
+    return [{"index": 0, "delta": delta}]
+
+
+ODD_STREAM = [
+    _chunk(["not a choice"]),
+    _chunk([{"index": 0, "delta": "not a delta"}]),
+    _chunk(_delta(content=f"The {WORD} ")),
+    _chunk(_delta(tool_calls=[5, "x"])),
+    _chunk(_delta(tool_calls={"index": 0})),
+    _chunk(_delta(content="answer.")),
+    _chunk(_delta(tool_calls=[{"index": None, "id": "call_1", "function": "get_weather"}])),
+    _chunk(_delta(tool_calls=[{"index": "z", "function": {"name": 7, "arguments": 8}}])),
+    b'data: {"id": "c1", "choices": [], "usage": {"prompt_tokens": "12", '
+    b'"completion_tokens": 1e400}}\n\n',
+    _chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    b"data: [DONE]\n\n",
+]
+ODD_WHOLE = (
+    b'{"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": '
+    b'"stop", "message": {"role": "assistant", "content": "The ' + WORD.encode() + b' answer.", '
+    b'"tool_calls": ["x", 5, {"id": "call_1", "function": "get_weather"}]}}], '
+    b'"usage": {"prompt_tokens": "12", "completion_tokens": 1e400}}'
+)
+
+
+@pytest.fixture
+async def odd_upstream() -> AsyncIterator[str]:
+    """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
+    (model ``message-is-a-string``: a choice whose message is a string)."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if body["model"] == "message-is-a-string":
+            return web.json_response({"id": "c1", "choices": [{"message": "x"}]})
+        if not body.get("stream"):
+            return web.Response(body=ODD_WHOLE, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in ODD_STREAM:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    await runner.cleanup()
+
+
+async def _chat(proxy: Proxy, stream: bool) -> str:
+    """The chat door relays the upstream's chunks as they are (the SDK would refuse the
+    odd ones): read by hand, the stream must be whole, up to its end marker."""
+    asked = {"model": "odd", "messages": [{"role": "user", "content": "Tell me."}],
+             "stream": stream}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.base_url}/chat/completions", json=asked) as response:
+            assert response.status == 200
+            raw = await response.read()
+    if not stream:
+        return str(json.loads(raw)["choices"][0]["message"]["content"])
+    assert raw.endswith(b"data: [DONE]\n\n")
+    pieces = []
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                pieces.append(delta.get("content") or "" if isinstance(delta, dict) else "")
+    return "".join(pieces)
+
+
+async def _messages(proxy: Proxy, stream: bool) -> str:
+    async with anthropic.AsyncAnthropic(
+        base_url=proxy.url, api_key="sk-anything", max_retries=0
+    ) as client:
+        asked: dict[str, Any] = {"model": "odd", "max_tokens": 50,
+                                 "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+        if not stream:
+            message = await client.messages.create(**asked)
+            return "".join(b.text for b in message.content if b.type == "text")
+        kinds, pieces = [], []
+        async for event in await client.messages.create(**asked, stream=True):
+            kinds.append(event.type)
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                pieces.append(event.delta.text)
+        assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+        return "".join(pieces)
+
+
+async def _responses(proxy: Proxy, stream: bool) -> str:
+    async with proxy.client() as client:
+        if not stream:
+            response = await client.responses.create(model="odd", input="Tell me.")
+            return response.output_text
+        kinds, pieces = [], []
+        async for event in await client.responses.create(
+            model="odd", input="Tell me.", stream=True
+        ):
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta":
+                pieces.append(event.delta)
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        return "".join(pieces)
+
+
+DOORS = {"chat": _chat, "messages": _messages, "responses": _responses}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("door", list(DOORS))
+async def test_fields_of_the_wrong_type_in_an_answer_never_break_it_and_it_is_stored(
+    odd_upstream: str, make_proxy: MakeProxy, door: str, stream: bool
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    text = await DOORS[door](proxy, stream)
+    assert text == f"The {WORD} answer."
+    await proxy.settle()
+    (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert (record["status"], record["outcome"]) == (200, "ok")
+    assert any(WORD in hit["text"] for hit in await search(proxy, WORD))
+
+
+async def test_a_choice_whose_message_is_a_string_is_relayed_as_the_upstream_sent_it(
+    odd_upstream: str, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    asked = {"model": "message-is-a-string", "messages": [{"role": "user", "content": "hi"}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.base_url}/chat/completions", json=asked) as response:
+            assert response.status == 200
+            assert await response.json() == {"id": "c1", "choices": [{"message": "x"}]}
