@@ -58,3 +58,17 @@ def test_hostile_chunks_never_break_a_bridged_stream(
     texts = [e["delta"] for e in events if e["type"] == delta]
     joined = "".join(t if isinstance(t, str) else str(t["text"]) for t in texts)
     assert joined == "lone \ud800 surrogatebignan ok \u00e9\U0001f600"
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_line_arriving_in_small_pieces_is_read_once() -> None:
+    """An 8 MB event (a long answer in one chunk) in 256-byte pieces: each piece used to
+    join and split everything still pending (137 GB copied, hours); now each byte is
+    joined once."""
+    text = "x" * 8_000_000
+    line = _chunk(text) + b"data: [DONE]\n\n"
+    reader = ChatToMessagesStream("m")
+    out = b"".join(reader.feed(line[i : i + 256]) for i in range(0, len(line), 256))
+    events = _events(out + reader.close())
+    assert [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"] == [text]
+    assert events[-1]["type"] == "message_stop"
