@@ -10,7 +10,7 @@ here is a real HTTP server on loopback that answers the bytes a test gives it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -56,11 +56,21 @@ ODD_WHOLE = (
     b'"usage": {"prompt_tokens": "12", "completion_tokens": 1e400}}'
 )
 
+FAILING_STREAM = [
+    _chunk(_delta(content=f"The {WORD} ")),
+    b'data: {"error": {"message": "overloaded midway", "type": "server_error"}}\n\n',
+    _chunk(_delta(content="answer.")),
+    b"data: [DONE]\n\n",
+]
+"""An upstream that fails midway with an error event (as OpenAI's servers do), then goes
+on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
+
 
 @pytest.fixture
 async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
-    (model ``message-is-a-string``: a choice whose message is a string)."""
+    (model ``message-is-a-string``: a choice whose message is a string; model
+    ``error-mid-stream``: :data:`FAILING_STREAM`)."""
 
     async def answer(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -70,7 +80,8 @@ async def odd_upstream() -> AsyncIterator[str]:
             return web.Response(body=ODD_WHOLE, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for chunk in ODD_STREAM:
+        failing = body["model"] == "error-mid-stream"
+        for chunk in FAILING_STREAM if failing else ODD_STREAM:
             await response.write(chunk)
         await response.write_eof()
         return response
@@ -165,3 +176,57 @@ async def test_a_choice_whose_message_is_a_string_is_relayed_as_the_upstream_sen
         async with http.post(f"{proxy.base_url}/chat/completions", json=asked) as response:
             assert response.status == 200
             assert await response.json() == {"id": "c1", "choices": [{"message": "x"}]}
+
+
+async def _failing_chat(proxy: Proxy) -> None:
+    """Relayed as the upstream sent it, the error event included (where the ``openai``
+    SDK raises ``APIError``)."""
+    asked = {"model": "error-mid-stream", "stream": True,
+             "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.base_url}/chat/completions", json=asked) as response:
+            raw = await response.read()
+    assert b"".join(FAILING_STREAM) == raw
+
+
+async def _failing_messages(proxy: Proxy) -> None:
+    """Read whole (the ``anthropic`` SDK raises at the ``error`` event, before the
+    proxy's end of the exchange): the error is the last event, no ``message_stop``."""
+    asked = {"model": "error-mid-stream", "max_tokens": 50, "stream": True,
+             "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/v1/messages", json=asked) as response:
+            raw = await response.read()
+    events = [block.split(b"\n") for block in raw.split(b"\n\n") if block]
+    kinds = [lines[0].removeprefix(b"event: ").decode() for lines in events]
+    assert kinds == ["message_start", "content_block_start", "content_block_delta", "error"]
+    error = json.loads(events[-1][1].removeprefix(b"data: "))
+    assert error == {"type": "error", "error": {"type": "api_error",
+                                                "message": "overloaded midway"}}  # fmt: skip
+
+
+async def _failing_responses(proxy: Proxy) -> None:
+    events: list[Any] = []
+    async with proxy.client() as client:
+        async for event in await client.responses.create(
+            model="error-mid-stream", input="Tell me.", stream=True
+        ):
+            events.append(event)
+    assert events[-1].type == "error" and events[-1].message == "overloaded midway"
+    assert events[-1].sequence_number == events[-2].sequence_number + 1
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert deltas == [f"The {WORD} "]
+
+
+@pytest.mark.parametrize(
+    "door", [_failing_chat, _failing_messages, _failing_responses], ids=list(DOORS)
+)
+async def test_an_error_event_midway_reaches_the_client_and_no_answer_is_stored(
+    odd_upstream: str, make_proxy: MakeProxy, door: Callable[[Proxy], Awaitable[None]]
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    await door(proxy)
+    await proxy.settle()
+    (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert record["ingested"] == 1  # the question; no answer the client never got whole
+    assert not any(WORD in hit["text"] for hit in await search(proxy, WORD))

@@ -32,6 +32,7 @@ __all__ = [
     "answer_from_json",
     "answer_from_sse",
     "encoded",
+    "failure",
     "inject",
     "message_offset",
     "own_completion",
@@ -326,15 +327,20 @@ def answer_from_sse(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The assistant message assembled from a relayed SSE stream (choice 0), and the
-    usage the stream reported (``stream_options.include_usage``; the last one wins)."""
+    usage the stream reported (``stream_options.include_usage``; the last one wins).
+    A stream that reports an error (:func:`failure`) has no answer: its client's SDK
+    raises there, so the answer never reached it whole."""
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] | None = None
     for payload in sse.payloads(chunks):
         if payload == sse.DONE_PAYLOAD:
             break
-        delta, reported = _event(payload)
-        usage = reported or usage
+        data = _json_object(payload)
+        if failure(data):
+            return None, usage
+        delta, reported = _delta(data), data.get("usage")
+        usage = reported if isinstance(reported, dict) else usage
         if delta is None:
             continue
         if isinstance(delta.get("content"), str):
@@ -345,16 +351,19 @@ def answer_from_sse(
     return _assistant("".join(text) if text else None, ordered or None), usage
 
 
-def _event(payload: bytes) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
-    """Choice 0's delta and the usage of one SSE event (each None when absent)."""
+def _json_object(payload: bytes) -> dict[str, Any]:
+    """One event's JSON object; empty for anything else."""
     try:
-        data = json.loads(payload)
+        return mapping(json.loads(payload))
     except ValueError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    usage = data.get("usage")
-    return _delta(data), usage if isinstance(usage, dict) else None
+        return {}
+
+
+def failure(event: Mapping[str, Any]) -> bool:
+    """Whether a chat stream's event reports an error (``{"error": {...}}``, as OpenAI's
+    servers end a stream that fails midway): the ``openai`` SDK raises on any such
+    event, whatever follows it."""
+    return bool(event.get("error"))
 
 
 def _delta(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
