@@ -66,6 +66,39 @@ FAILING_STREAM = [
 on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
 
 
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+NATIVE_FAILING = {
+    "/v1/messages": [
+        _event("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+            "model": "m", "usage": {"input_tokens": 3, "output_tokens": 0}}}),
+        _event("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}}),
+        _event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                       "delta": {"type": "text_delta", "text": f"The {WORD}"}}),
+        _event("error", {"type": "error", "error": {"type": "overloaded_error",
+                                                    "message": "Overloaded"}}),
+    ],
+    "/v1/responses": [
+        _event("response.created", {"type": "response.created", "sequence_number": 0,
+                                    "response": {"id": "resp_1", "object": "response",
+                                                 "status": "in_progress", "output": []}}),
+        _event("response.output_text.delta", {"type": "response.output_text.delta",
+                                              "sequence_number": 1, "item_id": "msg_1",
+                                              "output_index": 0, "content_index": 0,
+                                              "delta": f"The {WORD}"}),
+        _event("error", {"type": "error", "sequence_number": 2, "code": "server_error",
+                         "message": "The server had an error", "param": None}),
+    ],
+}  # fmt: skip
+"""Native streams (an upstream that ``serves`` the door's API) failing midway with the
+API's ``error`` event, where each SDK raises or stops: no answer reached the client whole."""
+
+
 @pytest.fixture
 async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
@@ -86,8 +119,18 @@ async def odd_upstream() -> AsyncIterator[str]:
         await response.write_eof()
         return response
 
+    async def native(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in NATIVE_FAILING[request.path]:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", answer)
+    app.router.add_post("/v1/messages", native)
+    app.router.add_post("/v1/responses", native)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -229,4 +272,25 @@ async def test_an_error_event_midway_reaches_the_client_and_no_answer_is_stored(
     await proxy.settle()
     (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
     assert record["ingested"] == 1  # the question; no answer the client never got whole
+    assert not any(WORD in hit["text"] for hit in await search(proxy, WORD))
+
+
+@pytest.mark.parametrize("path", list(NATIVE_FAILING))
+async def test_a_native_stream_failing_midway_is_relayed_and_no_answer_is_stored(
+    odd_upstream: str, make_proxy: MakeProxy, path: str
+) -> None:
+    config = proxy_config(odd_upstream)
+    config["upstreams"][0]["serves"] = ["messages", "responses"]
+    proxy = await make_proxy(config)
+    asked: dict[str, Any] = {"model": "native", "stream": True}
+    if path == "/v1/messages":
+        asked |= {"max_tokens": 50, "messages": [{"role": "user", "content": "Tell me."}]}
+    else:
+        asked |= {"input": "Tell me."}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(proxy.url + path, json=asked) as response:
+            assert await response.read() == b"".join(NATIVE_FAILING[path])
+    await proxy.settle()
+    (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert record["ingested"] == 1
     assert not any(WORD in hit["text"] for hit in await search(proxy, WORD))

@@ -481,11 +481,15 @@ def answer_from_message(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, An
 def answer_from_message_events(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The assistant message (chat form) assembled from a Messages event stream."""
+    """The assistant message (chat form) assembled from a Messages event stream; none
+    when the stream failed midway (an ``error`` event, where Anthropic's SDK raises: the
+    answer never reached the client whole)."""
     blocks: dict[int, dict[str, Any]] = {}
     partial: dict[int, list[str]] = {}
     usage: dict[str, Any] = {}
     for event in event_objects(chunks):
+        if event.get("type") == "error":
+            return None, usage or None
         _apply(event, blocks, partial, usage)
     for index, pieces in partial.items():
         if index in blocks and blocks[index].get("type") == "tool_use":

@@ -49,6 +49,8 @@ __all__ = [
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _UNBRIDGEABLE = ("previous_response_id", "conversation", "prompt", "background")
+_FAILED = frozenset({"error", "response.failed"})
+"""Events that end a Responses stream without its answer."""
 
 
 @dataclass(frozen=True)
@@ -486,9 +488,13 @@ def answer_from_response(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, A
 def answer_from_response_events(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The same from an event stream: its final response, else the text deltas."""
+    """The same from an event stream: its final response, else the text deltas; none
+    when the stream failed (an ``error`` or ``response.failed`` event: the answer never
+    reached the client whole)."""
     deltas: list[str] = []
     for event in event_objects(chunks):
+        if event.get("type") in _FAILED:
+            return None, None
         if event.get("type") in ("response.completed", "response.incomplete"):
             response = mapping(event.get("response"))
             usage = response.get("usage")
