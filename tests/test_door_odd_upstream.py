@@ -66,7 +66,6 @@ FAILING_STREAM = [
 on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
 
 
-
 def _event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 

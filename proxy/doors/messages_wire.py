@@ -5,8 +5,9 @@ A request is validated as far as the proxy reads it (model, ``max_tokens``, stre
 ``system``, the turns and their content blocks), everything else left as sent. Its turns
 are also read as chat-completion messages (:func:`as_chat`): what the policy, retrieval
 and the log see, whatever door a conversation came through (``system`` a system message;
-a turn's text and image blocks a user or assistant message; ``tool_use`` blocks tool
-calls; ``tool_result`` blocks tool messages).
+a turn's text, image and document blocks a user or assistant message; ``tool_use``
+blocks tool calls; ``tool_result`` blocks tool messages; a user turn's block chat
+completions has no part for is kept as it is, so that no turn is ever left out).
 
 Memory is placed in the last user turn, as a text block before what the user wrote
 (after the turn's ``tool_result`` blocks, which Anthropic wants first): turns must
@@ -16,7 +17,11 @@ byte-identical, so prompt caches keep hitting.
 An upstream that does not serve this API is reached through chat completions
 (:func:`to_chat`): tools, tool choice, stop sequences, temperature, top_p, ``max_tokens``
 and the user id map over; fields chat completions has no place for are not sent (an
-upstream that serves ``/v1/messages`` gets the request raw, all of it). Its answer comes
+upstream that serves ``/v1/messages`` gets the request raw, all of it). A block the model
+must read but chat completions cannot carry (a document or image by Files API id, a
+block type it has no part for) is refused with a 400 naming it, never dropped: the model
+would answer without it. Assistant turns' thinking blocks are left out (chat
+completions has no place for them). Its answer comes
 back as a message (:func:`message_from_chat`, :class:`ChatToMessagesStream` for the
 event sequence ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
 ``message_delta``, ``message_stop``).
@@ -103,7 +108,9 @@ def parse_messages(raw: bytes) -> MessagesRequest:
     messages, origin = as_chat(body.get("system"), turns)
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users:
-        raise _invalid("'messages' must contain a user turn with text", "messages")
+        raise _invalid(
+            "'messages' must contain a user turn that is not only tool results", "messages"
+        )
     chat = ChatRequest({"model": model, "messages": messages}, model, stream, messages, users[-1])
     return MessagesRequest(body, model, stream, chat, turns, tuple(origin), origin[users[-1]])
 
@@ -192,7 +199,7 @@ def _chat_messages(turn: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                     "tool_call_id": block["tool_use_id"],
                     "content": _text(block.get("content")),
                 }
-        parts = [p for p in (_part(b) for b in content) if p is not None]
+        parts = [_part(b) or dict(b) for b in content if b["type"] != "tool_result"]
         if parts:
             texts = [p["text"] for p in parts if p["type"] == "text"]
             whole = len(texts) == len(parts)
@@ -207,17 +214,48 @@ def _chat_messages(turn: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _part(block: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A user turn's text or image block as a chat content part."""
-    if block["type"] == "text":
+    """A user turn's text, image or document block as a chat content part; None for a
+    block chat completions has no part for."""
+    kind, source = block["type"], mapping(block.get("source"))
+    if kind == "text":
         return {"type": "text", "text": block["text"]}
-    if block["type"] == "image":
-        source = block.get("source")
-        if isinstance(source, dict) and source.get("type") == "base64":
-            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-            return {"type": "image_url", "image_url": {"url": url}}
-        if isinstance(source, dict) and source.get("type") == "url":
-            return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    data = f"data:{source.get('media_type')};base64,{source.get('data')}"
+    if kind == "image" and source.get("type") == "base64":
+        return {"type": "image_url", "image_url": {"url": data}}
+    if kind == "image" and source.get("type") == "url":
+        return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    if kind == "document" and source.get("type") == "base64":
+        return {"type": "file", "file": {"file_data": data}}
+    if kind == "document" and source.get("type") == "text":
+        return {"type": "text", "text": str(source.get("data") or "")}
     return None
+
+
+_LEFT_OUT = frozenset({"thinking", "redacted_thinking"})
+"""Assistant blocks a bridged request leaves out (chat completions has no place for
+them, and the model does not need them)."""
+
+
+def _bridgeable(block: Mapping[str, Any], role: str) -> bool:
+    if role == "assistant":
+        return block["type"] in ("text", "tool_use") or block["type"] in _LEFT_OUT
+    return block["type"] == "tool_result" or _part(block) is not None
+
+
+def _check_bridgeable(turns: Sequence[Mapping[str, Any]]) -> None:
+    """Raises a 400 naming the first block chat completions cannot carry."""
+    for i, turn in enumerate(turns):
+        content = turn["content"]
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if not _bridgeable(block, turn["role"]):
+                raise ApiError(
+                    400,
+                    f"a {block['type']!r} block (messages[{i}].content[{j}]) needs an upstream"
+                    " that serves the Messages API itself (upstreams[].serves: [messages]);"
+                    " this model's upstream is reached through chat completions",
+                    code="unsupported_parameter",
+                    param=f"messages[{i}].content[{j}]",
+                )
 
 
 def _call(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -241,8 +279,9 @@ def _text(value: Any) -> str:
 
 def to_chat(request: MessagesRequest) -> dict[str, Any]:
     """The chat-completions request an upstream without this API gets (see the module
-    docstring for what maps over)."""
+    docstring for what maps over); raises a 400 for a block it cannot carry."""
     body = request.body
+    _check_bridgeable(request.items)
     chat: dict[str, Any] = {
         "model": request.model,
         "messages": request.chat.messages,
