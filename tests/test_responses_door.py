@@ -191,6 +191,45 @@ async def _call(answer: Any, stream: bool) -> dict[str, Any]:
     return found
 
 
+FILE = {"type": "input_file", "file_id": "file-1"}
+INLINE = {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JV"}
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_an_input_of_only_files_is_served_whole_never_refused_or_dropped(
+    upstream: FakeUpstream, make_proxy: MakeProxy, native: bool
+) -> None:
+    config = proxy_config(upstream.url)
+    if native:
+        config["upstreams"][0]["serves"] = ["responses"]
+    proxy = await make_proxy(config)
+    sent = [{"role": "user", "content": [FILE, INLINE]}]
+    async with _client(proxy) as client:
+        await client.responses.create(model="echo", input=sent)  # type: ignore[arg-type]
+    got = upstream.requests[-1].body
+    if native:
+        assert got["input"] == sent
+    else:
+        inline = {"filename": "a.pdf", "file_data": INLINE["file_data"]}
+        files = [{"type": "file", "file": {"file_id": "file-1"}}, {"type": "file", "file": inline}]
+        assert got["messages"] == [{"role": "user", "content": files}]
+    await proxy.settle()
+    assert (await stats(proxy))["log_messages"] == 2  # the input and the answer
+
+
+async def test_a_part_chat_completions_cannot_carry_is_refused_when_bridged_naming_it(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url))
+    parts = [{"type": "input_text", "text": "Look."}, {"type": "input_image", "file_id": "f-2"}]
+    sent = [{"role": "user", "content": parts}]
+    async with _client(proxy) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="echo", input=sent)  # type: ignore[arg-type]
+    assert caught.value.param == "input[0].content[1]"
+    assert upstream.requests == []
+
+
 async def test_errors_keep_the_openai_shape_and_name_what_cannot_be_bridged(
     upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:

@@ -4,9 +4,10 @@ placement, and the mapping to and from chat completions.
 A request is validated as far as the proxy reads it (model, stream, ``instructions``,
 ``input``), everything else left as sent. Its input is also read as chat-completion
 messages (:func:`as_chat`: ``instructions`` a system message; message items by role,
-their text and image parts; ``function_call`` items tool calls; ``function_call_output``
-items tool messages; reasoning items and references to stored items have no place
-there), which the policy, retrieval and the log read.
+their text, image and file parts, a user's part chat completions has no part for kept as
+it is, so that no input is ever left out; ``function_call`` items tool calls;
+``function_call_output`` items tool messages; reasoning items and references to stored
+items have no place there), which the policy, retrieval and the log read.
 
 Memory is placed immediately before the latest user input item, as an input message of
 the configured role (a string ``input`` becomes that item and a user item): ``instructions``
@@ -15,8 +16,9 @@ and every earlier item stay as they were.
 An upstream that does not serve this API is reached through chat completions
 (:func:`to_chat`): function tools, tool choice, ``max_output_tokens``, temperature,
 top_p and the user map over. What only the Responses API has (``previous_response_id``,
-built-in tools, stored items) cannot be bridged: such a request is refused with a 400
-naming the field, never half-served. The answer comes back as a response
+built-in tools, stored items, a user's part chat completions cannot carry such as an
+image by file id) cannot be bridged: such a request is refused with a 400 naming the
+field, never half-served. The answer comes back as a response
 (:func:`response_from_chat`) or as its event stream (:class:`ChatToResponsesStream`).
 """
 
@@ -144,7 +146,8 @@ def _chat_messages(
         if isinstance(content, str):
             yield {"role": role, "content": content}
             return
-        parts = [p for p in (_part(p) for p in content) if p is not None]
+        user = role == "user"
+        parts = [q for q in (_part(p) or (dict(p) if user else None) for p in content) if q]
         texts = [p["text"] for p in parts if p["type"] == "text"]
         if parts:
             whole = len(texts) == len(parts) or role != "user"
@@ -178,7 +181,22 @@ def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
         url = part.get("image_url")
         if isinstance(url, str):
             return {"type": "image_url", "image_url": {"url": url}}
+    if kind == "input_file" and ("file_id" in part or "file_data" in part):
+        keys = ("file_id", "filename", "file_data")
+        return {"type": "file", "file": {k: part[k] for k in keys if k in part}}
     return None
+
+
+def _check_bridgeable(items: Sequence[Mapping[str, Any]]) -> None:
+    """Raises a 400 naming the first part of a user's input chat completions cannot
+    carry."""
+    for i, item in enumerate(items):
+        content = item.get("content")
+        if item.get("role") != "user" or not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if _part(part) is None:
+                raise _unbridgeable(f"a part of type {part['type']!r}", f"input[{i}].content[{j}]")
 
 
 def to_chat(request: ResponsesRequest) -> dict[str, Any]:
@@ -188,6 +206,7 @@ def to_chat(request: ResponsesRequest) -> dict[str, Any]:
     for key in _UNBRIDGEABLE:
         if body.get(key) not in (None, False):
             raise _unbridgeable(f"'{key}'", key)
+    _check_bridgeable(request.items)
     chat: dict[str, Any] = {"model": request.model, "messages": request.chat.messages}
     if request.stream:
         chat["stream"] = True
