@@ -9,6 +9,7 @@ here is a real HTTP server on loopback that answers the bytes a test gives it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -102,7 +103,8 @@ API's ``error`` event, where each SDK raises or stops: no answer reached the cli
 async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
     (model ``message-is-a-string``: a choice whose message is a string; model
-    ``error-mid-stream``: :data:`FAILING_STREAM`)."""
+    ``error-mid-stream``: :data:`FAILING_STREAM`, ``error-mid-stream-apart`` the same with
+    a pause after each chunk)."""
 
     async def answer(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -112,9 +114,11 @@ async def odd_upstream() -> AsyncIterator[str]:
             return web.Response(body=ODD_WHOLE, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        failing = body["model"] == "error-mid-stream"
+        failing = body["model"].startswith("error-mid-stream")
         for chunk in FAILING_STREAM if failing else ODD_STREAM:
             await response.write(chunk)
+            if body["model"] == "error-mid-stream-apart":  # each chunk read on its own
+                await asyncio.sleep(0.05)
         await response.write_eof()
         return response
 
@@ -220,10 +224,10 @@ async def test_a_choice_whose_message_is_a_string_is_relayed_as_the_upstream_sen
             assert await response.json() == {"id": "c1", "choices": [{"message": "x"}]}
 
 
-async def _failing_chat(proxy: Proxy) -> None:
+async def _failing_chat(proxy: Proxy, model: str) -> None:
     """Relayed as the upstream sent it, the error event included (where the ``openai``
     SDK raises ``APIError``)."""
-    asked = {"model": "error-mid-stream", "stream": True,
+    asked = {"model": model, "stream": True,
              "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{proxy.base_url}/chat/completions", json=asked) as response:
@@ -231,10 +235,10 @@ async def _failing_chat(proxy: Proxy) -> None:
     assert b"".join(FAILING_STREAM) == raw
 
 
-async def _failing_messages(proxy: Proxy) -> None:
+async def _failing_messages(proxy: Proxy, model: str) -> None:
     """Read whole (the ``anthropic`` SDK raises at the ``error`` event, before the
     proxy's end of the exchange): the error is the last event, no ``message_stop``."""
-    asked = {"model": "error-mid-stream", "max_tokens": 50, "stream": True,
+    asked = {"model": model, "max_tokens": 50, "stream": True,
              "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{proxy.url}/v1/messages", json=asked) as response:
@@ -247,11 +251,11 @@ async def _failing_messages(proxy: Proxy) -> None:
                                                 "message": "overloaded midway"}}  # fmt: skip
 
 
-async def _failing_responses(proxy: Proxy) -> None:
+async def _failing_responses(proxy: Proxy, model: str) -> None:
     events: list[Any] = []
     async with proxy.client() as client:
         async for event in await client.responses.create(
-            model="error-mid-stream", input="Tell me.", stream=True
+            model=model, input="Tell me.", stream=True
         ):
             events.append(event)
     assert events[-1].type == "error" and events[-1].message == "overloaded midway"
@@ -260,14 +264,18 @@ async def _failing_responses(proxy: Proxy) -> None:
     assert deltas == [f"The {WORD} "]
 
 
+@pytest.mark.parametrize("model", ["error-mid-stream", "error-mid-stream-apart"])
 @pytest.mark.parametrize(
     "door", [_failing_chat, _failing_messages, _failing_responses], ids=list(DOORS)
 )
 async def test_an_error_event_midway_reaches_the_client_and_no_answer_is_stored(
-    odd_upstream: str, make_proxy: MakeProxy, door: Callable[[Proxy], Awaitable[None]]
+    odd_upstream: str,
+    make_proxy: MakeProxy,
+    door: Callable[[Proxy, str], Awaitable[None]],
+    model: str,
 ) -> None:
     proxy = await make_proxy(proxy_config(odd_upstream))
-    await door(proxy)
+    await door(proxy, model)
     await proxy.settle()
     (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
     assert record["ingested"] == 1  # the question; no answer the client never got whole

@@ -190,6 +190,8 @@ class DoorIO:
         await self._client.start(status, headers)
 
     async def write(self, data: bytes) -> None:
+        if self._failed:  # an error event ended the stream (an upstream's may be followed)
+            return
         if data.startswith(sse.ERROR_PREFIX):  # the stream's last event: nothing follows it
             data = self.error_event(data)
             self._failed = True
