@@ -66,6 +66,8 @@ FAILING_STREAM = [
 """An upstream that fails midway with an error event (as OpenAI's servers do), then goes
 on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
 
+HTML = b"<html><body>Service temporarily unavailable</body></html>"
+
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
@@ -102,7 +104,8 @@ API's ``error`` event, where each SDK raises or stops: no answer reached the cli
 @pytest.fixture
 async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
-    (model ``message-is-a-string``: a choice whose message is a string; model
+    (model ``message-is-a-string``: a choice whose message is a string; ``html``:
+    :data:`HTML`, a gateway's page answered with status 200; model
     ``error-mid-stream``: :data:`FAILING_STREAM`, ``error-mid-stream-apart`` the same with
     a pause after each chunk)."""
 
@@ -110,6 +113,8 @@ async def odd_upstream() -> AsyncIterator[str]:
         body = await request.json()
         if body["model"] == "message-is-a-string":
             return web.json_response({"id": "c1", "choices": [{"message": "x"}]})
+        if body["model"] == "html":
+            return web.Response(body=HTML, content_type="text/html")
         if not body.get("stream"):
             return web.Response(body=ODD_WHOLE, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -301,3 +306,32 @@ async def test_a_native_stream_failing_midway_is_relayed_and_no_answer_is_stored
     (record,) = [r for r in proxy.log_records() if r.get("event") == "chat"]
     assert record["ingested"] == 1
     assert not any(WORD in hit["text"] for hit in await search(proxy, WORD))
+
+
+async def test_a_page_that_is_no_completion_is_a_502_in_a_bridged_doors_shape(
+    odd_upstream: str, make_proxy: MakeProxy
+) -> None:
+    """A gateway's page answered with 200 has no answer a bridged door could present:
+    a 502 in the door's shape, never an empty message the model seems to have said; the
+    chat door relays it as it came, as it relays every answer."""
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    tell = [{"role": "user", "content": "Tell me."}]
+    async with aiohttp.ClientSession() as http:
+        chat = {"model": "html", "messages": tell}
+        async with http.post(f"{proxy.base_url}/chat/completions", json=chat) as response:
+            assert (response.status, await response.read()) == (200, HTML)
+        messages = {"model": "html", "max_tokens": 50, "messages": tell}
+        async with http.post(f"{proxy.base_url}/messages", json=messages) as response:
+            assert response.status == 502
+            error = await response.json()
+            assert (error["type"], error["error"]["type"]) == ("error", "api_error")
+        async with http.post(
+            f"{proxy.base_url}/responses", json={"model": "html", "input": "Tell me."}
+        ) as response:
+            assert response.status == 502
+            assert (await response.json())["error"]["code"] == "upstream_error"
+    await proxy.settle()
+    records = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert [(r["api"], r["status"], r["ingested"]) for r in records] == [
+        ("chat", 200, 1), ("messages", 502, 0), ("responses", 502, 0)
+    ]  # fmt: skip

@@ -34,6 +34,7 @@ __all__ = [
     "encoded",
     "failure",
     "inject",
+    "is_completion",
     "message_offset",
     "own_completion",
     "own_completion_events",
@@ -307,6 +308,15 @@ def fast_loads(raw: bytes | str) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)
+
+
+def is_completion(raw: bytes) -> bool:
+    """Whether ``raw`` is a chat completion as far as another door presents one: a JSON
+    object with an array of choices."""
+    try:
+        return isinstance(mapping(json.loads(raw)).get("choices"), list)
+    except ValueError:
+        return False
 
 
 def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
