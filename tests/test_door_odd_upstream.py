@@ -105,7 +105,8 @@ API's ``error`` event, where each SDK raises or stops: no answer reached the cli
 async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
     (model ``message-is-a-string``: a choice whose message is a string; ``html``:
-    :data:`HTML`, a gateway's page answered with status 200; model
+    :data:`HTML`, a gateway's page answered with status 200; ``labelled-text``:
+    :data:`ODD_WHOLE` said to be Latin-1 text; model
     ``error-mid-stream``: :data:`FAILING_STREAM`, ``error-mid-stream-apart`` the same with
     a pause after each chunk)."""
 
@@ -115,6 +116,8 @@ async def odd_upstream() -> AsyncIterator[str]:
             return web.json_response({"id": "c1", "choices": [{"message": "x"}]})
         if body["model"] == "html":
             return web.Response(body=HTML, content_type="text/html")
+        if body["model"] == "labelled-text":
+            return web.Response(body=ODD_WHOLE, content_type="text/plain", charset="latin-1")
         if not body.get("stream"):
             return web.Response(body=ODD_WHOLE, content_type="application/json")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -335,3 +338,17 @@ async def test_a_page_that_is_no_completion_is_a_502_in_a_bridged_doors_shape(
     assert [(r["api"], r["status"], r["ingested"]) for r in records] == [
         ("chat", 200, 1), ("messages", 502, 0), ("responses", 502, 0)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("door", ["messages", "responses"])
+async def test_a_bridged_answer_is_json_whatever_the_upstreams_label(
+    odd_upstream: str, make_proxy: MakeProxy, door: str
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    asked: dict[str, Any] = {"model": "labelled-text", "max_tokens": 50, "input": "Tell me.",
+                             "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.base_url}/{door}", json=asked) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+            assert WORD in (await response.read()).decode()

@@ -178,8 +178,9 @@ class DoorIO:
     ) -> None:
         if status >= 400:
             body = self.error(status, body)
-        elif self._bridged is not None:
+        elif self._bridged is not None:  # our JSON now, whatever the upstream labelled its
             body = self.whole(self._bridged, body)
+            content_type, charset = "application/json", "utf-8"
         await self._client.send(status, body, headers, content_type, charset)
 
     async def start(self, status: int, headers: Mapping[str, str]) -> None:
