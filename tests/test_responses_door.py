@@ -252,6 +252,9 @@ async def test_errors_keep_the_openai_shape_and_name_what_cannot_be_bridged(
                 model="echo", input="hi", tools=[{"type": "web_search_preview"}]
             )
         assert caught.value.param == "tools[0]"
+        for tools in ({"type": "function", "name": "f"}, "get_weather"):
+            with pytest.raises(openai.BadRequestError, match="'tools' must be an array"):
+                await client.responses.create(model="echo", input="hi", tools=tools)  # type: ignore[arg-type]
         with pytest.raises(openai.BadRequestError, match="user message"):
             await client.responses.create(
                 model="echo", input=[{"role": "assistant", "content": "only me"}]

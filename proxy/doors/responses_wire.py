@@ -223,6 +223,8 @@ def to_chat(request: ResponsesRequest) -> dict[str, Any]:
     if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
         chat["reasoning_effort"] = reasoning["effort"]
     tools = body.get("tools") or []
+    if not isinstance(tools, list):  # its keys or letters are no tools of another type
+        raise _invalid("'tools' must be an array of tools", "tools")
     if tools:
         chat["tools"] = [_tool(t, i) for i, t in enumerate(tools)]
         choice = _tool_choice(body.get("tool_choice"))
