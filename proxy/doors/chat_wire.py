@@ -357,7 +357,7 @@ def answer_from_sse(
             text.append(delta["content"])
         for call in mappings(delta.get("tool_calls")):
             _merge_call(calls, call)
-    ordered = [calls[i] for i in sorted(calls)]
+    ordered = [_joined(calls[i]) for i in sorted(calls)]
     return _assistant("".join(text) if text else None, ordered or None), usage
 
 
@@ -386,14 +386,22 @@ def _delta(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _merge_call(calls: dict[int, dict[str, Any]], part: Mapping[str, Any]) -> None:
+    """Adds a streamed tool call's delta to its call; the name and arguments are kept as
+    their pieces, joined once by :func:`_joined` (a call writing a file can come in
+    hundreds of thousands of deltas: joining at each would copy it each time)."""
     slot = calls.setdefault(position(part.get("index")), {"type": "function", "function": {}})
     if isinstance(part.get("id"), str) and part["id"]:
         slot["id"] = part["id"]
     function = mapping(part.get("function"))
-    target = slot["function"]
     for key in ("name", "arguments"):
         if isinstance(function.get(key), str) and function[key]:
-            target[key] = target.get(key, "") + function[key]
+            slot["function"].setdefault(key, []).append(function[key])
+
+
+def _joined(call: dict[str, Any]) -> dict[str, Any]:
+    """A call assembled by :func:`_merge_call`, its pieces joined."""
+    pieces: dict[str, list[str]] = call["function"]
+    return {**call, "function": {key: "".join(parts) for key, parts in pieces.items()}}
 
 
 def _assistant(content: Any, tool_calls: Any) -> dict[str, Any] | None:

@@ -524,34 +524,40 @@ def answer_from_message_events(
     when the stream failed midway (an ``error`` event, where Anthropic's SDK raises: the
     answer never reached the client whole)."""
     blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, list[str]] = {}
+    partial: dict[tuple[int, str], list[str]] = {}
     usage: dict[str, Any] = {}
     for event in event_objects(chunks):
         if event.get("type") == "error":
             return None, usage or None
         _apply(event, blocks, partial, usage)
-    for index, pieces in partial.items():
-        if index in blocks and blocks[index].get("type") == "tool_use":
-            blocks[index]["input"] = _arguments("".join(pieces))
+    for (index, part), pieces in partial.items():  # each block's deltas joined once
+        block = blocks[index]
+        if part == "text":
+            block["text"] = str(block.get("text") or "") + "".join(pieces)
+        elif block.get("type") == "tool_use":
+            block["input"] = _arguments("".join(pieces))
     return _answer([blocks[i] for i in sorted(blocks)]), usage or None
 
 
 def _apply(
     event: Mapping[str, Any],
     blocks: dict[int, dict[str, Any]],
-    partial: dict[int, list[str]],
+    partial: dict[tuple[int, str], list[str]],
     usage: dict[str, Any],
 ) -> None:
+    """Reads one event: a block started, a delta's piece kept (by block and field), the
+    usage reported."""
     kind = event.get("type")
     index = event.get("index")
     if kind == "content_block_start" and isinstance(index, int):
         blocks[index] = dict(mapping(event.get("content_block")))
+        partial.pop((index, "text"), None)  # a block started again starts its text again
     elif kind == "content_block_delta" and isinstance(index, int) and index in blocks:
         delta = mapping(event.get("delta"))
         if delta.get("type") == "text_delta":
-            blocks[index]["text"] = blocks[index].get("text", "") + str(delta.get("text", ""))
+            partial.setdefault((index, "text"), []).append(str(delta.get("text", "")))
         elif delta.get("type") == "input_json_delta":
-            partial.setdefault(index, []).append(str(delta.get("partial_json", "")))
+            partial.setdefault((index, "input"), []).append(str(delta.get("partial_json", "")))
     elif kind in ("message_start", "message_delta"):
         source = mapping(event.get("message")).get("usage") if kind == "message_start" else None
         for reported in (source, event.get("usage")):
