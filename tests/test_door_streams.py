@@ -93,3 +93,17 @@ def test_an_answer_of_a_great_many_small_deltas_is_assembled_once() -> None:
     events = [sse.event(json.dumps(e).encode()) for e in (start, delta)]
     message, _ = answer_from_message_events([events[0]] + [events[1]] * count)
     assert message is not None and message["content"] == piece * count
+
+
+@pytest.mark.timeout(30)
+def test_a_bridged_tool_call_of_a_great_many_deltas_is_assembled_once() -> None:
+    """The Responses mapping of a chat tool call in 300,000 deltas of 16 characters (its
+    ``arguments`` copied whole at each delta: 20 s, the event loop held mid-stream)."""
+    count, piece = 300_000, "0123456789abcdef"
+    call = {"index": 0, "id": "call_1", "function": {"name": "write", "arguments": piece}}
+    chunk = _chunk("", choices=[{"index": 0, "delta": {"tool_calls": [call]}}])
+    reader = ChatToResponsesStream({"model": "m"})
+    out = b"".join(reader.feed(chunk) for _ in range(count)) + reader.close()
+    final = _events(out)[-1]
+    assert final["type"] == "response.completed"
+    assert final["response"]["output"][0]["arguments"] == piece * count

@@ -452,13 +452,13 @@ class ChatToResponsesStream(ChatStreamReader):
         if slot is None:
             item = _call_item({"id": call.get("id"), "function": {
                 "name": function.get("name"), "arguments": ""}}, "in_progress")  # fmt: skip
-            slot = self._calls[at] = {"item": item, "index": len(self._output)}
+            slot = self._calls[at] = {"item": item, "index": len(self._output), "pieces": []}
             self._output.append(item)
             out += self._emit("response.output_item.added",
                               {"output_index": slot["index"], "item": item})  # fmt: skip
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
-            slot["item"]["arguments"] += arguments
+            slot["pieces"].append(arguments)  # joined once, at the end: never copied per delta
             out += self._emit("response.function_call_arguments.delta", {
                 "item_id": slot["item"]["id"], "output_index": slot["index"], "delta": arguments,
             })  # fmt: skip
@@ -482,7 +482,7 @@ class ChatToResponsesStream(ChatStreamReader):
         out = self._start({}) + self._close_message()
         for slot in self._calls.values():
             item = slot["item"]
-            item["status"] = "completed"
+            item["status"], item["arguments"] = "completed", "".join(slot["pieces"])
             out += self._emit("response.function_call_arguments.done", {
                 "item_id": item["id"], "output_index": slot["index"],
                 "arguments": item["arguments"],
