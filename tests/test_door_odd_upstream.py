@@ -2,9 +2,10 @@
 
 A broken or hostile OpenAI-compatible upstream can put any JSON value anywhere: a choice
 that is a string, a tool call whose ``index`` is null or whose ``function`` is a string,
-usage counts of ``"12"`` or ``1e400``. The client still gets a whole answer in its own
-door's format (read by its real SDK), and what is stored is that answer. The upstream
-here is a real HTTP server on loopback that answers the bytes a test gives it.
+usage counts of ``"12"`` or ``1e400``, an event nested 5,000 deep. The client still gets
+a whole answer in its own door's format (read by its real SDK), and what is stored is
+that answer. The upstream here is a real HTTP server on loopback that answers the bytes
+a test gives it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ ODD_STREAM = [
     _chunk(_delta(tool_calls=[5, "x"])),
     _chunk(_delta(tool_calls={"index": 0})),
     _chunk(_delta(content="answer.")),
+    b'data: {"id": ' + b"[" * 5000 + b"]" * 5000 + b"}\n\n",  # past any JSON reader's depth
     _chunk(_delta(tool_calls=[{"index": None, "id": "call_1", "function": "get_weather"}])),
     _chunk(_delta(tool_calls=[{"index": "z", "function": {"name": 7, "arguments": 8}}])),
     b'data: {"id": "c1", "choices": [], "usage": {"prompt_tokens": "12", '
@@ -163,7 +165,7 @@ async def _chat(proxy: Proxy, stream: bool) -> str:
     assert raw.endswith(b"data: [DONE]\n\n")
     pieces = []
     for line in raw.split(b"\n"):
-        if line.startswith(b"data: {"):
+        if line.startswith(b'data: {"id": "c1", "choices"'):  # not the nested one
             for choice in json.loads(line[6:])["choices"]:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 pieces.append(delta.get("content") or "" if isinstance(delta, dict) else "")

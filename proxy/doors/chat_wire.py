@@ -303,18 +303,23 @@ def fast_encoded(value: Any) -> bytes:
 def fast_loads(raw: bytes | str) -> Any:
     """``json.loads`` by orjson where it can; what orjson refuses and :mod:`json` reads
     (``NaN``, a lone surrogate escape, a number past 64 bits) by :mod:`json`. Raises
-    ``ValueError`` for what neither reads."""
+    ``ValueError`` for what neither reads, a value nested past :mod:`json`'s recursion
+    limit included (an upstream's event can be anything)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to read") from exc
 
 
 def is_completion(raw: bytes) -> bool:
     """Whether ``raw`` is a chat completion as far as another door presents one: a JSON
     object with an array of choices."""
     try:
-        return isinstance(mapping(json.loads(raw)).get("choices"), list)
+        return isinstance(mapping(fast_loads(raw)).get("choices"), list)
     except ValueError:
         return False
 
@@ -323,7 +328,7 @@ def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] 
     """The assistant message (choice 0) and the usage of a non-streamed completion
     (read leniently: see :mod:`.lenient`)."""
     try:
-        data = mapping(json.loads(raw))
+        data = mapping(fast_loads(raw))
     except ValueError:
         return None, None
     choices = items(data.get("choices"))
@@ -364,7 +369,7 @@ def answer_from_sse(
 def _json_object(payload: bytes) -> dict[str, Any]:
     """One event's JSON object; empty for anything else."""
     try:
-        return mapping(json.loads(payload))
+        return mapping(fast_loads(payload))
     except ValueError:
         return {}
 

@@ -14,7 +14,6 @@ answer.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ __all__ = ["ChatStreamReader", "event_objects", "json_object"]
 def json_object(raw: bytes) -> dict[str, Any]:
     """``raw`` as a JSON object; empty when it is not one."""
     try:
-        value = json.loads(raw)
+        value = fast_loads(raw)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -39,7 +38,7 @@ def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
     else skipped): what is read of a relayed stream to store its answer."""
     for payload in sse.payloads(chunks):
         try:
-            event = json.loads(payload)
+            event = fast_loads(payload)
         except ValueError:
             continue
         if isinstance(event, dict):
