@@ -69,6 +69,7 @@ FAILING_STREAM = [
 on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
 
 HTML = b"<html><body>Service temporarily unavailable</body></html>"
+DEEP = b'{"error": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
@@ -108,7 +109,8 @@ async def odd_upstream() -> AsyncIterator[str]:
     """A chat-completions upstream answering :data:`ODD_STREAM` or :data:`ODD_WHOLE`
     (model ``message-is-a-string``: a choice whose message is a string; ``html``:
     :data:`HTML`, a gateway's page answered with status 200; ``labelled-text``:
-    :data:`ODD_WHOLE` said to be Latin-1 text; model
+    :data:`ODD_WHOLE` said to be Latin-1 text; ``deep-<status>``: that status with
+    :data:`DEEP`; model
     ``error-mid-stream``: :data:`FAILING_STREAM`, ``error-mid-stream-apart`` the same with
     a pause after each chunk)."""
 
@@ -116,6 +118,8 @@ async def odd_upstream() -> AsyncIterator[str]:
         body = await request.json()
         if body["model"] == "message-is-a-string":
             return web.json_response({"id": "c1", "choices": [{"message": "x"}]})
+        if body["model"].startswith("deep-"):  # deep-400, deep-401: an error so nested
+            return web.Response(status=int(body["model"][5:]), body=DEEP)
         if body["model"] == "html":
             return web.Response(body=HTML, content_type="text/html")
         if body["model"] == "labelled-text":
@@ -354,3 +358,21 @@ async def test_a_bridged_answer_is_json_whatever_the_upstreams_label(
             assert response.status == 200
             assert response.headers["Content-Type"] == "application/json; charset=utf-8"
             assert WORD in (await response.read()).decode()
+
+
+@pytest.mark.parametrize(("status", "answered"), [(400, 400), (401, 502)])
+async def test_an_error_body_nested_past_any_reader_is_answered_logged_and_counted(
+    odd_upstream: str, make_proxy: MakeProxy, status: int, answered: int
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    asked = {"model": f"deep-{status}", "max_tokens": 50,
+             "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        for door in ("chat/completions", "messages"):
+            async with http.post(f"{proxy.base_url}/{door}", json=asked) as response:
+                assert response.status == answered
+                error = await response.json()
+                assert "upstream" in json.dumps(error)
+    await proxy.settle()
+    records = [(r["api"], r["status"]) for r in proxy.log_records() if r.get("event") == "chat"]
+    assert records == [("chat", answered), ("messages", answered)]
