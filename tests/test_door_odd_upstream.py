@@ -55,7 +55,8 @@ ODD_STREAM = [
 ODD_WHOLE = (
     b'{"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": '
     b'"stop", "message": {"role": "assistant", "content": "The ' + WORD.encode() + b' answer.", '
-    b'"tool_calls": ["x", 5, {"id": "call_1", "function": "get_weather"}]}}], '
+    b'"tool_calls": ["x", 5, {"id": "call_1", "function": "get_weather"}, {"id": "call_2", '
+    b'"function": {"name": "f", "arguments": "' + b"[" * 5000 + b'"}}]}}], '
     b'"usage": {"prompt_tokens": "12", "completion_tokens": 1e400}}'
 )
 

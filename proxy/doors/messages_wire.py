@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import ApiError
 from ..http import sse
-from .chat_wire import ChatRequest, fast_encoded, request_head
+from .chat_wire import ChatRequest, fast_encoded, fast_loads, request_head
 from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
@@ -383,8 +383,10 @@ def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arguments(raw: Any) -> Any:
+    """A tool call's arguments as the ``input`` object of a ``tool_use`` block: what
+    does not read as an object kept as ``_raw`` (or ``_value``)."""
     try:
-        parsed = json.loads(raw) if isinstance(raw, str) and raw else {}
+        parsed = fast_loads(raw) if isinstance(raw, str) and raw else {}
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
