@@ -145,10 +145,14 @@ async def odd_upstream() -> AsyncIterator[str]:
         await response.write_eof()
         return response
 
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(body=DEEP, content_type="application/json")
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", answer)
     app.router.add_post("/v1/messages", native)
     app.router.add_post("/v1/responses", native)
+    app.router.add_get("/v1/models", models)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -377,3 +381,17 @@ async def test_an_error_body_nested_past_any_reader_is_answered_logged_and_count
     await proxy.settle()
     records = [(r["api"], r["status"]) for r in proxy.log_records() if r.get("event") == "chat"]
     assert records == [("chat", answered), ("messages", answered)]
+
+
+async def test_a_model_list_nested_past_any_reader_is_checked_and_logged(
+    odd_upstream: str, make_proxy: MakeProxy
+) -> None:
+    """The start-up check of an upstream whose ``/models`` answers :data:`DEEP` (it raised
+    RecursionError: the check of every upstream gave up, nothing logged)."""
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    for _ in range(200):  # the start-up check runs in the background
+        checked = [r for r in proxy.log_records() if r.get("event") == "upstream_ok"]
+        if checked:
+            break
+        await asyncio.sleep(0.05)
+    assert checked and (checked[0]["status"], checked[0]["models"]) == (200, None)
