@@ -70,6 +70,8 @@ FAILING_STREAM = [
 on: the ``openai`` SDK raises at the error, so the answer never reached the client whole."""
 
 HTML = b"<html><body>Service temporarily unavailable</body></html>"
+SURROGATE_ERROR = b'{"error": {"message": "bad \\ud800 input", "type": "invalid_request_error"}}'
+"""An error whose message escapes a lone surrogate: valid JSON, no UTF-8 text."""
 DEEP = b'{"error": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 
 
@@ -111,7 +113,8 @@ async def odd_upstream() -> AsyncIterator[str]:
     (model ``message-is-a-string``: a choice whose message is a string; ``html``:
     :data:`HTML`, a gateway's page answered with status 200; ``labelled-text``:
     :data:`ODD_WHOLE` said to be Latin-1 text; ``deep-<status>``: that status with
-    :data:`DEEP`; model
+    :data:`DEEP`; ``surrogate-400`` and ``surrogate-mid-stream``: :data:`SURROGATE_ERROR`
+    as a 400 or as the event after the first chunk; model
     ``error-mid-stream``: :data:`FAILING_STREAM`, ``error-mid-stream-apart`` the same with
     a pause after each chunk)."""
 
@@ -119,6 +122,8 @@ async def odd_upstream() -> AsyncIterator[str]:
         body = await request.json()
         if body["model"] == "message-is-a-string":
             return web.json_response({"id": "c1", "choices": [{"message": "x"}]})
+        if body["model"] == "surrogate-400":
+            return web.Response(status=400, body=SURROGATE_ERROR, content_type="application/json")
         if body["model"].startswith("deep-"):  # deep-400, deep-401: an error so nested
             return web.Response(status=int(body["model"][5:]), body=DEEP)
         if body["model"] == "html":
@@ -130,7 +135,10 @@ async def odd_upstream() -> AsyncIterator[str]:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         failing = body["model"].startswith("error-mid-stream")
-        for chunk in FAILING_STREAM if failing else ODD_STREAM:
+        chunks = FAILING_STREAM if failing else ODD_STREAM
+        if body["model"] == "surrogate-mid-stream":
+            chunks = [FAILING_STREAM[0], b"data: " + SURROGATE_ERROR + b"\n\n"]
+        for chunk in chunks:
             await response.write(chunk)
             if body["model"] == "error-mid-stream-apart":  # each chunk read on its own
                 await asyncio.sleep(0.05)
@@ -395,3 +403,30 @@ async def test_a_model_list_nested_past_any_reader_is_checked_and_logged(
             break
         await asyncio.sleep(0.05)
     assert checked and (checked[0]["status"], checked[0]["models"]) == (200, None)
+
+
+@pytest.mark.parametrize("door", ["messages", "responses"])
+async def test_an_upstream_error_holding_a_lone_surrogate_is_said_in_the_doors_shape(
+    odd_upstream: str, make_proxy: MakeProxy, door: str
+) -> None:
+    proxy = await make_proxy(proxy_config(odd_upstream))
+    asked: dict[str, Any] = {"max_tokens": 50, "input": "Tell me.",
+                             "messages": [{"role": "user", "content": "Tell me."}]}  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        url = f"{proxy.base_url}/{door}"
+        async with http.post(url, json={**asked, "model": "surrogate-400"}) as response:
+            assert response.status == 400
+            error = json.loads(await response.read())
+        message = error["error"]["message"]
+        assert "bad \ud800 input" in message and (error.get("type") == "error") is (
+            door == "messages"
+        )
+        stream = {**asked, "model": "surrogate-mid-stream", "stream": True}
+        async with http.post(url, json=stream) as response:
+            events = (await response.read()).split(b"\n\n")
+    last = json.loads([e for e in events if e][-1].split(b"data: ", 1)[1])
+    said = last["error"]["message"] if door == "messages" else last["message"]
+    assert said == "bad \ud800 input"
+    await proxy.settle()
+    records = [r["status"] for r in proxy.log_records() if r.get("event") == "chat"]
+    assert records == [400, 200]

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import ApiError
 from ..http import sse
-from .chat_wire import ChatRequest, fast_encoded, fast_loads, request_head
+from .chat_wire import ChatRequest, encoded, fast_encoded, fast_loads, request_head
 from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
@@ -586,7 +586,7 @@ def _answer(content: Any) -> dict[str, Any] | None:
 
 
 def error_body(status: int, message: str) -> bytes:
-    """An error as Anthropic's clients read it."""
+    """An error as Anthropic's clients read it (a lone surrogate an upstream's message
+    escaped stays escaped: :func:`~.chat_wire.encoded`)."""
     kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    body = {"type": "error", "error": {"type": kind, "message": message}}
-    return json.dumps(body, ensure_ascii=False).encode()
+    return encoded({"type": "error", "error": {"type": kind, "message": message}})
