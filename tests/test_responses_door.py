@@ -191,6 +191,7 @@ async def _call(answer: Any, stream: bool) -> dict[str, Any]:
     return found
 
 
+USER = [{"role": "user", "content": "Look."}]
 FILE = {"type": "input_file", "file_id": "file-1"}
 INLINE = {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JV"}
 
@@ -223,10 +224,15 @@ async def test_a_part_chat_completions_cannot_carry_is_refused_when_bridged_nami
     proxy = await make_proxy(proxy_config(upstream.url))
     parts = [{"type": "input_text", "text": "Look."}, {"type": "input_image", "file_id": "f-2"}]
     sent = [{"role": "user", "content": parts}]
+    stored = [{"type": "item_reference", "id": "msg_1"}, {"type": "web_search_call", "id": "w"}]
     async with _client(proxy) as client:
         with pytest.raises(openai.BadRequestError) as caught:
             await client.responses.create(model="echo", input=sent)  # type: ignore[arg-type]
-    assert caught.value.param == "input[0].content[1]"
+        assert caught.value.param == "input[0].content[1]"
+        for item in stored:  # items only the Responses API holds: never silently left out
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.responses.create(model="echo", input=[item, *USER])  # type: ignore[list-item]
+            assert caught.value.param == "input[0]"
     assert upstream.requests == []
 
 

@@ -187,10 +187,19 @@ def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+_BRIDGED_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+"""Input items chat completions can carry (reasoning items are left out: the model does
+not need them); any other (a reference to a stored item, a built-in tool's call) only
+the Responses API can serve."""
+
+
 def _check_bridgeable(items: Sequence[Mapping[str, Any]]) -> None:
-    """Raises a 400 naming the first part of a user's input chat completions cannot
-    carry."""
+    """Raises a 400 naming the first input item, or part of a user's input, chat
+    completions cannot carry."""
     for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if not isinstance(kind, str) or kind not in _BRIDGED_ITEMS:
+            raise _unbridgeable(f"an input item of type {kind!r}", f"input[{i}]")
         content = item.get("content")
         if item.get("role") != "user" or not isinstance(content, list):
             continue
