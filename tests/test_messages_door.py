@@ -222,9 +222,15 @@ async def test_a_block_chat_completions_cannot_carry_is_refused_when_bridged_nam
 ) -> None:
     proxy = await make_proxy(proxy_config(upstream.url))
     turns = [{"role": "user", "content": [{"type": "text", "text": "Read it."}, FILE_ON_ANTHROPIC]}]
+    search = {"type": "web_search_20250305", "name": "web_search"}  # run by Anthropic
     async with _client(proxy) as client:
         with pytest.raises(anthropic.BadRequestError, match="serves the Messages API itself"):
             await client.messages.create(model="echo", max_tokens=64, messages=turns)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.BadRequestError, match=r"tools\[1\]"):
+            await client.messages.create(
+                model="echo", max_tokens=64, tools=[TOOL, search],  # type: ignore[list-item]
+                messages=[{"role": "user", "content": "Search."}],
+            )  # fmt: skip
     assert upstream.requests == []
 
 

@@ -19,8 +19,9 @@ An upstream that does not serve this API is reached through chat completions
 and the user id map over; fields chat completions has no place for are not sent (an
 upstream that serves ``/v1/messages`` gets the request raw, all of it). A block the model
 must read but chat completions cannot carry (a document or image by Files API id, a
-block type it has no part for) is refused with a 400 naming it, never dropped: the model
-would answer without it. Assistant turns' thinking blocks are left out (chat
+block type it has no part for), or a tool only Anthropic can serve (a server tool, one
+whose schema only Anthropic knows), is refused with a 400 naming it, never dropped or
+turned into something else. Assistant turns' thinking blocks are left out (chat
 completions has no place for them). Its answer comes
 back as a message (:func:`message_from_chat`, :class:`ChatToMessagesStream` for the
 event sequence ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
@@ -299,6 +300,7 @@ def to_chat(request: MessagesRequest) -> dict[str, Any]:
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     if isinstance(user, str):
         chat["user"] = user
+    _check_tools(body.get("tools"))
     tools = [_tool(t) for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
     if tools:
         chat["tools"] = tools
@@ -306,6 +308,24 @@ def to_chat(request: MessagesRequest) -> dict[str, Any]:
         if choice is not None:
             chat["tool_choice"] = choice
     return chat
+
+
+def _check_tools(tools: Any) -> None:
+    """Raises a 400 naming the first tool only Anthropic can serve: a server tool
+    (``web_search_…``, ``code_execution_…``) or one whose schema only Anthropic knows
+    (``bash_…``, ``text_editor_…``, ``computer_…``); as a function without its schema
+    the model would call something else."""
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "custom"):
+            raise ApiError(
+                400,
+                f"a tool of type {kind!r} (tools[{i}]) needs an upstream that serves the"
+                " Messages API itself (upstreams[].serves: [messages]); this model's"
+                " upstream is reached through chat completions",
+                code="unsupported_parameter",
+                param=f"tools[{i}]",
+            )
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
