@@ -231,6 +231,12 @@ async def test_a_block_chat_completions_cannot_carry_is_refused_when_bridged_nam
                 model="echo", max_tokens=64, tools=[TOOL, search],  # type: ignore[list-item]
                 messages=[{"role": "user", "content": "Search."}],
             )  # fmt: skip
+        for stop in ("END", ["END", 7]):  # a stop never said would be no stop at all
+            with pytest.raises(anthropic.BadRequestError, match="stop_sequences"):
+                await client.messages.create(
+                    model="echo", max_tokens=64, stop_sequences=stop,  # type: ignore[arg-type]
+                    messages=[{"role": "user", "content": "Count."}],
+                )  # fmt: skip
     assert upstream.requests == []
 
 

@@ -294,8 +294,11 @@ def to_chat(request: MessagesRequest) -> dict[str, Any]:
     for key in ("temperature", "top_p"):
         if key in body:
             chat[key] = body[key]
-    if isinstance(body.get("stop_sequences"), list):
-        chat["stop"] = body["stop_sequences"]
+    stops = body.get("stop_sequences")
+    if stops is not None:  # dropped, a stop of the wrong type would stop nothing
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise _invalid("'stop_sequences' must be an array of strings", "stop_sequences")
+        chat["stop"] = stops
     metadata = body.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     if isinstance(user, str):
