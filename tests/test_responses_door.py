@@ -175,6 +175,25 @@ async def test_function_calls_and_their_outputs(
         assert got["tools"][0]["function"]["parameters"] == TOOL["parameters"]
 
 
+async def test_a_function_output_given_as_text_parts_reaches_the_model_as_text(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """An output of ``input_text`` parts (as the Responses API allows) was bridged as the
+    JSON of the parts: the model read ``[{"type": "input_text", ...}]``."""
+    proxy = await make_proxy(proxy_config(upstream.url))
+    output = [{"type": "input_text", "text": "Sunny"}, {"type": "input_text", "text": ", 24 C"}]
+    turns = [
+        {"role": "user", "content": "Weather?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": output},
+    ]
+    async with _client(proxy) as client:
+        await client.responses.create(model="echo", input=turns)  # type: ignore[arg-type]
+    (tool,) = [m for m in upstream.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": [
+        {"type": "text", "text": "Sunny"}, {"type": "text", "text": ", 24 C"}]}  # fmt: skip
+
+
 async def _call(answer: Any, stream: bool) -> dict[str, Any]:
     """The first function call of an answer (a stream's from its events)."""
     if not stream:

@@ -165,12 +165,23 @@ def _chat_messages(
         else:
             yield {"role": "assistant", "content": None, "tool_calls": [call]}
     elif kind == "function_call_output":
-        output = item.get("output")
         yield {
             "role": "tool",
             "tool_call_id": str(item.get("call_id", "")),
-            "content": output if isinstance(output, str) else json.dumps(output),
+            "content": _output(item.get("output")),
         }
+
+
+def _output(output: Any) -> Any:
+    """A function call's output as a tool message's content: a string as it is; a list
+    of text parts (``input_text``, as the Responses API allows) as chat text parts;
+    anything else as its JSON text."""
+    if isinstance(output, str):
+        return output
+    parts = [_part(p) if isinstance(p, dict) else None for p in items(output)]
+    if isinstance(output, list) and output and all(p and p["type"] == "text" for p in parts):
+        return parts
+    return json.dumps(output)
 
 
 def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
