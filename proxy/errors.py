@@ -131,9 +131,11 @@ def error_body(
 
 
 def _is_openai_error(raw: bytes) -> bool:
+    """Whether an upstream's error body is an OpenAI error object (relayed as it is);
+    a body nested past the JSON reader's recursion limit is not one."""
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
 

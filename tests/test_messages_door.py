@@ -183,6 +183,63 @@ async def _tool_use(message: Any, stream: bool) -> dict[str, Any]:
     return {**found, "input": json.loads("".join(partial))}
 
 
+PDF = {
+    "type": "document",
+    "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"},
+}
+NOTE = {
+    "type": "document",
+    "title": "plan",
+    "source": {"type": "text", "media_type": "text/plain", "data": "The plan is to sail."},
+}
+FILE_ON_ANTHROPIC = {"type": "document", "source": {"type": "file", "file_id": "file_1"}}
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_a_turn_of_only_documents_is_served_whole_never_refused_or_dropped(
+    upstream: FakeUpstream, make_proxy: MakeProxy, native: bool
+) -> None:
+    config = proxy_config(upstream.url)
+    if native:
+        config["upstreams"][0]["serves"] = ["messages"]
+    proxy = await make_proxy(config)
+    turns = [{"role": "user", "content": [PDF, NOTE]}]
+    async with _client(proxy) as client:
+        await client.messages.create(model="echo", max_tokens=64, messages=turns)  # type: ignore[arg-type]
+    got = upstream.requests[-1].body["messages"]
+    if native:
+        assert got == turns
+    else:
+        pdf = {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQK"}}
+        note = {"type": "text", "text": "The plan is to sail."}
+        assert got == [{"role": "user", "content": [pdf, note]}]
+    await proxy.settle()
+    assert (await stats(proxy))["log_messages"] == 2  # the turn and the answer
+
+
+async def test_a_block_chat_completions_cannot_carry_is_refused_when_bridged_naming_it(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url))
+    turns = [{"role": "user", "content": [{"type": "text", "text": "Read it."}, FILE_ON_ANTHROPIC]}]
+    search = {"type": "web_search_20250305", "name": "web_search"}  # run by Anthropic
+    async with _client(proxy) as client:
+        with pytest.raises(anthropic.BadRequestError, match="serves the Messages API itself"):
+            await client.messages.create(model="echo", max_tokens=64, messages=turns)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.BadRequestError, match=r"tools\[1\]"):
+            await client.messages.create(
+                model="echo", max_tokens=64, tools=[TOOL, search],  # type: ignore[list-item]
+                messages=[{"role": "user", "content": "Search."}],
+            )  # fmt: skip
+        for stop in ("END", ["END", 7]):  # a stop never said would be no stop at all
+            with pytest.raises(anthropic.BadRequestError, match="stop_sequences"):
+                await client.messages.create(
+                    model="echo", max_tokens=64, stop_sequences=stop,  # type: ignore[arg-type]
+                    messages=[{"role": "user", "content": "Count."}],
+                )  # fmt: skip
+    assert upstream.requests == []
+
+
 async def test_errors_are_anthropic_error_objects(
     upstream: FakeUpstream, make_proxy: MakeProxy
 ) -> None:

@@ -175,6 +175,25 @@ async def test_function_calls_and_their_outputs(
         assert got["tools"][0]["function"]["parameters"] == TOOL["parameters"]
 
 
+async def test_a_function_output_given_as_text_parts_reaches_the_model_as_text(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """An output of ``input_text`` parts (as the Responses API allows) was bridged as the
+    JSON of the parts: the model read ``[{"type": "input_text", ...}]``."""
+    proxy = await make_proxy(proxy_config(upstream.url))
+    output = [{"type": "input_text", "text": "Sunny"}, {"type": "input_text", "text": ", 24 C"}]
+    turns = [
+        {"role": "user", "content": "Weather?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": output},
+    ]
+    async with _client(proxy) as client:
+        await client.responses.create(model="echo", input=turns)  # type: ignore[arg-type]
+    (tool,) = [m for m in upstream.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": [
+        {"type": "text", "text": "Sunny"}, {"type": "text", "text": ", 24 C"}]}  # fmt: skip
+
+
 async def _call(answer: Any, stream: bool) -> dict[str, Any]:
     """The first function call of an answer (a stream's from its events)."""
     if not stream:
@@ -189,6 +208,51 @@ async def _call(answer: Any, stream: bool) -> dict[str, Any]:
             found = {"call_id": item.call_id, "name": item.name, "arguments": item.arguments}
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
     return found
+
+
+USER = [{"role": "user", "content": "Look."}]
+FILE = {"type": "input_file", "file_id": "file-1"}
+INLINE = {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JV"}
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_an_input_of_only_files_is_served_whole_never_refused_or_dropped(
+    upstream: FakeUpstream, make_proxy: MakeProxy, native: bool
+) -> None:
+    config = proxy_config(upstream.url)
+    if native:
+        config["upstreams"][0]["serves"] = ["responses"]
+    proxy = await make_proxy(config)
+    sent = [{"role": "user", "content": [FILE, INLINE]}]
+    async with _client(proxy) as client:
+        await client.responses.create(model="echo", input=sent)  # type: ignore[arg-type]
+    got = upstream.requests[-1].body
+    if native:
+        assert got["input"] == sent
+    else:
+        inline = {"filename": "a.pdf", "file_data": INLINE["file_data"]}
+        files = [{"type": "file", "file": {"file_id": "file-1"}}, {"type": "file", "file": inline}]
+        assert got["messages"] == [{"role": "user", "content": files}]
+    await proxy.settle()
+    assert (await stats(proxy))["log_messages"] == 2  # the input and the answer
+
+
+async def test_a_part_chat_completions_cannot_carry_is_refused_when_bridged_naming_it(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    proxy = await make_proxy(proxy_config(upstream.url))
+    parts = [{"type": "input_text", "text": "Look."}, {"type": "input_image", "file_id": "f-2"}]
+    sent = [{"role": "user", "content": parts}]
+    stored = [{"type": "item_reference", "id": "msg_1"}, {"type": "web_search_call", "id": "w"}]
+    async with _client(proxy) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="echo", input=sent)  # type: ignore[arg-type]
+        assert caught.value.param == "input[0].content[1]"
+        for item in stored:  # items only the Responses API holds: never silently left out
+            with pytest.raises(openai.BadRequestError) as caught:
+                await client.responses.create(model="echo", input=[item, *USER])  # type: ignore[list-item]
+            assert caught.value.param == "input[0]"
+    assert upstream.requests == []
 
 
 async def test_errors_keep_the_openai_shape_and_name_what_cannot_be_bridged(
@@ -213,6 +277,9 @@ async def test_errors_keep_the_openai_shape_and_name_what_cannot_be_bridged(
                 model="echo", input="hi", tools=[{"type": "web_search_preview"}]
             )
         assert caught.value.param == "tools[0]"
+        for tools in ({"type": "function", "name": "f"}, "get_weather"):
+            with pytest.raises(openai.BadRequestError, match="'tools' must be an array"):
+                await client.responses.create(model="echo", input="hi", tools=tools)  # type: ignore[arg-type]
         with pytest.raises(openai.BadRequestError, match="user message"):
             await client.responses.create(
                 model="echo", input=[{"role": "assistant", "content": "only me"}]

@@ -39,8 +39,14 @@ from memory_core import MemoryCoreError, conversation_id
 
 from ..api.json_io import snapshot_id
 from ..doors.base import CHAT, CHAT_ANSWERS, Answers, Door, DoorIO, Parsed
-from ..doors.chat_wire import ChatRequest, own_completion, own_completion_events
-from ..errors import ApiError, UpstreamStreamError, error_body, internal_error_body
+from ..doors.chat_wire import ChatRequest, is_completion, own_completion, own_completion_events
+from ..errors import (
+    ApiError,
+    UpstreamError,
+    UpstreamStreamError,
+    error_body,
+    internal_error_body,
+)
 from ..http import sse
 from ..http.body import check_conversation_id, read_body
 from ..http.client_io import AiohttpIO, ClientIO
@@ -162,6 +168,7 @@ class _Outbound:
     headers: dict[str, str]
     memory: TenantMemory | None
     forward: Forward
+    bridged: bool = False
 
 
 async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) -> None:
@@ -217,7 +224,9 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
     headers = {RECEIPT_HEADER: ex.receipt_id} if ex.receipt_id else {}
     conversation_header = svc.config.memory.conversation_header
     forward = forward_of(client.headers.items(), client.query_string, conversation_header)
-    out = _Outbound(route.upstream, dict(route.body), route.raw, headers, memory, forward)
+    out = _Outbound(
+        route.upstream, dict(route.body), route.raw, headers, memory, forward, route.bridged
+    )
     if chat.stream:
         await _relay(client, svc, ex, out)
     else:
@@ -306,6 +315,12 @@ async def _forward(client: ClientIO, svc: Services, ex: _Exchange, out: _Outboun
         reply = await out.upstream.complete(out.body, out.raw, out.forward)
     finally:
         _upstream_took(svc, ex, "false", began)
+    if out.bridged and reply.status < 400 and not is_completion(reply.body):
+        raise UpstreamError(  # nothing a door could present: not an empty answer either
+            502,
+            f"the upstream answered {reply.status} with a body that is not a chat completion",
+            code="upstream_error",
+        )
     ex.status, ex.reply = reply.status, reply.body
     await _store_once(svc, ex)
     content_type, _, charset = reply.content_type.partition(";")
@@ -360,8 +375,10 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
     )
     chunks: list[bytes] = []
     send = _Sender(client, svc.config.server.write_timeout_s)
+    started = False
     try:
         await client.start(200, headers)
+        started = True
         async for chunk in stream.chunks():
             chunks.append(chunk)
             await _relay_chunk(svc, ex, send, chunks, chunk)
@@ -375,6 +392,13 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         _client_left(ex, f"{why} mid-stream")
         svc.metrics.errors.labels(kind="client_disconnected").inc()
         chunks.clear()
+    except Exception as exc:  # a defect once the answer has begun: no 500 can follow
+        if not started:
+            raise
+        ex.outcome, ex.error = "internal_error", f"{type(exc).__name__}: {exc}"
+        svc.metrics.errors.labels(kind="internal").inc()
+        chunks.clear()
+        await send.quietly(sse.event(internal_error_body(exc)))
     finally:
         await stream.close()
         _upstream_took(svc, ex, "true", began)

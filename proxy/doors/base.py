@@ -101,6 +101,9 @@ class Presenter(ClientIO, Protocol):
 class StreamMapper(Protocol):
     """A chat-completion event stream turned into a door's, chunk by chunk."""
 
+    on_error: Callable[[bytes], bytes] | None
+    """The door's error event for the chat stream's error event."""
+
     def feed(self, chunk: bytes) -> bytes: ...
 
     def close(self) -> bytes:
@@ -175,16 +178,21 @@ class DoorIO:
     ) -> None:
         if status >= 400:
             body = self.error(status, body)
-        elif self._bridged is not None:
+        elif self._bridged is not None:  # our JSON now, whatever the upstream labelled its
             body = self.whole(self._bridged, body)
+            content_type, charset = "application/json", "utf-8"
         await self._client.send(status, body, headers, content_type, charset)
 
     async def start(self, status: int, headers: Mapping[str, str]) -> None:
         if self._bridged is not None:
             self._stream = self.mapper(self._bridged)
+            if self._stream is not None:
+                self._stream.on_error = self._upstream_failed
         await self._client.start(status, headers)
 
     async def write(self, data: bytes) -> None:
+        if self._failed:  # an error event ended the stream (an upstream's may be followed)
+            return
         if data.startswith(sse.ERROR_PREFIX):  # the stream's last event: nothing follows it
             data = self.error_event(data)
             self._failed = True
@@ -204,6 +212,12 @@ class DoorIO:
 
     def abort(self) -> None:
         self._client.abort()
+
+    def _upstream_failed(self, data: bytes) -> bytes:
+        """The upstream's error event in a bridged stream: its last event, as the
+        proxy's own."""
+        self._failed = True
+        return self.error_event(data)
 
 
 class Door(Protocol):

@@ -25,13 +25,16 @@ from memory_core import message_text
 from ..errors import ApiError
 from ..http import sse
 from ..http.body import load_json
+from .lenient import items, mapping, mappings, position
 
 __all__ = [
     "ChatRequest",
     "answer_from_json",
     "answer_from_sse",
     "encoded",
+    "failure",
     "inject",
+    "is_completion",
     "message_offset",
     "own_completion",
     "own_completion_events",
@@ -300,20 +303,36 @@ def fast_encoded(value: Any) -> bytes:
 def fast_loads(raw: bytes | str) -> Any:
     """``json.loads`` by orjson where it can; what orjson refuses and :mod:`json` reads
     (``NaN``, a lone surrogate escape, a number past 64 bits) by :mod:`json`. Raises
-    ``ValueError`` for what neither reads."""
+    ``ValueError`` for what neither reads, a value nested past :mod:`json`'s recursion
+    limit included (an upstream's event can be anything)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return json.loads(raw)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply to read") from exc
+
+
+def is_completion(raw: bytes) -> bool:
+    """Whether ``raw`` is a chat completion as far as another door presents one: a JSON
+    object with an array of choices."""
+    try:
+        return isinstance(mapping(fast_loads(raw)).get("choices"), list)
+    except ValueError:
+        return False
 
 
 def answer_from_json(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The assistant message (choice 0) and the usage of a non-streamed completion."""
+    """The assistant message (choice 0) and the usage of a non-streamed completion
+    (read leniently: see :mod:`.lenient`)."""
     try:
-        data = json.loads(raw)
-        message = data["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        data = mapping(fast_loads(raw))
+    except ValueError:
         return None, None
+    choices = items(data.get("choices"))
+    message = mapping(mapping(choices[0]).get("message")) if choices else {}
     usage = data.get("usage")
     answer = _assistant(message.get("content"), message.get("tool_calls"))
     return answer, usage if isinstance(usage, dict) else None
@@ -323,35 +342,43 @@ def answer_from_sse(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The assistant message assembled from a relayed SSE stream (choice 0), and the
-    usage the stream reported (``stream_options.include_usage``; the last one wins)."""
+    usage the stream reported (``stream_options.include_usage``; the last one wins).
+    A stream that reports an error (:func:`failure`) has no answer: its client's SDK
+    raises there, so the answer never reached it whole."""
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] | None = None
     for payload in sse.payloads(chunks):
         if payload == sse.DONE_PAYLOAD:
             break
-        delta, reported = _event(payload)
-        usage = reported or usage
+        data = _json_object(payload)
+        if failure(data):
+            return None, usage
+        delta, reported = _delta(data), data.get("usage")
+        usage = reported if isinstance(reported, dict) else usage
         if delta is None:
             continue
         if isinstance(delta.get("content"), str):
             text.append(delta["content"])
-        for call in delta.get("tool_calls") or []:
+        for call in mappings(delta.get("tool_calls")):
             _merge_call(calls, call)
-    ordered = [calls[i] for i in sorted(calls)]
+    ordered = [_joined(calls[i]) for i in sorted(calls)]
     return _assistant("".join(text) if text else None, ordered or None), usage
 
 
-def _event(payload: bytes) -> tuple[Mapping[str, Any] | None, dict[str, Any] | None]:
-    """Choice 0's delta and the usage of one SSE event (each None when absent)."""
+def _json_object(payload: bytes) -> dict[str, Any]:
+    """One event's JSON object; empty for anything else."""
     try:
-        data = json.loads(payload)
+        return mapping(fast_loads(payload))
     except ValueError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
-    usage = data.get("usage")
-    return _delta(data), usage if isinstance(usage, dict) else None
+        return {}
+
+
+def failure(event: Mapping[str, Any]) -> bool:
+    """Whether a chat stream's event reports an error (``{"error": {...}}``, as OpenAI's
+    servers end a stream that fails midway): the ``openai`` SDK raises on any such
+    event, whatever follows it."""
+    return bool(event.get("error"))
 
 
 def _delta(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -364,18 +391,27 @@ def _delta(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _merge_call(calls: dict[int, dict[str, Any]], part: Mapping[str, Any]) -> None:
-    slot = calls.setdefault(int(part.get("index", 0)), {"type": "function", "function": {}})
-    if part.get("id"):
+    """Adds a streamed tool call's delta to its call; the name and arguments are kept as
+    their pieces, joined once by :func:`_joined` (a call writing a file can come in
+    hundreds of thousands of deltas: joining at each would copy it each time)."""
+    slot = calls.setdefault(position(part.get("index")), {"type": "function", "function": {}})
+    if isinstance(part.get("id"), str) and part["id"]:
         slot["id"] = part["id"]
-    function = part.get("function") or {}
-    target = slot["function"]
-    if function.get("name"):
-        target["name"] = target.get("name", "") + function["name"]
-    if function.get("arguments"):
-        target["arguments"] = target.get("arguments", "") + function["arguments"]
+    function = mapping(part.get("function"))
+    for key in ("name", "arguments"):
+        if isinstance(function.get(key), str) and function[key]:
+            slot["function"].setdefault(key, []).append(function[key])
+
+
+def _joined(call: dict[str, Any]) -> dict[str, Any]:
+    """A call assembled by :func:`_merge_call`, its pieces joined."""
+    pieces: dict[str, list[str]] = call["function"]
+    return {**call, "function": {key: "".join(parts) for key, parts in pieces.items()}}
 
 
 def _assistant(content: Any, tool_calls: Any) -> dict[str, Any] | None:
+    content = content if isinstance(content, str | list) else None
+    tool_calls = mappings(tool_calls)
     if not content and not tool_calls:
         return None
     message: dict[str, Any] = {"role": "assistant", "content": content}

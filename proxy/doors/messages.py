@@ -12,7 +12,6 @@ error objects, and a stream failing midway ends with an ``error`` event.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..http import sse
@@ -53,7 +52,7 @@ class MessagesIO(DoorIO):
         error = json_object(sse.data_of(data) or b"").get("error")
         message = error.get("message") if isinstance(error, dict) else "upstream error"
         body = {"type": "error", "error": {"type": "api_error", "message": str(message)}}
-        return sse.event(json.dumps(body, ensure_ascii=False).encode(), "error")
+        return sse.event(encoded(body), "error")
 
     def whole(self, parsed: Parsed, body: bytes) -> bytes:
         return encoded(message_from_chat(json_object(body), parsed.chat.model))

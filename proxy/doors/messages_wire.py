@@ -5,8 +5,9 @@ A request is validated as far as the proxy reads it (model, ``max_tokens``, stre
 ``system``, the turns and their content blocks), everything else left as sent. Its turns
 are also read as chat-completion messages (:func:`as_chat`): what the policy, retrieval
 and the log see, whatever door a conversation came through (``system`` a system message;
-a turn's text and image blocks a user or assistant message; ``tool_use`` blocks tool
-calls; ``tool_result`` blocks tool messages).
+a turn's text, image and document blocks a user or assistant message; ``tool_use``
+blocks tool calls; ``tool_result`` blocks tool messages; a user turn's block chat
+completions has no part for is kept as it is, so that no turn is ever left out).
 
 Memory is placed in the last user turn, as a text block before what the user wrote
 (after the turn's ``tool_result`` blocks, which Anthropic wants first): turns must
@@ -16,7 +17,12 @@ byte-identical, so prompt caches keep hitting.
 An upstream that does not serve this API is reached through chat completions
 (:func:`to_chat`): tools, tool choice, stop sequences, temperature, top_p, ``max_tokens``
 and the user id map over; fields chat completions has no place for are not sent (an
-upstream that serves ``/v1/messages`` gets the request raw, all of it). Its answer comes
+upstream that serves ``/v1/messages`` gets the request raw, all of it). A block the model
+must read but chat completions cannot carry (a document or image by Files API id, a
+block type it has no part for), or a tool only Anthropic can serve (a server tool, one
+whose schema only Anthropic knows), is refused with a 400 naming it, never dropped or
+turned into something else. Assistant turns' thinking blocks are left out (chat
+completions has no place for them). Its answer comes
 back as a message (:func:`message_from_chat`, :class:`ChatToMessagesStream` for the
 event sequence ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
 ``message_delta``, ``message_stop``).
@@ -32,7 +38,8 @@ from typing import Any
 
 from ..errors import ApiError
 from ..http import sse
-from .chat_wire import ChatRequest, fast_encoded, request_head
+from .chat_wire import ChatRequest, encoded, fast_encoded, fast_loads, request_head
+from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
 __all__ = [
@@ -102,7 +109,9 @@ def parse_messages(raw: bytes) -> MessagesRequest:
     messages, origin = as_chat(body.get("system"), turns)
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users:
-        raise _invalid("'messages' must contain a user turn with text", "messages")
+        raise _invalid(
+            "'messages' must contain a user turn that is not only tool results", "messages"
+        )
     chat = ChatRequest({"model": model, "messages": messages}, model, stream, messages, users[-1])
     return MessagesRequest(body, model, stream, chat, turns, tuple(origin), origin[users[-1]])
 
@@ -191,7 +200,7 @@ def _chat_messages(turn: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                     "tool_call_id": block["tool_use_id"],
                     "content": _text(block.get("content")),
                 }
-        parts = [p for p in (_part(b) for b in content) if p is not None]
+        parts = [_part(b) or dict(b) for b in content if b["type"] != "tool_result"]
         if parts:
             texts = [p["text"] for p in parts if p["type"] == "text"]
             whole = len(texts) == len(parts)
@@ -206,17 +215,48 @@ def _chat_messages(turn: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _part(block: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A user turn's text or image block as a chat content part."""
-    if block["type"] == "text":
+    """A user turn's text, image or document block as a chat content part; None for a
+    block chat completions has no part for."""
+    kind, source = block["type"], mapping(block.get("source"))
+    if kind == "text":
         return {"type": "text", "text": block["text"]}
-    if block["type"] == "image":
-        source = block.get("source")
-        if isinstance(source, dict) and source.get("type") == "base64":
-            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-            return {"type": "image_url", "image_url": {"url": url}}
-        if isinstance(source, dict) and source.get("type") == "url":
-            return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    data = f"data:{source.get('media_type')};base64,{source.get('data')}"
+    if kind == "image" and source.get("type") == "base64":
+        return {"type": "image_url", "image_url": {"url": data}}
+    if kind == "image" and source.get("type") == "url":
+        return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    if kind == "document" and source.get("type") == "base64":
+        return {"type": "file", "file": {"file_data": data}}
+    if kind == "document" and source.get("type") == "text":
+        return {"type": "text", "text": str(source.get("data") or "")}
     return None
+
+
+_LEFT_OUT = frozenset({"thinking", "redacted_thinking"})
+"""Assistant blocks a bridged request leaves out (chat completions has no place for
+them, and the model does not need them)."""
+
+
+def _bridgeable(block: Mapping[str, Any], role: str) -> bool:
+    if role == "assistant":
+        return block["type"] in ("text", "tool_use") or block["type"] in _LEFT_OUT
+    return block["type"] == "tool_result" or _part(block) is not None
+
+
+def _check_bridgeable(turns: Sequence[Mapping[str, Any]]) -> None:
+    """Raises a 400 naming the first block chat completions cannot carry."""
+    for i, turn in enumerate(turns):
+        content = turn["content"]
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if not _bridgeable(block, turn["role"]):
+                raise ApiError(
+                    400,
+                    f"a {block['type']!r} block (messages[{i}].content[{j}]) needs an upstream"
+                    " that serves the Messages API itself (upstreams[].serves: [messages]);"
+                    " this model's upstream is reached through chat completions",
+                    code="unsupported_parameter",
+                    param=f"messages[{i}].content[{j}]",
+                )
 
 
 def _call(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,8 +280,9 @@ def _text(value: Any) -> str:
 
 def to_chat(request: MessagesRequest) -> dict[str, Any]:
     """The chat-completions request an upstream without this API gets (see the module
-    docstring for what maps over)."""
+    docstring for what maps over); raises a 400 for a block it cannot carry."""
     body = request.body
+    _check_bridgeable(request.items)
     chat: dict[str, Any] = {
         "model": request.model,
         "messages": request.chat.messages,
@@ -253,12 +294,16 @@ def to_chat(request: MessagesRequest) -> dict[str, Any]:
     for key in ("temperature", "top_p"):
         if key in body:
             chat[key] = body[key]
-    if isinstance(body.get("stop_sequences"), list):
-        chat["stop"] = body["stop_sequences"]
+    stops = body.get("stop_sequences")
+    if stops is not None:  # dropped, a stop of the wrong type would stop nothing
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise _invalid("'stop_sequences' must be an array of strings", "stop_sequences")
+        chat["stop"] = stops
     metadata = body.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     if isinstance(user, str):
         chat["user"] = user
+    _check_tools(body.get("tools"))
     tools = [_tool(t) for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
     if tools:
         chat["tools"] = tools
@@ -266,6 +311,24 @@ def to_chat(request: MessagesRequest) -> dict[str, Any]:
         if choice is not None:
             chat["tool_choice"] = choice
     return chat
+
+
+def _check_tools(tools: Any) -> None:
+    """Raises a 400 naming the first tool only Anthropic can serve: a server tool
+    (``web_search_…``, ``code_execution_…``) or one whose schema only Anthropic knows
+    (``bash_…``, ``text_editor_…``, ``computer_…``); as a function without its schema
+    the model would call something else."""
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "custom"):
+            raise ApiError(
+                400,
+                f"a tool of type {kind!r} (tools[{i}]) needs an upstream that serves the"
+                " Messages API itself (upstreams[].serves: [messages]); this model's"
+                " upstream is reached through chat completions",
+                code="unsupported_parameter",
+                param=f"tools[{i}]",
+            )
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,16 +369,17 @@ def inject_native(request: MessagesRequest, text: str) -> dict[str, Any]:
 
 
 def message_from_chat(data: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """A chat completion (choice 0) as a Messages response."""
-    choice = (data.get("choices") or [{}])[0] if isinstance(data.get("choices"), list) else {}
-    message = choice.get("message") or {}
+    """A chat completion (choice 0) as a Messages response (read leniently: see
+    :mod:`.lenient`)."""
+    choices = items(data.get("choices"))
+    choice = mapping(choices[0]) if choices else {}
+    message = mapping(choice.get("message"))
     content: list[dict[str, Any]] = []
     if isinstance(message.get("content"), str) and message["content"]:
         content.append({"type": "text", "text": message["content"]})
-    for call in message.get("tool_calls") or []:
+    for call in mappings(message.get("tool_calls")):
         content.append(_tool_use(call))
-    reported = data.get("usage")
-    usage: Mapping[str, Any] = reported if isinstance(reported, dict) else {}
+    usage = mapping(data.get("usage"))
     return {
         "id": _message_id(data.get("id")),
         "type": "message",
@@ -325,14 +389,14 @@ def message_from_chat(data: Mapping[str, Any], model: str) -> dict[str, Any]:
         "stop_reason": _STOP_REASONS.get(str(choice.get("finish_reason")), "end_turn"),
         "stop_sequence": None,
         "usage": {
-            "input_tokens": int(usage.get("prompt_tokens") or 0),
-            "output_tokens": int(usage.get("completion_tokens") or 0),
+            "input_tokens": count(usage.get("prompt_tokens")),
+            "output_tokens": count(usage.get("completion_tokens")),
         },
     }
 
 
 def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function") or {}
+    function = mapping(call.get("function"))
     return {
         "type": "tool_use",
         "id": str(call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"),
@@ -342,8 +406,10 @@ def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arguments(raw: Any) -> Any:
+    """A tool call's arguments as the ``input`` object of a ``tool_use`` block: what
+    does not read as an object kept as ``_raw`` (or ``_value``)."""
     try:
-        parsed = json.loads(raw) if isinstance(raw, str) and raw else {}
+        parsed = fast_loads(raw) if isinstance(raw, str) and raw else {}
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
@@ -372,10 +438,10 @@ class ChatToMessagesStream(ChatStreamReader):
     def _chunk(self, data: dict[str, Any]) -> bytes:
         out = self._start(data)
         if isinstance(data.get("usage"), dict):
-            self._usage["input_tokens"] = int(data["usage"].get("prompt_tokens") or 0)
-            self._usage["output_tokens"] = int(data["usage"].get("completion_tokens") or 0)
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            self._usage["input_tokens"] = count(data["usage"].get("prompt_tokens"))
+            self._usage["output_tokens"] = count(data["usage"].get("completion_tokens"))
+        for choice in mappings(data.get("choices")):
+            if choice.get("index", 0) == 0:
                 out += self._choice(choice)
         return out
 
@@ -397,15 +463,15 @@ class ChatToMessagesStream(ChatStreamReader):
 
     def _choice(self, choice: Mapping[str, Any]) -> bytes:
         out = b""
-        delta = choice.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
+        delta = mapping(choice.get("delta"))
+        text = delta.get("content")
         if isinstance(text, str) and text:
             out += self._open_block("text", {"type": "text", "text": ""})
             out += _event("content_block_delta", {
                 "type": "content_block_delta", "index": self._block,
                 "delta": {"type": "text_delta", "text": text},
             })  # fmt: skip
-        for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
+        for call in mappings(delta.get("tool_calls")):
             out += self._call_delta(call)
         reason = choice.get("finish_reason")
         if reason:
@@ -414,21 +480,21 @@ class ChatToMessagesStream(ChatStreamReader):
 
     def _call_delta(self, call: Mapping[str, Any]) -> bytes:
         out = b""
-        position = int(call.get("index", 0))
-        function = call.get("function") or {}
-        if position not in self._calls:
+        at = position(call.get("index"))
+        function = mapping(call.get("function"))
+        if at not in self._calls:
             block = {
                 "type": "tool_use",
                 "id": str(call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"),
                 "name": str(function.get("name") or ""),
                 "input": {},
             }
-            out += self._open_block(f"tool:{position}", block)
-            self._calls[position] = self._block
+            out += self._open_block(f"tool:{at}", block)
+            self._calls[at] = self._block
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             out += _event("content_block_delta", {
-                "type": "content_block_delta", "index": self._calls[position],
+                "type": "content_block_delta", "index": self._calls[at],
                 "delta": {"type": "input_json_delta", "partial_json": arguments},
             })  # fmt: skip
         return out
@@ -479,36 +545,46 @@ def answer_from_message(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, An
 def answer_from_message_events(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The assistant message (chat form) assembled from a Messages event stream."""
+    """The assistant message (chat form) assembled from a Messages event stream; none
+    when the stream failed midway (an ``error`` event, where Anthropic's SDK raises: the
+    answer never reached the client whole)."""
     blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, list[str]] = {}
+    partial: dict[tuple[int, str], list[str]] = {}
     usage: dict[str, Any] = {}
     for event in event_objects(chunks):
+        if event.get("type") == "error":
+            return None, usage or None
         _apply(event, blocks, partial, usage)
-    for index, pieces in partial.items():
-        if index in blocks and blocks[index].get("type") == "tool_use":
-            blocks[index]["input"] = _arguments("".join(pieces))
+    for (index, part), pieces in partial.items():  # each block's deltas joined once
+        block = blocks[index]
+        if part == "text":
+            block["text"] = str(block.get("text") or "") + "".join(pieces)
+        elif block.get("type") == "tool_use":
+            block["input"] = _arguments("".join(pieces))
     return _answer([blocks[i] for i in sorted(blocks)]), usage or None
 
 
 def _apply(
     event: Mapping[str, Any],
     blocks: dict[int, dict[str, Any]],
-    partial: dict[int, list[str]],
+    partial: dict[tuple[int, str], list[str]],
     usage: dict[str, Any],
 ) -> None:
+    """Reads one event: a block started, a delta's piece kept (by block and field), the
+    usage reported."""
     kind = event.get("type")
     index = event.get("index")
     if kind == "content_block_start" and isinstance(index, int):
-        blocks[index] = dict(event.get("content_block") or {})
+        blocks[index] = dict(mapping(event.get("content_block")))
+        partial.pop((index, "text"), None)  # a block started again starts its text again
     elif kind == "content_block_delta" and isinstance(index, int) and index in blocks:
-        delta = event.get("delta") or {}
+        delta = mapping(event.get("delta"))
         if delta.get("type") == "text_delta":
-            blocks[index]["text"] = blocks[index].get("text", "") + str(delta.get("text", ""))
+            partial.setdefault((index, "text"), []).append(str(delta.get("text", "")))
         elif delta.get("type") == "input_json_delta":
-            partial.setdefault(index, []).append(str(delta.get("partial_json", "")))
+            partial.setdefault((index, "input"), []).append(str(delta.get("partial_json", "")))
     elif kind in ("message_start", "message_delta"):
-        source = event.get("message", {}).get("usage") if kind == "message_start" else None
+        source = mapping(event.get("message")).get("usage") if kind == "message_start" else None
         for reported in (source, event.get("usage")):
             if isinstance(reported, dict):
                 usage.update(reported)
@@ -533,7 +609,7 @@ def _answer(content: Any) -> dict[str, Any] | None:
 
 
 def error_body(status: int, message: str) -> bytes:
-    """An error as Anthropic's clients read it."""
+    """An error as Anthropic's clients read it (a lone surrogate an upstream's message
+    escaped stays escaped: :func:`~.chat_wire.encoded`)."""
     kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    body = {"type": "error", "error": {"type": kind, "message": message}}
-    return json.dumps(body, ensure_ascii=False).encode()
+    return encoded({"type": "error", "error": {"type": kind, "message": message}})

@@ -13,8 +13,6 @@ midway ends with the API's ``error`` event.
 
 from __future__ import annotations
 
-import json
-
 from ..http import sse
 from ..http.client_io import ClientIO
 from .base import Answers, DoorIO, ForeignDoor, Parsed, StreamMapper
@@ -58,7 +56,7 @@ class ResponsesIO(DoorIO):
             "param": error.get("param"),
             "sequence_number": sequence,
         }
-        return sse.event(json.dumps(event, ensure_ascii=False).encode(), "error")
+        return sse.event(encoded(event), "error")
 
     def whole(self, parsed: Parsed, body: bytes) -> bytes:
         return encoded(response_from_chat(json_object(body), parsed.native.body))

@@ -4,9 +4,10 @@ placement, and the mapping to and from chat completions.
 A request is validated as far as the proxy reads it (model, stream, ``instructions``,
 ``input``), everything else left as sent. Its input is also read as chat-completion
 messages (:func:`as_chat`: ``instructions`` a system message; message items by role,
-their text and image parts; ``function_call`` items tool calls; ``function_call_output``
-items tool messages; reasoning items and references to stored items have no place
-there), which the policy, retrieval and the log read.
+their text, image and file parts, a user's part chat completions has no part for kept as
+it is, so that no input is ever left out; ``function_call`` items tool calls;
+``function_call_output`` items tool messages; reasoning items and references to stored
+items have no place there), which the policy, retrieval and the log read.
 
 Memory is placed immediately before the latest user input item, as an input message of
 the configured role (a string ``input`` becomes that item and a user item): ``instructions``
@@ -15,8 +16,9 @@ and every earlier item stay as they were.
 An upstream that does not serve this API is reached through chat completions
 (:func:`to_chat`): function tools, tool choice, ``max_output_tokens``, temperature,
 top_p and the user map over. What only the Responses API has (``previous_response_id``,
-built-in tools, stored items) cannot be bridged: such a request is refused with a 400
-naming the field, never half-served. The answer comes back as a response
+built-in tools, stored items, a user's part chat completions cannot carry such as an
+image by file id) cannot be bridged: such a request is refused with a 400 naming the
+field, never half-served. The answer comes back as a response
 (:func:`response_from_chat`) or as its event stream (:class:`ChatToResponsesStream`).
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 from ..errors import ApiError
 from ..http import sse
 from .chat_wire import ChatRequest, fast_encoded, request_head
+from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
 __all__ = [
@@ -48,6 +51,8 @@ __all__ = [
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _UNBRIDGEABLE = ("previous_response_id", "conversation", "prompt", "background")
+_FAILED = frozenset({"error", "response.failed"})
+"""Events that end a Responses stream without its answer."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,8 @@ def _chat_messages(
         if isinstance(content, str):
             yield {"role": role, "content": content}
             return
-        parts = [p for p in (_part(p) for p in content) if p is not None]
+        user = role == "user"
+        parts = [q for q in (_part(p) or (dict(p) if user else None) for p in content) if q]
         texts = [p["text"] for p in parts if p["type"] == "text"]
         if parts:
             whole = len(texts) == len(parts) or role != "user"
@@ -159,12 +165,23 @@ def _chat_messages(
         else:
             yield {"role": "assistant", "content": None, "tool_calls": [call]}
     elif kind == "function_call_output":
-        output = item.get("output")
         yield {
             "role": "tool",
             "tool_call_id": str(item.get("call_id", "")),
-            "content": output if isinstance(output, str) else json.dumps(output),
+            "content": _output(item.get("output")),
         }
+
+
+def _output(output: Any) -> Any:
+    """A function call's output as a tool message's content: a string as it is; a list
+    of text parts (``input_text``, as the Responses API allows) as chat text parts;
+    anything else as its JSON text."""
+    if isinstance(output, str):
+        return output
+    parts = [_part(p) if isinstance(p, dict) else None for p in items(output)]
+    if isinstance(output, list) and output and all(p and p["type"] == "text" for p in parts):
+        return parts
+    return json.dumps(output)
 
 
 def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -175,7 +192,31 @@ def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
         url = part.get("image_url")
         if isinstance(url, str):
             return {"type": "image_url", "image_url": {"url": url}}
+    if kind == "input_file" and ("file_id" in part or "file_data" in part):
+        keys = ("file_id", "filename", "file_data")
+        return {"type": "file", "file": {k: part[k] for k in keys if k in part}}
     return None
+
+
+_BRIDGED_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+"""Input items chat completions can carry (reasoning items are left out: the model does
+not need them); any other (a reference to a stored item, a built-in tool's call) only
+the Responses API can serve."""
+
+
+def _check_bridgeable(items: Sequence[Mapping[str, Any]]) -> None:
+    """Raises a 400 naming the first input item, or part of a user's input, chat
+    completions cannot carry."""
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if not isinstance(kind, str) or kind not in _BRIDGED_ITEMS:
+            raise _unbridgeable(f"an input item of type {kind!r}", f"input[{i}]")
+        content = item.get("content")
+        if item.get("role") != "user" or not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if _part(part) is None:
+                raise _unbridgeable(f"a part of type {part['type']!r}", f"input[{i}].content[{j}]")
 
 
 def to_chat(request: ResponsesRequest) -> dict[str, Any]:
@@ -185,6 +226,7 @@ def to_chat(request: ResponsesRequest) -> dict[str, Any]:
     for key in _UNBRIDGEABLE:
         if body.get(key) not in (None, False):
             raise _unbridgeable(f"'{key}'", key)
+    _check_bridgeable(request.items)
     chat: dict[str, Any] = {"model": request.model, "messages": request.chat.messages}
     if request.stream:
         chat["stream"] = True
@@ -201,6 +243,8 @@ def to_chat(request: ResponsesRequest) -> dict[str, Any]:
     if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
         chat["reasoning_effort"] = reasoning["effort"]
     tools = body.get("tools") or []
+    if not isinstance(tools, list):  # its keys or letters are no tools of another type
+        raise _invalid("'tools' must be an array of tools", "tools")
     if tools:
         chat["tools"] = [_tool(t, i) for i, t in enumerate(tools)]
         choice = _tool_choice(body.get("tool_choice"))
@@ -259,18 +303,18 @@ def inject_native(request: ResponsesRequest, text: str, role: str) -> dict[str, 
 
 
 def response_from_chat(data: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat completion (choice 0) as a Responses object."""
-    choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    message = choice.get("message") or {} if isinstance(choice, dict) else {}
+    """A chat completion (choice 0) as a Responses object (read leniently: see
+    :mod:`.lenient`)."""
+    choices = items(data.get("choices"))
+    choice = mapping(choices[0]) if choices else {}
+    message = mapping(choice.get("message"))
     output: list[dict[str, Any]] = []
     if isinstance(message.get("content"), str) and message["content"]:
         output.append(_message_item(message["content"], "completed"))
-    for call in message.get("tool_calls") or []:
+    for call in mappings(message.get("tool_calls")):
         output.append(_call_item(call, "completed"))
-    reported = data.get("usage")
-    usage = _usage(reported if isinstance(reported, dict) else {})
-    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    usage = _usage(mapping(data.get("usage")))
+    finish = choice.get("finish_reason")
     return _response(_response_id(data.get("id")), request, output, usage, finish)
 
 
@@ -317,7 +361,7 @@ def _message_item(text: str, status: str, item_id: str | None = None) -> dict[st
 
 
 def _call_item(call: Mapping[str, Any], status: str, item_id: str | None = None) -> dict[str, Any]:
-    function = call.get("function") or {}
+    function = mapping(call.get("function"))
     return {
         "type": "function_call",
         "id": item_id or f"fc_{uuid.uuid4().hex}",
@@ -329,8 +373,8 @@ def _call_item(call: Mapping[str, Any], status: str, item_id: str | None = None)
 
 
 def _usage(reported: Mapping[str, Any]) -> dict[str, Any]:
-    prompt = int(reported.get("prompt_tokens") or 0)
-    completion = int(reported.get("completion_tokens") or 0)
+    prompt = count(reported.get("prompt_tokens"))
+    completion = count(reported.get("completion_tokens"))
     return {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0},
@@ -371,8 +415,8 @@ class ChatToResponsesStream(ChatStreamReader):
         out = self._start(data)
         if isinstance(data.get("usage"), dict):
             self._usage = _usage(data["usage"])
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+        for choice in mappings(data.get("choices")):
+            if choice.get("index", 0) == 0:
                 out += self._choice(choice)
         return out
 
@@ -393,11 +437,11 @@ class ChatToResponsesStream(ChatStreamReader):
 
     def _choice(self, choice: Mapping[str, Any]) -> bytes:
         out = b""
-        delta = choice.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
+        delta = mapping(choice.get("delta"))
+        text = delta.get("content")
         if isinstance(text, str) and text:
             out += self._text_delta(text)
-        for call in (delta.get("tool_calls") if isinstance(delta, dict) else None) or []:
+        for call in mappings(delta.get("tool_calls")):
             out += self._call_delta(call)
         if choice.get("finish_reason"):
             self._reason = choice["finish_reason"]
@@ -422,19 +466,19 @@ class ChatToResponsesStream(ChatStreamReader):
 
     def _call_delta(self, call: Mapping[str, Any]) -> bytes:
         out = self._close_message()
-        position = int(call.get("index", 0))
-        function = call.get("function") or {}
-        slot = self._calls.get(position)
+        at = position(call.get("index"))
+        function = mapping(call.get("function"))
+        slot = self._calls.get(at)
         if slot is None:
             item = _call_item({"id": call.get("id"), "function": {
                 "name": function.get("name"), "arguments": ""}}, "in_progress")  # fmt: skip
-            slot = self._calls[position] = {"item": item, "index": len(self._output)}
+            slot = self._calls[at] = {"item": item, "index": len(self._output), "pieces": []}
             self._output.append(item)
             out += self._emit("response.output_item.added",
                               {"output_index": slot["index"], "item": item})  # fmt: skip
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
-            slot["item"]["arguments"] += arguments
+            slot["pieces"].append(arguments)  # joined once, at the end: never copied per delta
             out += self._emit("response.function_call_arguments.delta", {
                 "item_id": slot["item"]["id"], "output_index": slot["index"], "delta": arguments,
             })  # fmt: skip
@@ -458,7 +502,7 @@ class ChatToResponsesStream(ChatStreamReader):
         out = self._start({}) + self._close_message()
         for slot in self._calls.values():
             item = slot["item"]
-            item["status"] = "completed"
+            item["status"], item["arguments"] = "completed", "".join(slot["pieces"])
             out += self._emit("response.function_call_arguments.done", {
                 "item_id": item["id"], "output_index": slot["index"],
                 "arguments": item["arguments"],
@@ -485,11 +529,15 @@ def answer_from_response(raw: bytes) -> tuple[dict[str, Any] | None, dict[str, A
 def answer_from_response_events(
     chunks: Sequence[bytes],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The same from an event stream: its final response, else the text deltas."""
+    """The same from an event stream: its final response, else the text deltas; none
+    when the stream failed (an ``error`` or ``response.failed`` event: the answer never
+    reached the client whole)."""
     deltas: list[str] = []
     for event in event_objects(chunks):
+        if event.get("type") in _FAILED:
+            return None, None
         if event.get("type") in ("response.completed", "response.incomplete"):
-            response = event.get("response") or {}
+            response = mapping(event.get("response"))
             usage = response.get("usage")
             return _answer(response.get("output")), usage if isinstance(usage, dict) else None
         if event.get("type") == "response.output_text.delta":
@@ -507,7 +555,7 @@ def _answer(output: Any) -> dict[str, Any] | None:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts += [str(p.get("text", "")) for p in item.get("content") or []
+            texts += [str(p.get("text", "")) for p in items(item.get("content"))
                       if isinstance(p, dict) and p.get("type") == "output_text"]  # fmt: skip
         elif item.get("type") == "function_call":
             calls.append(

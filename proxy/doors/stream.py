@@ -6,18 +6,20 @@ does the reading common to every such mapping: bytes come in chunks that may spl
 (the bytes a chunk completes are given back at once, a partial line waits for its end),
 each ``data:`` line is one JSON chunk, ``[DONE]`` (or :meth:`~ChatStreamReader.close`, for
 a stream that ended without it) ends the mapped stream exactly once, and nothing is mapped
-after that end.
+after that end. An event reporting an error (``{"error": ...}``, an upstream failing
+midway) ends it too, as the door's error event (:attr:`~ChatStreamReader.on_error`):
+the chat client's SDK would raise there, so the door's client must not read a whole
+answer.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..http import sse
-from .chat_wire import fast_loads
+from .chat_wire import failure, fast_loads
 
 __all__ = ["ChatStreamReader", "event_objects", "json_object"]
 
@@ -25,7 +27,7 @@ __all__ = ["ChatStreamReader", "event_objects", "json_object"]
 def json_object(raw: bytes) -> dict[str, Any]:
     """``raw`` as a JSON object; empty when it is not one."""
     try:
-        value = json.loads(raw)
+        value = fast_loads(raw)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -36,7 +38,7 @@ def event_objects(chunks: Sequence[bytes]) -> Iterator[dict[str, Any]]:
     else skipped): what is read of a relayed stream to store its answer."""
     for payload in sse.payloads(chunks):
         try:
-            event = json.loads(payload)
+            event = fast_loads(payload)
         except ValueError:
             continue
         if isinstance(event, dict):
@@ -48,6 +50,9 @@ class ChatStreamReader(ABC):
 
     _lines: sse.Lines | None = None
     _ended: bool = False
+    on_error: Callable[[bytes], bytes] | None = None
+    """The door's error event for the chat stream's error event (``data: {"error":
+    ...}``); None: the mapped stream ends without one."""
 
     def feed(self, chunk: bytes) -> bytes:
         """The mapped bytes of the lines ``chunk`` completes."""
@@ -73,7 +78,12 @@ class ChatStreamReader(ABC):
             data = fast_loads(payload)
         except ValueError:
             return b""
-        return self._chunk(data) if isinstance(data, dict) else b""
+        if not isinstance(data, dict):
+            return b""
+        if failure(data):
+            self._ended = True
+            return b"" if self.on_error is None else self.on_error(sse.event(payload))
+        return self._chunk(data)
 
     @abstractmethod
     def _chunk(self, data: dict[str, Any]) -> bytes:

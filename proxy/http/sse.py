@@ -75,15 +75,22 @@ def payloads(chunks: Sequence[bytes]) -> Iterator[bytes]:
 
 class Lines:
     """A stream's lines as its chunks arrive: the lines a chunk completes come out at
-    once (stripped), a partial one waits for its end."""
+    once (stripped), a partial one waits for its end.
+
+    A partial line is kept as its pieces and joined once, when its end arrives: joining
+    at every piece would copy a long line (an answer of megabytes in one event, arriving
+    in small pieces) once per piece, quadratic in its length."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._pending: list[bytes] = []
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines ``chunk`` completes."""
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
+        self._pending.append(chunk)
+        if b"\n" not in chunk:
+            return []
+        *lines, rest = b"".join(self._pending).split(b"\n")
+        self._pending = [rest]
         return [line.strip() for line in lines]
 
 

@@ -53,11 +53,12 @@ def credentials_refused(
 
 
 def error_code(body: bytes | None) -> str | None:
-    """The ``error.code`` (else ``error.type``) of an OpenAI-style error body."""
+    """The ``error.code`` (else ``error.type``) of an OpenAI-style error body (None for
+    anything else, a body nested past the JSON reader's recursion limit included)."""
     try:
         error = json.loads(body or b"").get("error")
         value = error.get("code") or error.get("type")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return value if isinstance(value, str) else None
 

@@ -60,10 +60,11 @@ async def probe(
 
 
 def _listed(body: bytes) -> list[str] | None:
-    """The ``id`` of each model of an OpenAI ``{"data": [{"id": ...}]}`` list."""
+    """The ``id`` of each model of an OpenAI ``{"data": [{"id": ...}]}`` list; None for
+    anything else (a body nested past the JSON reader's recursion limit included)."""
     try:
         document = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(data, list):
