@@ -287,6 +287,11 @@ class ClusterConfig(ConfigModel):
     litestream_socket: Annotated[Path, BeforeValidator(_path)] | None = None
     """An external Litestream daemon's control socket; none: the node runs its own."""
     restore_timeout_s: float = Field(120.0, gt=0)
+    claim_wait_s: float = Field(30.0, gt=0, le=3600)
+    """How long a write that must not be lost (``/memory/ingest``, ``/memory/import``)
+    waits for this node to hold its tenant before answering 503 ``memory_moving`` with
+    ``Retry-After``: another node keeps a tenant it serves until it has been idle for
+    its ``idle_release_s``, so the wait had no end while that node was in use."""
     leases: Annotated[str, AfterValidator(_replica_root)] | None = None
     """Where the leases are: a ``file://`` folder every node mounts (compare-and-swap by
     exclusive create); default: :attr:`replica` when that is a ``file://`` root."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import time
@@ -265,6 +266,31 @@ async def test_ingest_for_a_tenant_that_cannot_be_claimed_is_a_clear_503(
         async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
             assert response.status == 200, await response.text()
             assert (await response.json())["appended"] == 1
+
+
+async def test_an_ingest_for_a_tenant_another_node_keeps_answers_503_after_claim_wait_s(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """Another node holds the tenant (and keeps it while in use): ``/memory/ingest``
+    waited for the claim with no end (the client's own timeout was the only one). It
+    waits ``cluster.claim_wait_s`` and answers 503 ``memory_moving`` with
+    ``Retry-After``; nothing is written here."""
+    replica = tmp_path / "replica"
+    held = replica / "leases" / "default" / f"{1:020d}.json"
+    held.parent.mkdir(parents=True)
+    now = time.time()
+    lease = {"node": "b", "epoch": 1, "expires_at": now + 600, "acquired_at": now, "holder": "b1"}
+    held.write_text(json.dumps(lease))
+    config = _node(upstream, replica, "a")
+    config["cluster"]["claim_wait_s"] = 0.5
+    proxy = await make_proxy(config, name="a")
+    transcript = {"messages": [{"role": "user", "content": FACT}]}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{proxy.url}/memory/ingest", json=transcript) as response:
+            assert response.status == 503, await response.text()
+            assert response.headers["Retry-After"]
+            assert (await response.json())["error"]["code"] == "memory_moving"
+    assert not (proxy.data_dir / "tenants" / "default.db").exists()
 
 
 async def _held(proxy: Proxy) -> bool:

@@ -171,15 +171,18 @@ class Tenants:
         """:meth:`get` for the event loop: a store not yet open is opened (created,
         migrated) on a worker thread, so the loop never waits for SQLite. In a cluster,
         with ``claim`` it waits until this node holds the tenant (a write that must not
-        be lost), and raises :class:`MemoryUnavailable` when the claim fails; without, it
-        raises :class:`MemoryMoving` meanwhile."""
+        be lost), at most ``cluster.claim_wait_s`` (then :class:`MemoryMoving`), and raises
+        :class:`MemoryUnavailable` when the claim fails; without, it raises
+        :class:`MemoryMoving` meanwhile."""
         placement = self.placement
         if placement is not None:
             if claim:
                 try:
-                    await placement.wait(tenant)
+                    await asyncio.wait_for(placement.wait(tenant), placement.config.claim_wait_s)
                 except ReplicationError as exc:  # an API error here, not a 500
                     raise MemoryUnavailable(str(exc)) from exc
+                except TimeoutError:  # another node keeps it in use: the client retries
+                    raise MemoryMoving(tenant, placement.node) from None
             elif not placement.ready(tenant):
                 placement.request(tenant)
                 raise MemoryMoving(tenant, placement.node)
