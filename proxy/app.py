@@ -123,8 +123,9 @@ def _request_log(config: Config) -> RequestLog:
             stdout_format=config.logging.format,
         )
     except OSError as exc:
+        used = exc.filename or folder  # the folder, or what it holds (a file as logs/)
         raise ConfigError(
-            str(config.source), "server.data_dir", f"cannot use {folder}: {exc.strerror or exc}"
+            str(config.source), "server.data_dir", f"cannot use {used}: {exc.strerror or exc}"
         ) from exc
 
 

@@ -209,7 +209,9 @@ def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
     tmp_path: Path, taken: str
 ) -> None:
     """A file where the spool folder (or the logs folder) goes: ``areamem serve`` died
-    with a FileExistsError traceback while building the node."""
+    with a FileExistsError traceback while building the node. It is a configuration
+    error naming ``server.data_dir`` and what in it cannot be used, status 2, as any
+    data folder the proxy cannot use."""
     data = tmp_path / "data"
     data.mkdir()
     (data / taken).write_text("a file in the folder's place")
@@ -225,7 +227,8 @@ def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith("areamem: cannot use the data folder: ") and str(data / taken) in line
+    assert line.startswith("areamem: configuration error: ") and "server.data_dir" in line
+    assert str(data / taken) in line

@@ -114,9 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplicationError as exc:  # no litestream binary
         _say(f"areamem: cannot run as a cluster node: {exc}")
         return 1
-    except OSError as exc:  # a folder it makes under data_dir (logs, spool) cannot be
-        _say(f"areamem: cannot use the data folder: {exc}")
-        return 1
+    except OSError as exc:  # a folder it makes under data_dir (the spool) cannot be
+        used = exc.filename or config.server.data_dir
+        _say(
+            f"areamem: configuration error: {config.source}: server.data_dir:"
+            f" cannot use {used}: {exc.strerror or exc}"
+        )
+        return 2
     limit_blas_threads()
     try:
         asyncio.run(_serve(config, services, sockets))
