@@ -184,7 +184,7 @@ def test_cli_serves_and_prints_its_setup(tmp_path: Path) -> None:
     ) as process:
         try:
             assert process.stdout is not None
-            lines = [process.stdout.readline() for _ in range(5)]
+            lines = [process.stdout.readline() for _ in range(7)]
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -192,6 +192,7 @@ def test_cli_serves_and_prints_its_setup(tmp_path: Path) -> None:
     assert "areamem proxy on http://127.0.0.1:" in banner
     assert "policy:" in banner and "default.yaml" in banner
     assert "upstream '*' -> openai http://127.0.0.1:1/v1 [fast path]" in banner
+    assert "the interpreter switches every 0.5 ms" in banner  # server.switch_interval_ms
 
 
 @pytest.mark.parametrize("data_dir", ["", "a file", "a file/under it"])

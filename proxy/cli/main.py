@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     limit_blas_threads()
+    sys.setswitchinterval(config.server.switch_interval_ms / 1000)
     try:
         asyncio.run(_serve(config, services, sockets))
     except ReplicationError as exc:  # the node's Litestream daemon did not start
@@ -297,4 +298,5 @@ def _banner(config: Config, port: int) -> None:
         base = shown_url(up.api_base) if up.api_base else "(provider default)"
         lines.append(f"  upstream {up.model!r} -> {up.provider} {base} [{path}]")
     lines.append(f"  inspector: http://{shown}:{port}/ui  (memory, areas, receipts, snapshots)")
+    lines.append(f"  threads: the interpreter switches every {sys.getswitchinterval() * 1000:g} ms")
     write_console(sys.stdout, "\n".join(lines) + "\n")
