@@ -7,8 +7,9 @@ Real stores in a temp folder, formed by the real pipeline with the offline backe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from memory_core import LogMessage, MemoryStore
 from memory_core.dream import (
     DreamConfig,
+    DreamReport,
     EntityPair,
     Judge,
     RuleJudge,
@@ -293,6 +295,26 @@ class _SpeakerJoins:
         return self._rules.contexts(pairs)
 
 
+@contextlib.contextmanager
+def _dreamt_while_speakers_join(
+    tmp_path: Path, backends: Backends, joining: type[_SpeakerJoins]
+) -> Iterator[tuple[MemoryStore, DreamReport]]:
+    """A store holding Bob and "Robert, also known as Bob" (third persons, two
+    conversations), and the report of one cycle judged by ``joining``'s judge, during
+    whose decisions speakers join."""
+    config = DreamConfig()
+    judge = joining(config)
+    store = MemoryStore(tmp_path / "t.db", backends=backends, dream=config, judge=judge)
+    judge.store = store
+    try:
+        say(store, "c1", ["Bob lives in Oslo.", "I met Bob at the gym."])
+        say(store, "c2", ["Robert, also known as Bob, fixed my bike.", "Robert lives in Rome."],
+            start=10)  # fmt: skip
+        yield store, store.dream()
+    finally:
+        store.close()
+
+
 def test_a_speaker_who_joined_while_the_cycle_judged_survives_the_merge(
     tmp_path: Path, backends: Backends
 ) -> None:
@@ -300,23 +322,13 @@ def test_a_speaker_who_joined_while_the_cycle_judged_survives_the_merge(
     when the cycle writes. The cycle ranked them as it had read them: Bob, a third person
     then, was merged into the more mentioned Robert after Bob had joined as a speaker,
     leaving the speaker Bob named Robert, his own name gone."""
-    config = DreamConfig()
-    judge = _SpeakerJoins(config)
-    store = MemoryStore(tmp_path / "t.db", backends=backends, dream=config, judge=judge)
-    judge.store = store
-    try:
-        say(store, "c1", ["Bob lives in Oslo.", "I met Bob at the gym."])
-        say(store, "c2", ["Robert, also known as Bob, fixed my bike.", "Robert lives in Rome."],
-            start=10)  # fmt: skip
-        report = store.dream()
+    with _dreamt_while_speakers_join(tmp_path, backends, _SpeakerJoins) as (store, report):
         (merge,) = decisions(report, "merge_entities")
         assert merge.subjects == ["Bob", "Robert"]  # survivor first
         speakers = {e.name: e for e in store.entities(limit=100) if e.is_speaker}
         assert set(speakers) == {"Maya", "Bob"}
         assert {a.alias for a in speakers["Bob"].aliases} == {"Bob", "Robert"}
         assert store.entities(name="robert")[0].name == "Bob"
-    finally:
-        store.close()
 
 
 class _BothJoin(_SpeakerJoins):
@@ -343,22 +355,12 @@ def test_two_entities_that_both_became_speakers_while_the_cycle_judged_are_not_m
     merge made while Bob and Robert were third persons (memory said Robert is also known
     as Bob) no longer holds when both have joined as speakers by the time the cycle
     writes: they stay two people, each with their own name."""
-    config = DreamConfig()
-    judge = _BothJoin(config)
-    store = MemoryStore(tmp_path / "t.db", backends=backends, dream=config, judge=judge)
-    judge.store = store
-    try:
-        say(store, "c1", ["Bob lives in Oslo.", "I met Bob at the gym."])
-        say(store, "c2", ["Robert, also known as Bob, fixed my bike.", "Robert lives in Rome."],
-            start=10)  # fmt: skip
-        report = store.dream()
+    with _dreamt_while_speakers_join(tmp_path, backends, _BothJoin) as (store, report):
         assert decisions(report, "merge_entities") == []
         (kept,) = [d for d in decisions(report, "keep_entities") if "both speak now" in d.reason]
         assert "memory says so" in kept.reason  # the verdict, and why it no longer holds
         speakers = {e.name for e in store.entities(limit=100) if e.is_speaker}
         assert {"Bob", "Robert"} <= speakers
-    finally:
-        store.close()
 
 
 # --- the llm judge --------------------------------------------------------------------
