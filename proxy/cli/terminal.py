@@ -6,29 +6,20 @@ the screen, an OSC sequence sets the window title or the clipboard) or line brea
 would print as a row of their own. Every line a command prints for a person goes through
 :func:`inert` (``--json`` output is JSON, which escapes them itself): each character that
 is not printable (controls, line and paragraph separators, format characters such as a
-bidi override) is written as its escape, ``\\u001b``, as the request log's text lines are.
+bidi override) is written as its escape, ``\\u001b``, as the request log's text lines are
+(one function, :func:`proxy.http.request_log.inert`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..http.request_log import inert
+
 __all__ = ["inert", "inert_lines"]
-
-
-def inert(text: object) -> str:
-    """``text`` with every non-printable character written as its escape."""
-    shown = str(text)
-    if shown.isprintable():
-        return shown
-    return "".join(c if c.isprintable() else _escaped(c) for c in shown)
 
 
 def inert_lines(lines: Iterable[str]) -> str:
     """The lines, each made inert, one per line: a line break inside one is escaped."""
     return "\n".join(inert(line) for line in lines)
 
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

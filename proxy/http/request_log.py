@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-__all__ = ["LogFormat", "RequestLog", "console_format", "text_line", "write_console"]
+__all__ = ["LogFormat", "RequestLog", "console_format", "inert", "text_line", "write_console"]
 
 LogFormat = Literal["auto", "text", "json"]
 """How stdout shows records: ``text`` (one short line a person reads), ``json`` (the
@@ -183,9 +183,19 @@ def _shown(value: object) -> str:
     if not text or any(c.isspace() or c in '"=' or not c.isprintable() for c in text):
         # quoted and escaped: a client's model name or conversation id can hold a line
         # break or a terminal escape sequence, never written raw to a person's terminal
-        quoted = json.dumps(text, ensure_ascii=False)
-        return "".join(c if c.isprintable() else _escaped(c) for c in quoted)
+        return inert(json.dumps(text, ensure_ascii=False))
     return text
+
+
+def inert(text: object) -> str:
+    """``text`` for a person's terminal: every character that is not printable (controls,
+    line and paragraph separators, format characters such as a bidi override) written as
+    its escape, ``\\u001b``; an escape sequence or a line break in stored or sent text
+    never acts on the terminal or prints a row of its own."""
+    shown = str(text)
+    if shown.isprintable():
+        return shown
+    return "".join(c if c.isprintable() else _escaped(c) for c in shown)
 
 
 def _escaped(char: str) -> str:
