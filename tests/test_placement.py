@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,30 @@ async def _nothing(tenant: str) -> None:
     return None
 
 
+def _placement(
+    tmp_path: Path,
+    litestream: str,
+    cluster: dict[str, Any],
+    *,
+    events: Callable[[dict[str, Any]], None] = lambda event: None,
+    open_store: Callable[[str], Awaitable[None]] = _nothing,
+    drop_store: Callable[[str], Awaitable[None]] = _nothing,
+) -> Placement:
+    """Node ``a``'s placement over real leases in ``tmp_path``'s replica folder, with a
+    Litestream whose binary is the shell script ``litestream``; ``cluster``: the other
+    settings of its :class:`ClusterConfig`."""
+    replica = (tmp_path / "replica").as_uri()
+    binary = tmp_path / "litestream"
+    binary.write_text(litestream)
+    binary.chmod(0o755)
+    config = ClusterConfig.model_validate({"node": "a", "replica": replica, **cluster})
+    return Placement(
+        config, tmp_path / "tenants", Leases(lease_store(replica)),
+        Litestream(binary, tmp_path / "ls"),
+        open_store=open_store, drop_store=drop_store, events=events,
+    )  # fmt: skip
+
+
 @pytest.mark.timeout(30)
 async def test_a_node_stopped_while_a_claim_restores_releases_the_lease(tmp_path: Path) -> None:
     """The claim was called off with its lease left held (and Litestream registration and
@@ -32,18 +57,13 @@ async def test_a_node_stopped_while_a_claim_restores_releases_the_lease(tmp_path
     leases = Leases(lease_store(replica))
     ghost = leases.acquire("t", "ghost", 60, time.time())
     assert ghost is not None and leases.release(ghost)  # epoch 2 restores from epoch 1
-    binary = tmp_path / "litestream"
-    binary.write_text('#!/bin/sh\n[ "$1" = restore ] && exec sleep 30\nexit 1\n')  # restores hang
-    binary.chmod(0o755)
-    config = ClusterConfig.model_validate(
-        {"node": "a", "replica": replica, "lease_ttl_s": 60.0, "lease_renew_s": 10.0}
-    )
     events: list[dict[str, Any]] = []
-    placement = Placement(
-        config, tmp_path / "tenants", Leases(lease_store(replica)),
-        Litestream(binary, tmp_path / "ls"),
-        open_store=_nothing, drop_store=_nothing, events=events.append,
-    )  # fmt: skip
+    placement = _placement(
+        tmp_path,
+        '#!/bin/sh\n[ "$1" = restore ] && exec sleep 30\nexit 1\n',  # restores hang
+        {"lease_ttl_s": 60.0, "lease_renew_s": 10.0},
+        events=events.append,
+    )
     await placement.start()
     placement.request("t")
     while [p["state"] for p in placement.places()] != ["restoring"]:
@@ -76,13 +96,6 @@ async def test_a_request_while_the_tenant_is_let_go_claims_it_after(tmp_path: Pa
     serving the tenant with a released lease (another node could take it: two writers),
     its store closed by the old let-go."""
     replica = (tmp_path / "replica").as_uri()
-    binary = tmp_path / "litestream"
-    binary.write_text(_SLOW_SYNC)
-    binary.chmod(0o755)
-    config = ClusterConfig.model_validate(
-        {"node": "a", "replica": replica, "lease_ttl_s": 2.0, "lease_renew_s": 0.2,
-         "idle_release_s": 0.5}
-    )  # fmt: skip
     opened: list[str] = []
 
     async def open_store(tenant: str) -> None:
@@ -94,11 +107,14 @@ async def test_a_request_while_the_tenant_is_let_go_claims_it_after(tmp_path: Pa
 
     events: list[dict[str, Any]] = []
     leases = Leases(lease_store(replica))
-    placement = Placement(
-        config, tmp_path / "tenants", Leases(lease_store(replica)),
-        Litestream(binary, tmp_path / "ls"),
-        open_store=open_store, drop_store=drop_store, events=events.append,
-    )  # fmt: skip
+    placement = _placement(
+        tmp_path,
+        _SLOW_SYNC,
+        {"lease_ttl_s": 2.0, "lease_renew_s": 0.2, "idle_release_s": 0.5},
+        events=events.append,
+        open_store=open_store,
+        drop_store=drop_store,
+    )
     await placement.start()
     try:
         await placement.wait("t")  # epoch 1, then idle: released after 0.5 s
@@ -120,25 +136,21 @@ async def test_a_claim_that_fails_after_taking_the_lease_wakes_whoever_waits(
     """Letting the lease go replaced the place's ready event, so the requests waiting for
     the claim (an exchange to store, a ``/memory/ingest``) waited on the old one for ever:
     here a Litestream that refuses the registration (its daemon gone)."""
-    replica = (tmp_path / "replica").as_uri()
-    binary = tmp_path / "litestream"
-    binary.write_text('#!/bin/sh\n[ "$1" = register ] && exit 1\necho "{}"\n')
-    binary.chmod(0o755)
-    config = ClusterConfig.model_validate({"node": "a", "replica": replica})
 
     async def open_store(tenant: str) -> None:
         (tmp_path / "tenants" / f"{tenant}.db").touch()
 
-    placement = Placement(
-        config, tmp_path / "tenants", Leases(lease_store(replica)),
-        Litestream(binary, tmp_path / "ls"),
-        open_store=open_store, drop_store=_nothing, events=lambda event: None,
-    )  # fmt: skip
+    placement = _placement(
+        tmp_path,
+        '#!/bin/sh\n[ "$1" = register ] && exit 1\necho "{}"\n',
+        {},
+        open_store=open_store,
+    )
     await placement.start()
     try:
         with pytest.raises(ReplicationError, match=r"could not be claimed.*register"):
             await asyncio.wait_for(placement.wait("t"), 10)
-        current = Leases(lease_store(replica)).current("t")
+        current = Leases(lease_store((tmp_path / "replica").as_uri())).current("t")
         assert current is not None and current.released  # let go at once
     finally:
         await placement.stop()
