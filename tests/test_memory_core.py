@@ -216,7 +216,7 @@ def test_stored_questions_seed_nothing_and_stay_out_of_the_dense_pool(tmp_path: 
     assert kinds == {"asked": 1}
     asked = [f for f, n in graph.fragment_nodes.items() if graph.act_of(np.array([n]))[0] == 1]
     assert len(asked) == 3
-    rows = [int(r) for r in np.flatnonzero(~graph.unasked_vectors)]
+    rows = [int(r) for r in np.flatnonzero(~graph.stated_vectors)]
     assert sorted(int(graph.fragment_of[graph.vector_nodes[r]]) for r in rows) == sorted(asked)
     everything = sorted(graph.fragment_nodes)
     assert _unasked(graph, everything) == [f for f in everything if f not in asked]

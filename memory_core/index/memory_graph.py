@@ -163,16 +163,15 @@ class MemoryGraph:
         return self.acts[nodes]
 
     @functools.cached_property
-    def unasked_vectors(self) -> npt.NDArray[np.bool_]:
-        """Per row of :attr:`vectors`: whether its fragment states something (neither a
-        stored question, ``asked``, nor an answer that restated memory, ``restated``, a
+    def stated_vectors(self) -> npt.NDArray[np.bool_]:
+        """Per row of :attr:`vectors`: whether its fragment states something (none of
+        :data:`_DERIVED_ACTS`: a stored question, or an answer that restated memory, a
         near copy of its source by vector): the rows the dense pool is drawn from unless
         ``retrieval.scoring.pool_questions``. Worked out once per version."""
-        acts = self.act_of(self.vector_nodes)
-        unasked: npt.NDArray[np.bool_] = (acts != ACTS.index("asked")) & (
-            acts != ACTS.index("restated")
+        stated: npt.NDArray[np.bool_] = ~np.isin(
+            self.act_of(self.vector_nodes), [ACTS.index(act) for act in _DERIVED_ACTS]
         )
-        return unasked
+        return stated
 
     @property
     def version(self) -> int:

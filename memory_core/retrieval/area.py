@@ -176,7 +176,7 @@ def retrieve_area(
     scale: tuple[float, float] | None = None  # (0, 1) of the relative similarity
     if vector is not None and memory.vectors.shape[0]:
         wanted = max(scoring.candidates, scoring.seeds)
-        allowed = None if scoring.pool_questions else memory.unasked_vectors
+        allowed = None if scoring.pool_questions else memory.stated_vectors
         rows, near = nearest(
             memory.vectors, memory.vector_codes, memory.vector_prefixes, vector, wanted, allowed
         )
