@@ -12,6 +12,7 @@ import pytest
 
 from memory_core.errors import StorageError
 from memory_core.formation import Backends
+from proxy.chat import handler
 from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
@@ -161,6 +162,35 @@ async def test_memory_role_user_and_stream_injection(
         async with http.get(f"{proxy.url}/memory/search", params={"q": "launch code"}) as r:
             found = await r.json()
     assert any(h["role"] == "assistant" and h["text"].startswith("echo:") for h in found["hits"])
+
+
+async def test_a_streamed_answer_too_long_to_keep_is_relayed_whole_and_not_stored(
+    proxy: Proxy, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream was kept whole until stored, with no bound: an upstream streaming without
+    end filled the proxy's memory. Past the bound the relay goes on, only the request's
+    turns are stored, and the log line says why."""
+    monkeypatch.setattr(handler, "MAX_KEPT_STREAM_BYTES", 3000)
+    words = " ".join(f"word{i}" for i in range(300))
+    async with proxy.client() as client:
+        stream = await client.chat.completions.create(
+            model="echo", stream=True, messages=[{"role": "user", "content": words}]
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        assert text == "echo: " + words
+        short = await client.chat.completions.create(
+            model="echo", stream=True, messages=[{"role": "user", "content": "short one"}]
+        )
+        assert "".join([c.choices[0].delta.content or "" async for c in short if c.choices])
+    await proxy.settle()
+    chats = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert [(r["outcome"], r["ingested"]) for r in chats] == [("ok", 1), ("ok", 2)]
+    assert "answer not stored: the stream passed 3,000 bytes" in chats[0]["memory_error"]
+    assert chats[1]["memory_error"] is None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{proxy.url}/memory/search", params={"q": "word7"}) as r:
+            found = (await r.json())["hits"]
+    assert found and all(h["role"] == "user" for h in found)
 
 
 async def test_receipt_of_unknown_id_is_404(proxy: Proxy) -> None:

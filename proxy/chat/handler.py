@@ -19,7 +19,10 @@ the client, an internal failure (500), or a client that went away (outcome
 ``client_disconnected``, status 499, the upstream call cancelled). What is stored of an
 exchange: the request's turns and the answer when the answer was complete; only the
 request's turns when the client left before the answer's end (an answer nobody saw is
-not memory); nothing for a request answered with an error.
+not memory); nothing for a request answered with an error. A streamed answer is relayed
+whole however long it runs, but kept for storing only up to :data:`MAX_KEPT_STREAM_BYTES`
+(what a non-streamed answer may be at most): past it only the request's turns are stored,
+and the log line and receipt say why (``memory_error``).
 """
 
 from __future__ import annotations
@@ -56,11 +59,22 @@ from ..services import SERVICES, Services
 from ..tenants.memory import TenantMemory
 from ..tenants.pool import tenant_of
 from ..upstream.base import Upstream
+from ..upstream.fast import MAX_REPLY_BYTES
 from . import commands, ingest
 from .receipt import receipt_of
 from .turn import AS_OF_HEADER, MEMORY_HEADER, MemoryTurn, off_the_loop
 
-__all__ = ["AS_OF_HEADER", "RECEIPT_HEADER", "answer_chat", "chat_completions"]
+__all__ = [
+    "AS_OF_HEADER",
+    "MAX_KEPT_STREAM_BYTES",
+    "RECEIPT_HEADER",
+    "answer_chat",
+    "chat_completions",
+]
+
+MAX_KEPT_STREAM_BYTES = MAX_REPLY_BYTES
+"""The most of a streamed answer kept to be stored: an upstream streaming without end
+would otherwise fill the proxy's memory with chunks (the relay itself keeps nothing)."""
 
 RECEIPT_HEADER = "X-Memory-Receipt"
 CLIENT_CLOSED = 499
@@ -96,6 +110,8 @@ class _Exchange:
     stored: asyncio.Future[int] | None = None
     parsed: bool = False
     command: str | None = None
+    dropped: str | None = None
+    """Why the answer is not stored although it was relayed whole (too long to keep)."""
 
     def mark(self, stage: str, since: float) -> float:
         now = time.perf_counter()
@@ -348,6 +364,8 @@ def _parse_reply(ex: _Exchange) -> None:
     if ex.parsed:
         return
     ex.parsed = True
+    if ex.dropped is not None:
+        return
     if ex.sse is not None:
         ex.answer, ex.usage = ex.answers.stream(ex.sse)
         return
@@ -374,12 +392,18 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         },
     )
     chunks: list[bytes] = []
+    kept = 0
     send = _Sender(client, svc.config.server.write_timeout_s)
     started = False
     try:
         await client.start(200, headers)
         started = True
         async for chunk in stream.chunks():
+            kept += len(chunk)
+            if kept > MAX_KEPT_STREAM_BYTES and ex.dropped is None:
+                _drop_answer(svc, ex, kept)
+            if ex.dropped is not None:
+                del chunks[:-1]  # the chunk before: a [DONE] marker may straddle the two
             chunks.append(chunk)
             await _relay_chunk(svc, ex, send, chunks, chunk)
     except UpstreamStreamError as exc:
@@ -407,6 +431,15 @@ async def _relay(client: ClientIO, svc: Services, ex: _Exchange, out: _Outbound)
         await _store_once(svc, ex)
     _queue_receipt(svc, ex, out.memory)
     await send.quietly(None)
+
+
+def _drop_answer(svc: Services, ex: _Exchange, kept: int) -> None:
+    """Stop keeping a streamed answer past :data:`MAX_KEPT_STREAM_BYTES`: the relay goes
+    on, and only the request's turns are stored."""
+    ex.dropped = f"answer not stored: the stream passed {MAX_KEPT_STREAM_BYTES:,} bytes ({kept:,})"
+    svc.metrics.memory_failures.labels(stage="answer_too_long").inc()
+    if ex.turn is not None and ex.turn.memory_error is None:
+        ex.turn.memory_error = ex.dropped
 
 
 class _ClientTooSlow(ConnectionError):
