@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -332,6 +333,32 @@ def test_int8_runtime_vectors_do_not_depend_on_their_batch(
     assert np.array_equal(runtime.encode(texts), alone)
     assert runtime.fast_path.startswith("onnx-int8 (exported")
     assert np.allclose(np.linalg.norm(alone, axis=1), 1, atol=1e-5)
+
+
+def test_loading_and_encoding_leave_the_calling_threads_subnormals_alone(
+    tmp_path: Path, model_file: Path
+) -> None:
+    """ORT's ``set_denormal_as_zero`` flushed subnormals to zero on the thread that opened
+    the session (a CLI's main thread) and on every thread started from it: ``float``
+    parsing and numpy then lost them, and Hypothesis refused to draw floats."""
+    seen: list[tuple[float, float, float]] = []
+
+    def subnormal() -> float:
+        return float(np.float64(2.2250738585072014e-308) / np.float64(4.0))
+
+    def on_a_fresh_thread() -> None:
+        runtime = e5.E5Runtime(model_file, int8=True, lanes=2, cache_dir=tmp_path)
+        before = subnormal()
+        runtime.encode_question("hello world")
+        runtime.encode(["the cat", "ação"])
+        seen.append((before, subnormal(), float("5e-324")))
+
+    thread = threading.Thread(target=on_a_fresh_thread)
+    thread.start()
+    thread.join()
+    before, after, parsed = seen[0]
+    assert before > 0.0
+    assert after == before and parsed > 0.0
 
 
 def test_the_cache_key_follows_the_weight_file(tmp_path: Path, model_file: Path) -> None:

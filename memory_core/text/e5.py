@@ -371,8 +371,16 @@ Add + LayerNormalization it replaces (an int8 question: 2.3 ms instead of 3.05).
 
 def open_session(model: Path, *, threads: int = 1) -> Any:
     """An ONNX Runtime CPU session of ``model`` as ``embeddings._session`` makes one
-    (``threads`` intra-op threads, no spinning), without :data:`_UNFUSED`, denormals
-    flushed to zero (underflowing softmax terms; no effect on the vectors measured)."""
+    (``threads`` intra-op threads, no spinning), without :data:`_UNFUSED`.
+
+    Denormals are not flushed to zero: ORT's ``session.set_denormal_as_zero`` sets
+    flush-to-zero on the thread that creates the session and leaves it there, and threads
+    started from it afterwards inherit it. Loaded on a CLI's or a server's main thread,
+    every later float of the process lost its subnormals (``float("5e-324")`` read 0.0;
+    Hypothesis refused to draw floats; ``tests/test_e5.py``). What it bought: ~0.1 ms of a
+    question's 7 ms, and only on the thread that opened the session or one started from
+    it (4 paired runs of 900 questions, +0.11 ms mean without); the proxy opens the session
+    on a warm-up thread and encodes questions on a thread started elsewhere."""
     ort = _import_onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -380,7 +388,6 @@ def open_session(model: Path, *, threads: int = 1) -> Any:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.set_denormal_as_zero", "1")  # ~0.1 ms a question
     options.log_severity_level = 3
     try:
         return ort.InferenceSession(
