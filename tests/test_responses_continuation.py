@@ -214,3 +214,22 @@ def test_a_response_id_is_read_from_a_whole_answer_or_its_stream_else_none() -> 
     failed = {"type": "response.failed", "response": {"id": "resp_2"}}
     assert response_id_of_events(_events(created, failed)) is None
     assert response_id_of_events(_events(created, {"type": "error", "message": "x"})) is None
+
+
+async def test_the_policy_counts_the_turns_a_continued_request_follows(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """A continued request holds one user turn; the policy reads it as the conversation's
+    third, not as a first turn each time (``first_turn`` fired on every turn and
+    ``every_n_turns`` never did)."""
+    config = _config(upstream)
+    config["policy"] = {"rules": [{"type": "first_turn"}, {"type": "every_n_turns", "n": 3}]}
+    proxy = await make_proxy(config)
+    previous = None
+    for text in TURNS:
+        previous = await _turn(proxy, text, previous, stream=False)
+        await proxy.settle()
+    chats = [r for r in proxy.log_records() if r.get("event") == "chat"]
+    assert [r["decision"] for r in chats] == [True, False, True]
+    assert "first turn of the conversation" in chats[0]["reason"]
+    assert "user turn 3 is a multiple of 3" in chats[2]["reason"]

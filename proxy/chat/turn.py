@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -184,7 +184,11 @@ class MemoryTurn:
             settings.ingest and (self.header or "").strip().lower() != "off" and not switched_off
         )
         context = turn_context(
-            self.chat, tenant=self.tenant, conversation=self.conversation, header=self.header
+            self.chat,
+            tenant=self.tenant,
+            conversation=self.conversation,
+            header=self.header,
+            earlier=self.earlier,
         )
         decision = self.services.engine.decide(context, memory.store.names if memory else None)
         if switched_off:
@@ -343,19 +347,29 @@ def _without_repeated_instructions(
 
 
 def turn_context(
-    chat: ChatRequest, *, tenant: str, conversation: str, header: str | None
+    chat: ChatRequest,
+    *,
+    tenant: str,
+    conversation: str,
+    header: str | None,
+    earlier: Sequence[Mapping[str, Any]] = (),
 ) -> TurnContext:
-    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent.
-    Each text is read as retrieval reads a question (:func:`memory_core.question_excerpt`,
-    its head and tail): the rules run on the event loop, and over a pasted megabyte
-    ``mentions_entity`` and ``topic_shift`` took seconds, holding every request."""
-    earlier = [m for m in chat.messages[: chat.last_user_index] if m.get("role") == "user"]
-    recent = (message_text(m.get("content")) for m in earlier[-_RECENT_TURNS:])
+    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent;
+    ``earlier``: the stored turns a continued request follows (:attr:`MemoryTurn.earlier`),
+    counted and read as if the request held them (else each continued turn would be a
+    conversation's first). Each text is read as retrieval reads a question
+    (:func:`memory_core.question_excerpt`, its head and tail): the rules run on the event
+    loop, and over a pasted megabyte ``mentions_entity`` and ``topic_shift`` took seconds,
+    holding every request."""
+    said = [*earlier, *chat.messages[: chat.last_user_index]]
+    users = [m for m in said if m.get("role") == "user"]
+    recent = (message_text(m.get("content")) for m in users[-_RECENT_TURNS:])
+    before = sum(1 for m in earlier if m.get("role") == "user")
     return TurnContext(
         tenant=tenant,
         model=chat.model,
         conversation_id=conversation,
-        user_turns=chat.user_turns,
+        user_turns=chat.user_turns + before,
         latest_user_text=question_excerpt(chat.latest_user_text),
         header=header,
         now=time.time(),
