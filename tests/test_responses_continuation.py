@@ -233,3 +233,34 @@ async def test_the_policy_counts_the_turns_a_continued_request_follows(
     assert [r["decision"] for r in chats] == [True, False, True]
     assert "first turn of the conversation" in chats[0]["reason"]
     assert "user turn 3 is a multiple of 3" in chats[2]["reason"]
+
+
+async def test_continuing_an_earlier_response_again_branches_there(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """Two turns naming the same response (a regenerated or edited turn): the second
+    branches after that response, and the first one's turns are superseded, as an edited
+    chat history's are."""
+    proxy = await make_proxy(_config(upstream))
+    first = await _turn(proxy, TURNS[0], None, stream=False)
+    await proxy.settle()
+    await _turn(proxy, TURNS[1], first, stream=False)
+    await proxy.settle()
+    await _turn(proxy, TURNS[2], first, stream=True)
+    await proxy.settle()
+    rows = _rows(proxy, "alice")
+    assert len({row[0] for row in rows}) == 1
+    assert [(row[1], row[2], row[3]) for row in rows[3:]] == [
+        (3, "user", TURNS[1]), (4, "assistant", f"echo: {TURNS[1]}"),
+        (3, "user", TURNS[2]), (4, "assistant", f"echo: {TURNS[2]}"),
+    ]  # fmt: skip
+    assert rows[5][5] == rows[2][4]  # the new branch hangs off the first answer
+    path = proxy.data_dir / "tenants" / "alice.db"
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        superseded = [r[0] for r in conn.execute(
+            "SELECT log.text FROM superseded JOIN log ON log.id = superseded.log_id"
+            " ORDER BY log.id")]  # fmt: skip
+    finally:
+        conn.close()
+    assert superseded == [TURNS[1], f"echo: {TURNS[1]}"]
