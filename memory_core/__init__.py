@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .history.snapshots import HeldRow, Restored, SnapshotRow, describe_snapshot, undo_of
     from .history.views import Diff, HistoryState
     from .log.chain import chain_hashes, conversation_id, message_text
+    from .log.continuation import Continuation
     from .log.messages import (
         MAX_TIMESTAMP,
         MIN_TIMESTAMP,
@@ -83,6 +84,7 @@ __all__ = [
     "AppendResult",
     "BackendError",
     "Backends",
+    "Continuation",
     "Diff",
     "DreamBusyError",
     "DreamConfig",
@@ -166,6 +168,7 @@ _HOMES = {
     "history.snapshots": ("HeldRow", "Restored", "SnapshotRow", "describe_snapshot", "undo_of"),
     "history.views": ("Diff", "HistoryState"),
     "log.chain": ("chain_hashes", "conversation_id", "message_text"),
+    "log.continuation": ("Continuation",),
     "log.messages": (
         "MAX_TIMESTAMP",
         "MIN_TIMESTAMP",

@@ -202,7 +202,7 @@ class FakeUpstream:
         tool = _first_tool(body) if model == "call-tool" else None
         text = self._native_answer(body, anthropic)
         events = _message_events(model, text, tool) if anthropic else _response_events(
-            model, text, tool
+            model, text, tool, f"resp_fake_{self.served}"
         )
         if not body.get("stream"):
             return web.json_response(events[-1][1]["message" if anthropic else "response"])
@@ -364,9 +364,10 @@ def _message_events(
 
 
 def _response_events(
-    model: str, text: str, tool: tuple[str, dict[str, Any]] | None
+    model: str, text: str, tool: tuple[str, dict[str, Any]] | None, response_id: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """A Responses answer as its event sequence; the last carries the whole response."""
+    """A Responses answer as its event sequence; the last carries the whole response
+    (``response_id``: each answer its own, as a later request may name it)."""
     item: dict[str, Any] = (
         {"type": "function_call", "id": "fc_fake", "call_id": "call_fake", "name": tool[0],
          "arguments": json.dumps(tool[1]), "status": "completed"}
@@ -376,7 +377,7 @@ def _response_events(
     )  # fmt: skip
     usage = {"input_tokens": 10, "output_tokens": len(text.split()),
              "total_tokens": 10 + len(text.split())}  # fmt: skip
-    response = {"id": "resp_fake", "object": "response", "created_at": int(time.time()),
+    response = {"id": response_id, "object": "response", "created_at": int(time.time()),
                 "model": model, "status": "completed", "output": [item], "usage": usage}
     events: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"type": "response.created",

@@ -49,11 +49,11 @@ def _as_before_migration_013(path: Path) -> None:
     with transaction(conn, journal=False):
         conn.execute(
             "DROP TABLE fragment_dates; DROP INDEX fragments_ts; DROP TABLE date_backfill;"
-            " DROP INDEX fragment_vectors_model"
+            " DROP INDEX fragment_vectors_model; DROP TABLE response_links"
         )
         conn.execute(
-            "DELETE FROM migrations WHERE name IN"
-            " ('013_fragment_dates', '014_date_backfill', '015_vector_models')"
+            "DELETE FROM migrations WHERE name IN ('013_fragment_dates', '014_date_backfill',"
+            " '015_vector_models', '016_response_links')"
         )
     conn.close()
 
@@ -85,6 +85,7 @@ def test_a_second_process_migrating_between_the_read_and_the_write_is_no_error(
                 "013_fragment_dates",
                 "014_date_backfill",
                 "015_vector_models",
+                "016_response_links",
             ]
         return True
 
@@ -504,7 +505,10 @@ def test_an_export_of_a_store_from_before_the_dates_is_refused_clearly(
     target = MemoryStore(tmp_path / "target.db", backends=backends)
     _conversation(target, ("Katarzyna", "Tom"), KATE, "c1", T0)
     before = _derived(target)
-    lacks = "the export lacks 013_fragment_dates, 014_date_backfill, 015_vector_models"
+    lacks = (
+        "the export lacks 013_fragment_dates, 014_date_backfill, 015_vector_models,"
+        " 016_response_links"
+    )
     with pytest.raises(ExportFileError, match=rf"schema \(012_word_vectors\) is not this.*{lacks}"):
         target.import_export(tmp_path / "old.zip", replace=True)
     assert _derived(target) == before

@@ -15,6 +15,8 @@ connection and take or return typed rows:
 - :mod:`memory_core.storage.tables.receipts`: receipts; :mod:`memory_core.storage.tables.stats`:
   counts;
 - :mod:`memory_core.storage.tables.question_vectors`: question vectors kept for formation;
+- :mod:`memory_core.storage.tables.responses`: which conversation each relayed response
+  continues (bounded);
 - :mod:`.journal`: every transaction's changes to derived memory (session extension);
   :mod:`.changesets`: combining, inverting, reading and applying them;
   :mod:`.history`: snapshots, held rows and the bookkeeping row;

@@ -520,6 +520,24 @@ def _m015_vector_models(conn: Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS fragment_vectors_model ON fragment_vectors (model)")
 
 
+def _m016_response_links(conn: Connection) -> None:
+    """Which conversation each relayed response continues, and the last message logged
+    with it (:mod:`memory_core.storage.tables.responses`): a Responses API client's later
+    turn names only the response it follows. A rowid table, so the newest links are the
+    highest rowids (the bound keeps those); bookkeeping, not derived memory."""
+    conn.execute(
+        """
+        CREATE TABLE response_links (
+            response_id TEXT NOT NULL UNIQUE,
+            conversation_id TEXT NOT NULL,
+            tip TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX response_links_created ON response_links (created_at);
+        """
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_log", _m001_log),
     ("002_fragments", _m002_fragments),
@@ -536,6 +554,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("013_fragment_dates", _m013_fragment_dates),
     ("014_date_backfill", _m014_date_backfill),
     ("015_vector_models", _m015_vector_models),
+    ("016_response_links", _m016_response_links),
 )
 
 

@@ -47,6 +47,7 @@ from ..formation.interfaces import QuestionEncoder
 from ..graph import GraphSettings
 from ..index.memory_graph import MemoryGraph, MemoryGraphIndex
 from ..log.asked import AskedQuestions
+from ..log.continuation import Continuation, continuation, link_response
 from ..log.messages import AppendResult, LogMessage, append_messages
 from ..reconstruction.config import DEFAULT_RECONSTRUCTION, ReconstructionConfig
 from ..reconstruction.coverage import ask
@@ -198,8 +199,11 @@ class MemoryStore(StoreHistory, StoreControls):
         *,
         conversation: str | None = None,
         source: str = "proxy",
+        response_id: str | None = None,
     ) -> AppendResult:
         """Durably log the new turns of a history; formation happens in :meth:`form`.
+        ``response_id``: the id the upstream gave the answer, linked in the same
+        transaction to the conversation and its last message (see :meth:`continuation`).
 
         Raises :class:`InvalidInputError` for a bad message (a timestamp outside
         :data:`~memory_core.log.messages.MIN_TIMESTAMP`..:data:`~memory_core.log.messages.MAX_TIMESTAMP`
@@ -220,6 +224,8 @@ class MemoryStore(StoreHistory, StoreControls):
                     now=now,
                 )
                 question_vectors.keep(self._writer, asked, now)
+                if response_id is not None:
+                    link_response(self._writer, response_id, result, now)
             return result
 
         with self._write_lock:
@@ -387,6 +393,12 @@ class MemoryStore(StoreHistory, StoreControls):
     def explain_area(self, question: str, *, limit: int) -> AreaExplanation:
         """The foci, the chosen area with every score term, and the timings of a query."""
         return explain_area(self, self.question(question), limit=limit)
+
+    def continuation(self, response_id: str) -> Continuation | None:
+        """The conversation a request naming ``response_id`` continues, with its stored
+        messages up to that response (:mod:`memory_core.log.continuation`), or None."""
+        with self.lookup() as conn:
+            return continuation(conn, response_id, self._clock())
 
     @contextlib.contextmanager
     def lookup(self) -> Iterator[Connection]:

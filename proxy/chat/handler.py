@@ -204,6 +204,8 @@ async def _handle(client: ClientIO, svc: Services, ex: _Exchange, door: Door) ->
         explicit,
         client.headers.get(MEMORY_HEADER),
     )
+    if parsed.previous is not None:  # only its new turns: the rest is stored with that answer
+        await turn.continue_from(parsed.previous)
     turns = await off_the_loop(large, _turns, parsed.chat.messages)
     if turns.command is not None:
         await _command(client, svc, ex, turn, parsed, turns.command)
@@ -567,7 +569,17 @@ async def _ingest(ex: _Exchange, durable: asyncio.Future[None] | None = None) ->
     if turn is None or not (ex.status < 400 or ex.status == CLIENT_CLOSED):
         return 0
     answer = ex.answer if ex.outcome == "ok" else None
-    return await ingest.store_turn(turn, turn.history(answer), durable)
+    return await ingest.store_turn(turn, turn.history(answer), durable, _answer_id(ex))
+
+
+def _answer_id(ex: _Exchange) -> str | None:
+    """The id the upstream gave a whole answer, for an API whose later requests may name
+    it (see :class:`~proxy.doors.base.Answers`); None otherwise."""
+    if ex.outcome != "ok" or ex.status >= 400:
+        return None
+    if ex.sse is not None:
+        return ex.answers.stream_id(ex.sse)
+    return ex.answers.whole_id(ex.reply) if ex.reply is not None else None
 
 
 def _record(ex: _Exchange, ingested: int) -> dict[str, Any]:

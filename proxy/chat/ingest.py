@@ -6,6 +6,12 @@ the tenant yet, the append waits for the claim (seconds), so the exchange is fir
 written to the node's spool (:mod:`proxy.cluster.spool`) and removed from it once appended; entries
 left by a node that died or stopped meanwhile are replayed when it starts again, and
 entries left by a failed claim are replayed after the tenant's next successful append.
+
+An exchange whose answer has an id a later request may name (the Responses API's
+``previous_response_id``) links that id with the turns, in the append's transaction
+(:meth:`TenantMemory.append`). A spooled entry keeps the turns only: replayed after a
+restart, its response id is not linked (the turn that names it becomes a conversation of
+its own, as before links existed).
 """
 
 from __future__ import annotations
@@ -26,17 +32,20 @@ async def store_turn(
     turn: MemoryTurn,
     history: Sequence[LogMessage],
     durable: asyncio.Future[None] | None = None,
+    response_id: str | None = None,
 ) -> int:
     """Append ``history`` (what :meth:`MemoryTurn.history` keeps of the exchange) to the
     turn's tenant and schedule its formation; a failure is counted, logged and kept on
     the turn (:attr:`MemoryTurn.memory_error`), never raised. ``durable`` is resolved
     once the exchange is on disk (in a cluster's spool while its tenant is claimed:
-    before the append). Returns the rows added."""
+    before the append); ``response_id`` is linked with the turns (module docstring).
+    Returns the rows added."""
     if not history:
         return 0
     services = turn.services
+    conversation = turn.conversation
     try:
-        return await store(services, turn.tenant, turn.conversation, history, durable)
+        return await store(services, turn.tenant, conversation, history, durable, response_id)
     except (MemoryCoreError, ProxyError) as exc:  # a claim that failed, in a cluster
         turn.memory_error = f"ingestion failed: {exc}"
         services.failed("ingest")
@@ -50,6 +59,7 @@ async def store(
     conversation: str | None,
     history: Sequence[LogMessage],
     durable: asyncio.Future[None] | None = None,
+    response_id: str | None = None,
 ) -> int:
     """Append ``history`` (raises :class:`MemoryCoreError` or :class:`ProxyError`); in a
     cluster, spooled first while the tenant is being claimed, and ``durable`` resolved
@@ -65,7 +75,7 @@ async def store(
             if durable is not None:
                 resolve(durable)
     try:
-        appended = await _append(svc, tenant, conversation, history)
+        appended = await _append(svc, tenant, conversation, history, response_id)
     except BaseException:
         if entry is not None and spool is not None:
             spool.put_back(entry)  # replayed later: at the next start or success
@@ -113,12 +123,16 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
 
 
 async def _append(
-    svc: TurnServices, tenant: str, conversation: str | None, history: Sequence[LogMessage]
+    svc: TurnServices,
+    tenant: str,
+    conversation: str | None,
+    history: Sequence[LogMessage],
+    response_id: str | None = None,
 ) -> int:
     memory = await svc.tenants.open(tenant, claim=True)  # in a cluster: once held
     # the conversation as the whole history names it: the stored turns may lack its
     # first user message (a command), which would otherwise name another one
-    result = await memory.append(history, conversation, svc.source)
+    result = await memory.append(history, conversation, svc.source, response_id)
     svc.ingested(result.appended)
     settings = svc.settings
     pending = memory.form_soon(

@@ -17,6 +17,12 @@ Four steps, one code path for areamem's chat handler (every front door,
    said with memory on, and the answer when it is whole, appended to the tenant's log
    and formed.
 
+A request that continues an earlier answer by its id (the Responses API's
+``previous_response_id``: it holds only the new turns) is put in that answer's
+conversation first (:meth:`MemoryTurn.continue_from`): its turns are stored after the
+ones stored with that answer, as if the client had resent the whole history, unless the
+client names another conversation (the conversation header wins).
+
 What differs between the callers is what they hand in (:class:`TurnServices`: where a
 failure is counted, where the log goes, the source the log rows carry), never the steps.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -114,7 +120,8 @@ class MemoryTurn:
     found stays on it for the receipt and the log line.
 
     ``unremembered``: indices of ``chat.messages`` said while memory was off (never
-    stored, never searched for).
+    stored, never searched for). ``earlier``: the stored messages of the conversation a
+    request continues by an answer's id (:meth:`continue_from`), up to that answer.
     """
 
     services: TurnServices
@@ -124,6 +131,7 @@ class MemoryTurn:
     explicit_conversation: str | None = None
     header: str | None = None
     unremembered: frozenset[int] = frozenset()
+    earlier: tuple[Mapping[str, Any], ...] = ()
     memory: TenantMemory | None = None
     decision: Decision | None = None
     recall: Recall | None = None
@@ -131,10 +139,15 @@ class MemoryTurn:
     ingest: bool = True
     memory_error: str | None = None
     shed: bool = field(default=False, repr=False)
+    _opened: bool = field(default=False, repr=False)
 
     async def open(self) -> TenantMemory | None:
         """The tenant's memory, or None (and counted) when it cannot be opened now: a
-        cluster node still claiming the tenant, or a store that fails to open."""
+        cluster node still claiming the tenant, or a store that fails to open. Opened
+        once per turn: a later call returns what the first found."""
+        if self._opened:
+            return self.memory
+        self._opened = True
         try:
             self.memory = await self.services.tenants.open(self.tenant)
         except MemoryMoving as exc:  # a cluster node taking the tenant over: chat goes on
@@ -142,6 +155,25 @@ class MemoryTurn:
         except MemoryCoreError as exc:
             self._fail("open", f"open: {exc}")
         return self.memory
+
+    async def continue_from(self, response_id: str) -> None:
+        """Put the turn in the conversation of the answer ``response_id`` names, after
+        the messages stored with it (:attr:`earlier`), when this tenant's memory linked
+        that id and no explicit conversation names another one. Otherwise (an unknown,
+        forged or another tenant's id; memory that cannot be read now) the turn stays a
+        conversation of its own; the request is forwarded as sent either way."""
+        memory = await self.open()
+        if memory is None:
+            return
+        try:
+            found = await memory.continuation(response_id)
+        except MemoryCoreError as exc:
+            self._fail("continuation", f"previous response not read: {exc}")
+            return
+        explicit = self.explicit_conversation
+        if found is None or (explicit is not None and explicit != found.conversation):
+            return
+        self.conversation, self.earlier = found.conversation, found.messages
 
     def decide(self) -> Decision:
         """Ask the policy whether to consult memory; also settles whether the exchange
@@ -152,7 +184,11 @@ class MemoryTurn:
             settings.ingest and (self.header or "").strip().lower() != "off" and not switched_off
         )
         context = turn_context(
-            self.chat, tenant=self.tenant, conversation=self.conversation, header=self.header
+            self.chat,
+            tenant=self.tenant,
+            conversation=self.conversation,
+            header=self.header,
+            earlier=self.earlier,
         )
         decision = self.services.engine.decide(context, memory.store.names if memory else None)
         if switched_off:
@@ -215,7 +251,7 @@ class MemoryTurn:
         question = chat.recent_user_text(settings.context_turns)
         if self.as_of is None:  # a snapshot's store encodes its own
             memory.encode_ahead(settings.retrieval, question)
-        remembered = self.remembered()
+        remembered = [*self.earlier, *self.remembered()]
         excluded = await off_the_loop(
             len(remembered) > LARGE_HISTORY, chain_hashes, remembered, self.conversation
         )
@@ -253,11 +289,15 @@ class MemoryTurn:
         )
 
     def remembered(self) -> list[dict[str, Any]]:
-        """The request's messages that are stored: those not said while memory was off."""
+        """The request's messages that are stored: those not said while memory was off,
+        less, in a continued conversation, leading system messages the conversation
+        already holds (the Responses API's ``instructions``, resent each turn)."""
         messages = self.chat.messages
-        if not self.unremembered:
-            return messages
-        return [m for i, m in enumerate(messages) if i not in self.unremembered]
+        if self.unremembered:
+            messages = [m for i, m in enumerate(messages) if i not in self.unremembered]
+        if self.earlier:
+            messages = _without_repeated_instructions(messages, self.earlier)
+        return messages
 
     def history(self, answer: Mapping[str, Any] | None) -> list[LogMessage]:
         """What to store of the exchange: the remembered turns, and ``answer`` (the
@@ -267,7 +307,8 @@ class MemoryTurn:
         if not self.ingest:
             return []
         now = time.time()
-        history = [LogMessage(m, now) for m in self.remembered()]
+        turns = [*self.earlier, *self.remembered()]  # earlier: stored already, skipped
+        history = [LogMessage(m, now) for m in turns]
         if answer is not None:
             said = message_text(answer.get("content"))
             sources = restated_by(self.recall, said) if self.recall is not None else ()
@@ -293,20 +334,42 @@ class MemoryTurn:
         self.services.failed(stage)
 
 
+def _without_repeated_instructions(
+    messages: list[dict[str, Any]], earlier: tuple[Mapping[str, Any], ...]
+) -> list[dict[str, Any]]:
+    """``messages`` less its leading system messages equal to one of ``earlier``."""
+    held = [m for m in earlier if m.get("role") == "system"]
+    lead = 0
+    while lead < len(messages) and messages[lead].get("role") == "system":
+        lead += 1
+    kept = [m for m in messages[:lead] if m not in held]
+    return kept + messages[lead:] if len(kept) < lead else messages
+
+
 def turn_context(
-    chat: ChatRequest, *, tenant: str, conversation: str, header: str | None
+    chat: ChatRequest,
+    *,
+    tenant: str,
+    conversation: str,
+    header: str | None,
+    earlier: Sequence[Mapping[str, Any]] = (),
 ) -> TurnContext:
-    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent.
-    Each text is read as retrieval reads a question (:func:`memory_core.question_excerpt`,
-    its head and tail): the rules run on the event loop, and over a pasted megabyte
-    ``mentions_entity`` and ``topic_shift`` took seconds, holding every request."""
-    earlier = [m for m in chat.messages[: chat.last_user_index] if m.get("role") == "user"]
-    recent = (message_text(m.get("content")) for m in earlier[-_RECENT_TURNS:])
+    """The policy's view of ``chat``'s latest turn; ``header`` is ``X-Memory`` as sent;
+    ``earlier``: the stored turns a continued request follows (:attr:`MemoryTurn.earlier`),
+    counted and read as if the request held them (else each continued turn would be a
+    conversation's first). Each text is read as retrieval reads a question
+    (:func:`memory_core.question_excerpt`, its head and tail): the rules run on the event
+    loop, and over a pasted megabyte ``mentions_entity`` and ``topic_shift`` took seconds,
+    holding every request."""
+    said = [*earlier, *chat.messages[: chat.last_user_index]]
+    users = [m for m in said if m.get("role") == "user"]
+    recent = (message_text(m.get("content")) for m in users[-_RECENT_TURNS:])
+    before = sum(1 for m in earlier if m.get("role") == "user")
     return TurnContext(
         tenant=tenant,
         model=chat.model,
         conversation_id=conversation,
-        user_turns=chat.user_turns,
+        user_turns=chat.user_turns + before,
         latest_user_text=question_excerpt(chat.latest_user_text),
         header=header,
         now=time.time(),

@@ -54,15 +54,25 @@ __all__ = [
 
 AnswerOf = Callable[[bytes], tuple[dict[str, Any] | None, dict[str, Any] | None]]
 StreamAnswerOf = Callable[[Sequence[bytes]], tuple[dict[str, Any] | None, dict[str, Any] | None]]
+IdOf = Callable[[bytes], str | None]
+StreamIdOf = Callable[[Sequence[bytes]], str | None]
+
+
+def _no_id(_: object) -> None:
+    return None
 
 
 @dataclass(frozen=True)
 class Answers:
     """How to read what the upstream answered (the assistant message, in chat form, and
-    the usage): from a whole body, and from the chunks of a stream."""
+    the usage): from a whole body, and from the chunks of a stream; and, for an API
+    whose later requests may name an answer (the Responses API's
+    ``previous_response_id``), the id it gave the answer (None: none, or no such API)."""
 
     whole: AnswerOf
     stream: StreamAnswerOf
+    whole_id: IdOf = _no_id
+    stream_id: StreamIdOf = _no_id
 
 
 CHAT_ANSWERS = Answers(answer_from_json, answer_from_sse)
@@ -71,10 +81,13 @@ CHAT_ANSWERS = Answers(answer_from_json, answer_from_sse)
 @dataclass(frozen=True)
 class Parsed:
     """A door's request: ``chat`` the conversation as chat completions (what the policy,
-    retrieval and the log read), ``native`` the door's own parsed request."""
+    retrieval and the log read), ``native`` the door's own parsed request, ``previous``
+    the id of an earlier answer it continues (the Responses API's
+    ``previous_response_id``: the request holds only the new turns)."""
 
     chat: ChatRequest
     native: Any = None
+    previous: str | None = None
 
 
 @dataclass(frozen=True)
@@ -319,10 +332,12 @@ class ForeignDoor:
     to_chat: Callable[[Any], dict[str, Any]]
     answers: Answers
     presenter: Callable[[ClientIO], ClientIO]
+    previous: Callable[[Any], str | None] = _no_id
+    """The id of the earlier answer a request continues (see :attr:`Parsed.previous`)."""
 
     def parse(self, raw: bytes) -> Parsed:
         request = self.read(raw)
-        return Parsed(request.chat, request)
+        return Parsed(request.chat, request, self.previous(request))
 
     def route(
         self, parsed: Parsed, upstream: Upstream, memory: str | None, role: str, raw: bytes
@@ -365,4 +380,4 @@ class ForeignDoor:
             origin=origin,
             last_user=origin[chat.last_user_index],
         )
-        return Parsed(chat, shorter), encoded(body)
+        return Parsed(chat, shorter, parsed.previous), encoded(body)

@@ -4,7 +4,14 @@ Native when the routed upstream serves ``/v1/responses`` (``upstreams[].serves:
 [responses]``): the request goes out raw, memory an input message right before the latest
 user input item (:func:`.responses_wire.inject_native`), everything else as sent
 (``previous_response_id``, tools of every kind, reasoning items, fields the proxy does not
-know), and the answer comes back untouched. Bridged otherwise: the request becomes a chat
+know), and the answer comes back untouched. A request naming ``previous_response_id``
+holds only its new input: the id of each relayed answer (a whole response's ``id``, a
+stream's ``response.created`` / ``response.completed``) is linked, per tenant, to the
+conversation it was stored in, so the later turn is stored there, after that answer (see
+:meth:`proxy.chat.turn.MemoryTurn.continue_from`); an id the tenant's memory never linked
+starts a conversation of its own, and the request is forwarded as sent either way; a
+``previous_response_id`` that is no string, or longer than
+:data:`.responses_wire.MAX_RESPONSE_ID`, is a 400. Bridged otherwise: the request becomes a chat
 completion (:func:`.responses_wire.to_chat`, which refuses with a 400 what only the
 Responses API can serve), memory placed as in any chat request, and the answer presented
 as a response or the Responses event sequence (:class:`ResponsesIO`). A stream failing
@@ -24,6 +31,8 @@ from .responses_wire import (
     inject_native,
     parse_responses,
     response_from_chat,
+    response_id_of,
+    response_id_of_events,
     to_chat,
 )
 from .stream import json_object
@@ -71,6 +80,9 @@ RESPONSES = ForeignDoor(
     read=parse_responses,
     place=inject_native,
     to_chat=to_chat,
-    answers=Answers(answer_from_response, answer_from_response_events),
+    answers=Answers(
+        answer_from_response, answer_from_response_events, response_id_of, response_id_of_events
+    ),
     presenter=ResponsesIO,
+    previous=lambda request: request.previous_response_id,
 )

@@ -2,7 +2,8 @@
 placement, and the mapping to and from chat completions.
 
 A request is validated as far as the proxy reads it (model, stream, ``instructions``,
-``input``), everything else left as sent. Its input is also read as chat-completion
+``input``, ``previous_response_id``: a string of at most :data:`MAX_RESPONSE_ID`
+characters, or null), everything else left as sent. Its input is also read as chat-completion
 messages (:func:`as_chat`: ``instructions`` a system message; message items by role,
 their text, image and file parts, a user's part chat completions has no part for kept as
 it is, so that no input is ever left out; ``function_call`` items tool calls;
@@ -20,6 +21,10 @@ built-in tools, stored items, a user's part chat completions cannot carry such a
 image by file id) cannot be bridged: such a request is refused with a 400 naming the
 field, never half-served. The answer comes back as a response
 (:func:`response_from_chat`) or as its event stream (:class:`ChatToResponsesStream`).
+
+A native answer's id is read too (:func:`response_id_of`, :func:`response_id_of_events`;
+none from a failed answer or one without an id): a later request naming it as its
+``previous_response_id`` is stored in the same conversation (see :mod:`.responses`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from .lenient import count, items, mapping, mappings, position
 from .stream import ChatStreamReader, event_objects, json_object
 
 __all__ = [
+    "MAX_RESPONSE_ID",
     "ChatToResponsesStream",
     "ResponsesRequest",
     "answer_from_response",
@@ -46,6 +52,8 @@ __all__ = [
     "inject_native",
     "parse_responses",
     "response_from_chat",
+    "response_id_of",
+    "response_id_of_events",
     "to_chat",
 ]
 
@@ -53,6 +61,12 @@ _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _UNBRIDGEABLE = ("previous_response_id", "conversation", "prompt", "background")
 _FAILED = frozenset({"error", "response.failed"})
 """Events that end a Responses stream without its answer."""
+MAX_RESPONSE_ID = 256
+"""The longest ``previous_response_id`` read (OpenAI's ids are about 50 characters): a
+longer one is refused, never looked up."""
+_ID_EVENTS = frozenset({"response.created", "response.in_progress", "response.completed",
+                        "response.incomplete"})  # fmt: skip
+"""Events whose ``response`` carries the response's id."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,8 @@ class ResponsesRequest:
     """A validated Responses request; ``body`` untouched; ``chat`` the conversation as
     chat-completion messages; ``items`` the input as a list of items; ``origin`` for each
     chat message the index of its item (-1: the instructions); ``last_user`` the index in
-    ``items`` of the latest user input item."""
+    ``items`` of the latest user input item; ``previous_response_id`` the response it
+    continues (None: none named)."""
 
     body: dict[str, Any]
     model: str
@@ -69,6 +84,7 @@ class ResponsesRequest:
     items: list[Any]
     origin: tuple[int, ...]
     last_user: int
+    previous_response_id: str | None = None
 
 
 def parse_responses(raw: bytes) -> ResponsesRequest:
@@ -77,13 +93,29 @@ def parse_responses(raw: bytes) -> ResponsesRequest:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _invalid("'instructions' must be a string", "instructions")
+    previous = _previous(body.get("previous_response_id"))
     items = _items(body.get("input"))
     messages, origin = as_chat(instructions, items)
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users:
         raise _invalid("'input' must contain a user message", "input")
     chat = ChatRequest({"model": model, "messages": messages}, model, stream, messages, users[-1])
-    return ResponsesRequest(body, model, stream, chat, items, tuple(origin), origin[users[-1]])
+    last = origin[users[-1]]
+    return ResponsesRequest(body, model, stream, chat, items, tuple(origin), last, previous)
+
+
+def _previous(value: Any) -> str | None:
+    """``previous_response_id`` as sent, or None when null (an empty one names none)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid("'previous_response_id' must be a string", "previous_response_id")
+    if len(value) > MAX_RESPONSE_ID:
+        raise _invalid(
+            f"'previous_response_id' must be at most {MAX_RESPONSE_ID} characters",
+            "previous_response_id",
+        )
+    return value or None
 
 
 def _items(value: Any) -> list[Any]:
@@ -544,6 +576,34 @@ def answer_from_response_events(
             deltas.append(str(event.get("delta", "")))
     text = "".join(deltas)
     return ({"role": "assistant", "content": text} if text else None), None
+
+
+def response_id_of(raw: bytes) -> str | None:
+    """The id of a Responses object (a whole answer), or None: no id, not a response, or
+    a failed one."""
+    data = json_object(raw)
+    if data.get("object") != "response" or data.get("status") == "failed":
+        return None
+    return _id(data)
+
+
+def response_id_of_events(chunks: Sequence[bytes]) -> str | None:
+    """The same from an event stream: its response's id (``response.created`` carries
+    it first, ``response.completed`` again); None when the stream failed or named none."""
+    found = None
+    for event in event_objects(chunks):
+        kind = event.get("type")
+        if kind in _FAILED:
+            return None
+        if kind in _ID_EVENTS and found is None:
+            found = _id(mapping(event.get("response")))
+    return found
+
+
+def _id(response: Mapping[str, Any]) -> str | None:
+    value = response.get("id")
+    ok = isinstance(value, str) and 0 < len(value) <= MAX_RESPONSE_ID
+    return value if ok else None
 
 
 def _answer(output: Any) -> dict[str, Any] | None:

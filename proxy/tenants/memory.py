@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 from memory_core import (
     STRATEGIES,
     AppendResult,
+    Continuation,
     Diff,
     DreamReport,
     ForgetRow,
@@ -186,11 +187,26 @@ class TenantMemory:
         return await asyncio.get_running_loop().run_in_executor(self._readers, fn, *args)
 
     async def append(
-        self, messages: Sequence[LogMessage], conversation: str | None, source: str
+        self,
+        messages: Sequence[LogMessage],
+        conversation: str | None,
+        source: str,
+        response_id: str | None = None,
     ) -> AppendResult:
+        """Log the new turns of ``messages``; ``response_id`` (the answer's id, when the
+        API lets a later request name it) is linked with them (see
+        :meth:`continuation`)."""
         return await self._write(
-            lambda: self.store.append(messages, conversation=conversation, source=source)
+            lambda: self.store.append(
+                messages, conversation=conversation, source=source, response_id=response_id
+            )
         )
+
+    async def continuation(self, response_id: str) -> Continuation | None:
+        """The conversation, and its stored messages, that a request naming
+        ``response_id`` (the Responses API's ``previous_response_id``) continues; None for
+        an id this tenant's memory never linked."""
+        return await self._read(self.store.continuation, response_id)
 
     async def form(self, on_pass: Callable[[int], None] | None = None) -> int:
         """Form what is queued, on the tenant's formation thread (appends never wait),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..db import JSON_IN, Connection, json_array, open_plain, reading
+from ..values import stored_text
 from .forgets import FORGOTTEN_LOGS
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "live_subtree",
     "logged_turns",
     "openings",
+    "path_to",
     "queued",
     "record_branch",
     "record_failures",
@@ -150,6 +152,26 @@ def live_subtree(conn: Connection, root: str) -> list[int]:
             (root,),
         )
     ]
+
+
+def path_to(conn: Connection, tip: str) -> list[str]:
+    """The stored messages (as logged, JSON text) from the root of ``tip``'s chain down
+    to ``tip``, in order; empty when ``tip`` is not logged. Its cost follows the path's
+    length (one indexed row per message)."""
+    with reading("cannot read a conversation's path"):
+        rows = conn.execute(
+            """
+        WITH RECURSIVE up(parent, message, depth) AS (
+            SELECT parent_hash, message, 0 FROM log WHERE hash = ?
+            UNION ALL
+            SELECT log.parent_hash, log.message, up.depth + 1
+            FROM log JOIN up ON log.hash = up.parent
+        )
+        SELECT message FROM up ORDER BY depth DESC
+        """,
+            (tip,),
+        ).fetchall()
+    return [stored_text(row[0]) for row in rows]
 
 
 def record_branch(
