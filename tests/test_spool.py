@@ -232,3 +232,47 @@ def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
     (line,) = done.stderr.splitlines()
     assert line.startswith("areamem: configuration error: ") and "server.data_dir" in line
     assert str(data / taken) in line
+
+
+def _flip(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with one word of its first message changed: still JSON, still an entry."""
+    changed = json.loads(json.dumps(body))
+    changed["messages"][0]["message"]["content"] = "Ana garde des guêpes à Évora 🐝"
+    return changed
+
+
+@pytest.mark.parametrize("where", ["content", "conversation"])
+def test_an_entry_changed_on_disk_after_its_rename_is_set_aside_not_replayed(
+    tmp_path: Path, where: str
+) -> None:
+    """A file bit-flipped or torn on disk after its rename (a bad disk, an operator's
+    partial copy) that still parsed as an entry was replayed with the wrong content: each
+    entry now carries the sha256 of its content, and one that does not match is set
+    aside and reported, as any unreadable file."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    spool.put_back(entry)
+    body = json.loads(entry.path.read_text())
+    assert body["format"] == 2 and len(body["sha256"]) == 64
+    changed = _flip(body) if where == "content" else {**body, "conversation": "d"}
+    entry.path.write_text(json.dumps(changed, ensure_ascii=False))
+    assert Spool(tmp_path / "spool", events.append).pending("t") == []
+    moved = tmp_path / "spool" / ".unreadable" / "t" / entry.path.name
+    assert moved.exists() and not entry.path.exists()
+    (event,) = events
+    assert event["event"] == "spool_unreadable" and "checksum" in event["error"]
+
+
+def test_an_entry_of_the_previous_format_without_a_checksum_still_replays(
+    tmp_path: Path,
+) -> None:
+    """Entries written before the checksum (format 1) are read as before: a node
+    upgraded with exchanges in its spool stores them."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("ana-1", "conv", MESSAGES)
+    body = json.loads(entry.path.read_text())
+    old = {k: v for k, v in body.items() if k != "sha256"} | {"format": 1}
+    entry.path.write_text(json.dumps(old, ensure_ascii=False))
+    (again,) = Spool(tmp_path / "spool", events.append).pending("ana-1")
+    assert (again.tenant, again.conversation, again.messages) == ("ana-1", "conv", MESSAGES)
+    assert events == []

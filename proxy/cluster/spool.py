@@ -17,13 +17,23 @@ hold conversation text). Invariants:
   once, so a kill between the append and the removal only repeats a no-op;
 * an entry is handled by one task at a time (:meth:`Spool.take` marks it taken until
   :meth:`Spool.remove` or :meth:`Spool.put_back`);
+* a file carries the sha256 of its content (:func:`_checksum`: the tenant, the
+  conversation and the messages, as canonical JSON); one whose content no longer matches
+  (a disk that flipped a bit, an operator's partial copy that still parses) is no entry;
 * a file that cannot be read as an entry is moved to ``spool/.unreadable/<tenant>/`` and
-  reported,
-  never replayed and never silently dropped.
+  reported, never replayed and never silently dropped.
+
+Format 1 (before the checksum) is still read, without one: those files were written by
+the previous version, before its upgrade, and are replayed at the first start after it,
+checked as they always were (every field's type). That is as safe as it was, no less: a
+file corrupted into another valid entry would be replayed wrong, as before. It opens no
+new way in: the checksum guards against accidents, not people, since whoever can write
+the spool folder can write a format-2 file with a matching sum as easily.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -46,7 +56,9 @@ _UNREADABLE_ERRORS = (OSError, ValueError, KeyError, TypeError, RecursionError, 
 """What reading a file that is no entry raises: JSON nested past the parser's depth
 (``RecursionError``) and a time of hundreds of digits (``OverflowError``) included, which
 escaped the replay and left the file to end every later one."""
-_FORMAT = 1
+_FORMAT = 2
+_FORMATS = (1, 2)
+"""What is read: 1, before the checksum (see the module docstring), and 2."""
 
 
 class SpoolError(ProxyError):
@@ -91,8 +103,7 @@ class Spool:
         """Write an entry durably and mark it taken by the caller."""
         if not TENANT_NAME.fullmatch(tenant):
             raise SpoolError(f"not a tenant name: {tenant!r}")
-        body = {
-            "format": _FORMAT,
+        content = {
             "tenant": tenant,
             "conversation": conversation,
             "messages": [_entry_message(m) for m in messages],
@@ -100,6 +111,7 @@ class Spool:
         folder = self.folder / tenant
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
         try:
+            body = {"format": _FORMAT, **content, "sha256": _checksum(content)}
             data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
             folder.mkdir(mode=0o700, exist_ok=True)
             replace_file(folder / name, data, 0o600)
@@ -185,8 +197,8 @@ def _entry_message(message: LogMessage) -> dict[str, Any]:
 
 def _read(path: Path, tenant: str) -> SpoolEntry:
     data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        raise ValueError("not a spool entry of format 1")
+    if not isinstance(data, dict) or data.get("format") not in _FORMATS:
+        raise ValueError("not a spool entry of format 1 or 2")
     if data["tenant"] != tenant:
         raise ValueError(f"entry of tenant {data['tenant']!r} in {tenant!r}'s folder")
     conversation = data["conversation"]
@@ -207,4 +219,16 @@ def _read(path: Path, tenant: str) -> SpoolEntry:
         messages.append(LogMessage(message, float(ts), ext_id, tuple(sources)))
     if not messages:
         raise ValueError("an entry without messages")
+    if data["format"] != 1:
+        content = {k: data[k] for k in ("tenant", "conversation", "messages")}
+        if data.get("sha256") != _checksum(content):
+            raise ValueError("checksum mismatch: the file changed after it was written")
     return SpoolEntry(path, tenant, conversation, tuple(messages))
+
+
+def _checksum(content: dict[str, Any]) -> str:
+    """The sha256 of an entry's content as canonical JSON (keys sorted, no spaces): the
+    same for the content written and for the content read back, whatever the file's
+    layout (JSON reads back every string and number it wrote as it was)."""
+    canonical = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
