@@ -5,7 +5,9 @@ On a single node the append is the durable step. On a cluster node that does not
 the tenant yet, the append waits for the claim (seconds), so the exchange is first
 written to the node's spool (:mod:`proxy.cluster.spool`) and removed from it once appended; entries
 left by a node that died or stopped meanwhile are replayed when it starts again, and
-entries left by a failed claim are replayed after the tenant's next successful append.
+entries left by a failed claim are retried by the node itself, with a backoff
+(:mod:`proxy.cluster.replays`), or replayed after the tenant's next successful append,
+whichever comes first.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ async def store(
         appended = await _append(svc, tenant, conversation, history)
     except BaseException:
         if entry is not None and spool is not None:
-            spool.put_back(entry)  # replayed later: at the next start or success
+            spool.put_back(entry)  # replayed later: retried, or at the next success
+            svc.spool_waits()
         raise
     if spool is not None:
         if entry is not None:
@@ -102,6 +105,7 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
         except (MemoryCoreError, ProxyError) as exc:
             spool.put_back(entry)
             svc.log({"event": "spool_replay_failed", "tenant": tenant, "error": str(exc)})
+            svc.spool_waits()
             break
         except BaseException:
             spool.put_back(entry)

@@ -17,6 +17,9 @@ hold conversation text). Invariants:
   once, so a kill between the append and the removal only repeats a no-op;
 * an entry is handled by one task at a time (:meth:`Spool.take` marks it taken until
   :meth:`Spool.remove` or :meth:`Spool.put_back`);
+* an entry given back waits on disk for the first of: the node's own retries
+  (:mod:`.replays`, which need no traffic), the tenant's next append, the node's next
+  start;
 * a file carries the sha256 of its content (:func:`_checksum`: the tenant, the
   conversation and the messages, as canonical JSON); one whose content no longer matches
   (a disk that flipped a bit, an operator's partial copy that still parses) is no entry;
@@ -125,6 +128,10 @@ class Spool:
     def waiting(self, tenant: str) -> bool:
         """Whether ``tenant`` has entries on disk that no task has taken."""
         return any(p.parent.name == tenant and p not in self._taken for p in self._on_disk)
+
+    def count(self, tenant: str) -> int:
+        """The tenant's entries on disk (taken or not)."""
+        return sum(p.parent.name == tenant for p in self._on_disk)
 
     def tenants(self) -> list[str]:
         """Tenants with entries on disk."""
