@@ -276,3 +276,25 @@ def test_an_entry_of_the_previous_format_without_a_checksum_still_replays(
     (again,) = Spool(tmp_path / "spool", events.append).pending("ana-1")
     assert (again.tenant, again.conversation, again.messages) == ("ana-1", "conv", MESSAGES)
     assert events == []
+
+
+def test_an_entry_that_cannot_be_removed_is_reported_and_waits_for_a_later_replay(
+    tmp_path: Path,
+) -> None:
+    """The removal after the append failed (the spool folder gone read-only; here a
+    folder in the file's place, as root may unlink anything): ``remove`` raised, out of
+    the chat's store or the replay, and the entry stayed taken for good, replayed by no
+    one until the next start. It is reported, given back
+    (a later replay only repeats a no-op append) and removed once it can be."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    entry.path.unlink()
+    entry.path.mkdir()
+    spool.remove(entry)
+    assert spool.waiting("t") and len(spool) == 1
+    (event,) = events
+    assert event["event"] == "spool_remove_failed" and event["tenant"] == "t"
+    assert event["file"] == str(entry.path) and event["error"]
+    entry.path.rmdir()
+    spool.remove(entry)
+    assert not spool.waiting("t") and len(spool) == 0

@@ -89,7 +89,8 @@ def resolve(durable: asyncio.Future[None]) -> None:
 
 async def replay_spool(svc: TurnServices, tenant: str) -> int:
     """Append the tenant's spooled exchanges no other task is handling, oldest first;
-    stops at the first failure (the rest stay spooled). Returns the rows added."""
+    stops at the first failure (the rest stay spooled, and the node's retries are told).
+    Returns the rows added."""
     spool = svc.spool
     if spool is None:
         return 0
@@ -105,7 +106,6 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
         except (MemoryCoreError, ProxyError) as exc:
             spool.put_back(entry)
             svc.log({"event": "spool_replay_failed", "tenant": tenant, "error": str(exc)})
-            svc.spool_waits()
             break
         except BaseException:
             spool.put_back(entry)
@@ -113,6 +113,8 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
         await asyncio.to_thread(spool.remove, entry)
         added += rows
         svc.log({"event": "spool_replayed", "tenant": tenant, "ingested": rows})
+    if spool.waiting(tenant):  # a failure, or an entry that could not be removed
+        svc.spool_waits()
     return added
 
 

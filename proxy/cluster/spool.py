@@ -164,8 +164,15 @@ class Spool:
 
     def remove(self, entry: SpoolEntry) -> None:
         """The tenant's log has ``entry``: delete it (a lost deletion only repeats a
-        no-op replay)."""
-        entry.path.unlink(missing_ok=True)
+        no-op replay). One that cannot be deleted (the folder gone read-only) is reported
+        and given back, so that a later replay deletes it; it never raises."""
+        try:
+            entry.path.unlink(missing_ok=True)
+        except OSError as exc:
+            self._taken.discard(entry.path)
+            self._events({"event": "spool_remove_failed", "tenant": entry.tenant,
+                          "file": str(entry.path), "error": str(exc)})  # fmt: skip
+            return
         self._taken.discard(entry.path)
         self._on_disk.discard(entry.path)
 
