@@ -24,7 +24,7 @@ from .cluster.leases import Leases, lease_store
 from .cluster.placement import Placement
 from .cluster.replays import SpoolReplays
 from .cluster.replication import Litestream, litestream_binary
-from .cluster.spool import Spool
+from .cluster.spool import MAX_ENTRY_BYTES, Spool
 from .config import ClusterConfig, Config
 from .errors import ApiError, ConfigError, error_body, internal_error_body
 from .http.metrics import Metrics
@@ -159,7 +159,11 @@ def _cluster(services: Services, cluster: ClusterConfig) -> None:
         metrics=services.metrics,
     )
     tenants.placement = services.placement = placement
-    spool = services.spool = Spool(services.config.server.data_dir / "spool", services.log.write)
+    spool = services.spool = Spool(
+        services.config.server.data_dir / "spool",
+        services.log.write,
+        max_entry_bytes=max(MAX_ENTRY_BYTES, 4 * services.config.server.max_body_bytes),
+    )
     services.metrics.spooled.labels(node=cluster.node).set_function(lambda: len(spool))
     services.replays = SpoolReplays(
         spool,

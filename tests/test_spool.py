@@ -298,3 +298,39 @@ def test_an_entry_that_cannot_be_removed_is_reported_and_waits_for_a_later_repla
     entry.path.rmdir()
     spool.remove(entry)
     assert not spool.waiting("t") and len(spool) == 0
+
+
+_HUGE_FILE_CHILD = """
+import os, resource, sys
+from pathlib import Path
+from proxy.cluster.spool import Spool
+folder = Path(sys.argv[1])
+(folder / "t").mkdir(parents=True)
+with open(folder / "t" / "00000000000000000001-huge.json", "wb") as f:
+    f.truncate(2 * 1024**3)  # sparse: 2 GiB that take no disk
+resource.setrlimit(resource.RLIMIT_AS, (1024**3, 1024**3))
+events = []
+spool = Spool(folder, events.append)
+print("pending:", spool.pending("t"), [e["event"] for e in events], events[0]["error"])
+"""
+
+
+def test_a_spool_file_larger_than_any_entry_is_set_aside_unread(tmp_path: Path) -> None:
+    """A huge file in the spool (an operator's wrong copy) was read whole before it was
+    parsed: under a memory limit ``MemoryError`` escaped the replay, the file left in
+    place to end every later one. A file larger than an entry may be is set aside without
+    being read, and an entry that large is refused when it is written (it then waits
+    for its claim in memory, as when the disk is full)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HUGE_FILE_CHILD, str(tmp_path / "spool")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pending: [] ['spool_unreadable']" in done.stdout
+    assert "larger than an entry may be" in done.stdout
+    assert (tmp_path / "spool" / ".unreadable" / "t" / "00000000000000000001-huge.json").exists()
+    spool = Spool(tmp_path / "small", lambda event: None, max_entry_bytes=1024)
+    with pytest.raises(SpoolError, match="larger than an entry may be"):
+        spool.put("t", None, (LogMessage({"role": "user", "content": "x" * 2000}, 1.7e9),))
+    assert spool.tenants() == [] and not list((tmp_path / "small").glob("**/*.json"))

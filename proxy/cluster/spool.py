@@ -20,6 +20,9 @@ hold conversation text). Invariants:
 * an entry given back waits on disk for the first of: the node's own retries
   (:mod:`.replays`, which need no traffic), the tenant's next append, the node's next
   start;
+* no file is larger than the spool's ``max_entry_bytes``: a larger entry is refused when
+  written (it waits for its claim in memory, as when the disk is full), and a larger file
+  is set aside unread;
 * a file carries the sha256 of its content (:func:`_checksum`: the tenant, the
   conversation and the messages, as canonical JSON); one whose content no longer matches
   (a disk that flipped a bit, an operator's partial copy that still parses) is no entry;
@@ -52,7 +55,11 @@ from ..config import TENANT_NAME
 from ..errors import ProxyError
 from .durable import TEMP_PREFIX, replace_file
 
-__all__ = ["Spool", "SpoolEntry", "SpoolError"]
+__all__ = ["MAX_ENTRY_BYTES", "Spool", "SpoolEntry", "SpoolError"]
+
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+"""The largest entry written or read by default (the app allows more when
+``server.max_body_bytes`` does): a larger file was read whole before it was parsed."""
 
 _UNREADABLE = ".unreadable"  # a name no tenant can have
 _UNREADABLE_ERRORS = (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError)
@@ -84,9 +91,16 @@ class Spool:
     touch the disk (call them off the event loop); the rest answer from the in-memory
     record of the entries on disk and of those a task is handling."""
 
-    def __init__(self, folder: Path, events: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        events: Callable[[dict[str, Any]], None],
+        *,
+        max_entry_bytes: int = MAX_ENTRY_BYTES,
+    ) -> None:
         self.folder = folder
         self._events = events
+        self._max_bytes = max_entry_bytes
         self._taken: set[Path] = set()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for temp in folder.glob(f"*/{TEMP_PREFIX}*"):
@@ -116,6 +130,8 @@ class Spool:
         try:
             body = {"format": _FORMAT, **content, "sha256": _checksum(content)}
             data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            if len(data) > self._max_bytes:
+                raise ValueError(f"{len(data)} bytes, larger than an entry may be")
             folder.mkdir(mode=0o700, exist_ok=True)
             replace_file(folder / name, data, 0o600)
         except (OSError, TypeError, ValueError) as exc:
@@ -146,7 +162,7 @@ class Spool:
                 continue
             self._on_disk.add(path)  # a file copied in from another node's spool counts too
             try:
-                found.append(_read(path, tenant))
+                found.append(_read(path, tenant, self._max_bytes))
             except _UNREADABLE_ERRORS as exc:
                 self._set_aside(path, tenant, exc)
         return found
@@ -209,7 +225,10 @@ def _entry_message(message: LogMessage) -> dict[str, Any]:
     return entry
 
 
-def _read(path: Path, tenant: str) -> SpoolEntry:
+def _read(path: Path, tenant: str, max_bytes: int) -> SpoolEntry:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{size} bytes, larger than an entry may be ({max_bytes})")
     data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         raise ValueError("not a spool entry of format 1 or 2")
