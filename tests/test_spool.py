@@ -334,3 +334,17 @@ def test_a_spool_file_larger_than_any_entry_is_set_aside_unread(tmp_path: Path) 
     with pytest.raises(SpoolError, match="larger than an entry may be"):
         spool.put("t", None, (LogMessage({"role": "user", "content": "x" * 2000}, 1.7e9),))
     assert spool.tenants() == [] and not list((tmp_path / "small").glob("**/*.json"))
+
+
+def test_a_checked_entry_whose_format_reads_1_is_not_read_unchecked(tmp_path: Path) -> None:
+    """A format 2 file whose ``format`` changed to 1 (with its content) was read as a
+    file of before the checksum, unchecked, and replayed wrong: a file of format 1 never
+    carried a checksum, so one that does is no entry."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    spool.put_back(entry)
+    body = _flip(json.loads(entry.path.read_text())) | {"format": 1}
+    entry.path.write_text(json.dumps(body, ensure_ascii=False))
+    assert Spool(tmp_path / "spool", events.append).pending("t") == []
+    (event,) = events
+    assert event["event"] == "spool_unreadable" and "checksum" in event["error"]

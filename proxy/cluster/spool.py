@@ -31,7 +31,8 @@ hold conversation text). Invariants:
 
 Format 1 (before the checksum) is still read, without one: those files were written by
 the previous version, before its upgrade, and are replayed at the first start after it,
-checked as they always were (every field's type). That is as safe as it was, no less: a
+checked as they always were (every field's type); a file of format 1 that carries a
+checksum is a format 2 file changed on disk, and no entry. That is as safe as it was, no less: a
 file corrupted into another valid entry would be replayed wrong, as before. It opens no
 new way in: the checksum guards against accidents, not people, since whoever can write
 the spool folder can write a format-2 file with a matching sum as easily.
@@ -252,9 +253,9 @@ def _read(path: Path, tenant: str, max_bytes: int) -> SpoolEntry:
         messages.append(LogMessage(message, float(ts), ext_id, tuple(sources)))
     if not messages:
         raise ValueError("an entry without messages")
-    if data["format"] != 1:
+    if data["format"] != 1 or "sha256" in data:  # format 1 never carried one
         content = {k: data[k] for k in ("tenant", "conversation", "messages")}
-        if data.get("sha256") != _checksum(content):
+        if data["format"] == 1 or data.get("sha256") != _checksum(content):
             raise ValueError("checksum mismatch: the file changed after it was written")
     return SpoolEntry(path, tenant, conversation, tuple(messages))
 
