@@ -144,3 +144,40 @@ async def test_a_replay_that_raises_is_reported_and_retried(tmp_path: Path) -> N
     assert log.stored == [entry.path] and log.calls == 2
     (failed,) = [e for e in events if e["event"] == "spool_replay_failed"]
     assert failed["error"] == "PermissionError: spool folder read-only"
+
+
+@pytest.mark.timeout(10)
+async def test_a_tenant_whose_claim_waits_long_does_not_hold_up_the_others(
+    tmp_path: Path,
+) -> None:
+    """Each attempt may wait ``claim_wait_s`` (30 s by default) for its claim: tried one
+    after the other, a node with many tenants held elsewhere reached the last one only
+    after all the others' waits."""
+    events: list[dict[str, Any]] = []
+    spool = Spool(tmp_path / "spool", events.append)
+    stored: list[str] = []
+
+    async def replay(tenant: str) -> None:
+        for entry in spool.pending(tenant):
+            if spool.take(entry):
+                if tenant == "a-slow":
+                    try:
+                        await asyncio.sleep(30)  # another node keeps it
+                    finally:
+                        spool.put_back(entry)
+                stored.append(tenant)
+                spool.remove(entry)
+
+    replays = SpoolReplays(
+        spool, replay, node="a", low_s=0.01, high_s=0.04, events=events.append
+    )
+    for tenant in ("a-slow", "b-fast"):
+        spool.put_back(spool.put(tenant, None, TURN))
+    replays.nudge()
+    for _ in range(100):
+        if stored:
+            break
+        await asyncio.sleep(0.01)
+    assert stored == ["b-fast"] and spool.count("a-slow") == 1  # still in its attempt
+    await replays.stop()
+    assert spool.waiting("a-slow") and not replays.running

@@ -14,7 +14,8 @@ tenant is tried at once, then, while its replay fails, again after a wait that d
 from ``cluster.spool_retry_min_s`` up to ``cluster.spool_retry_max_s``, each wait drawn in
 its upper half (jitter: nodes that failed together do not retry in step). Invariants:
 
-* one replay of a tenant at a time from here; an entry a request's own store or another
+* one replay of a tenant at a time from here (tenants due together are tried together,
+  :data:`CONCURRENT_TENANTS` at most); an entry a request's own store or another
   replay is handling is skipped (:meth:`~.spool.Spool.take`), never replayed twice;
 * a failed attempt leaves its entries on disk, given back (:meth:`~.spool.Spool.put_back`)
   by the replay; :meth:`SpoolReplays.stop` cancels an attempt in progress, which gives its
@@ -42,6 +43,11 @@ from .spool import Spool
 __all__ = ["SpoolReplays", "retry_delay"]
 
 Events = Callable[[dict[str, Any]], None]
+
+CONCURRENT_TENANTS = 16
+"""Tenants retried at once: each attempt may wait ``cluster.claim_wait_s`` for its claim,
+so one after the other, the last of many tenants held elsewhere waited for all the
+others' waits."""
 
 
 def retry_delay(attempt: int, low_s: float, high_s: float, draw: float) -> float:
@@ -84,6 +90,7 @@ class SpoolReplays:
         self._clock = clock
         self._backoff: dict[str, _Backoff] = {}
         self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(CONCURRENT_TENANTS)
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -120,9 +127,10 @@ class SpoolReplays:
             self._backoff = {t: self._backoff.get(t, _Backoff()) for t in waiting}
             if not waiting:
                 return
-            for tenant in waiting:
-                if self._backoff[tenant].due <= self._clock():
-                    await self._attempt(tenant)
+            now = self._clock()
+            due = [t for t in waiting if self._backoff[t].due <= now]
+            if due:
+                await asyncio.gather(*(self._attempt(t) for t in due))
             await self._sleep()
 
     async def _sleep(self) -> None:
@@ -135,6 +143,10 @@ class SpoolReplays:
                 await asyncio.wait_for(self._wake.wait(), due)
 
     async def _attempt(self, tenant: str) -> None:
+        async with self._slots:
+            await self._try(tenant)
+
+    async def _try(self, tenant: str) -> None:
         try:
             await self._replay(tenant)
         except Exception as exc:  # the entries stay on disk; the next attempt says more
