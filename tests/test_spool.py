@@ -69,6 +69,7 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
 @pytest.mark.parametrize(
     "content",
     [
+        b"",
         b"not json",
         b"\xff\xfe",
         b"[]",
