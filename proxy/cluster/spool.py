@@ -16,7 +16,8 @@ hold conversation text). Invariants:
 * replaying an entry twice stores nothing twice: the log's hash chain keeps each turn
   once, so a kill between the append and the removal only repeats a no-op;
 * an entry is handled by one task at a time (:meth:`Spool.take` marks it taken until
-  :meth:`Spool.remove` or :meth:`Spool.put_back`);
+  :meth:`Spool.remove` or :meth:`Spool.put_back`); one that cannot be deleted after its
+  append (a read-only folder) is reported and given back, never left taken;
 * an entry given back waits on disk for the first of: the node's own retries
   (:mod:`.replays`, which need no traffic), the tenant's next append, the node's next
   start;
@@ -32,10 +33,11 @@ hold conversation text). Invariants:
 Format 1 (before the checksum) is still read, without one: those files were written by
 the previous version, before its upgrade, and are replayed at the first start after it,
 checked as they always were (every field's type); a file of format 1 that carries a
-checksum is a format 2 file changed on disk, and no entry. That is as safe as it was, no less: a
-file corrupted into another valid entry would be replayed wrong, as before. It opens no
-new way in: the checksum guards against accidents, not people, since whoever can write
-the spool folder can write a format-2 file with a matching sum as easily.
+checksum is a format 2 file changed on disk, and no entry. That is as safe as it was, no
+less: a format 1 file corrupted into another valid entry would be replayed wrong, as
+before the upgrade. It opens no new way in: the checksum guards against accidents, not
+people, since whoever can write the spool folder can as easily write a format 2 file
+with a matching sum.
 """
 
 from __future__ import annotations
