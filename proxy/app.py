@@ -22,8 +22,9 @@ from .chat.handler import CLIENT_CLOSED
 from .chat.ingest import replay_spool
 from .cluster.leases import Leases, lease_store
 from .cluster.placement import Placement
+from .cluster.replays import SpoolReplays
 from .cluster.replication import Litestream, litestream_binary
-from .cluster.spool import Spool
+from .cluster.spool import MAX_ENTRY_BYTES, Spool
 from .config import ClusterConfig, Config
 from .errors import ApiError, ConfigError, error_body, internal_error_body
 from .http.metrics import Metrics
@@ -158,8 +159,21 @@ def _cluster(services: Services, cluster: ClusterConfig) -> None:
         metrics=services.metrics,
     )
     tenants.placement = services.placement = placement
-    spool = services.spool = Spool(services.config.server.data_dir / "spool", services.log.write)
+    spool = services.spool = Spool(
+        services.config.server.data_dir / "spool",
+        services.log.write,
+        max_entry_bytes=max(MAX_ENTRY_BYTES, 4 * services.config.server.max_body_bytes),
+    )
     services.metrics.spooled.labels(node=cluster.node).set_function(lambda: len(spool))
+    services.replays = SpoolReplays(
+        spool,
+        lambda tenant: replay_spool(services.turns, tenant),
+        node=cluster.node,
+        low_s=cluster.spool_retry_min_s,
+        high_s=cluster.spool_retry_max_s,
+        events=services.log.write,
+        metrics=services.metrics,
+    )
 
 
 def _formation_workers(
@@ -224,6 +238,8 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+    if svc.replays is not None:  # before the placement stops: its entries stay spooled
+        await svc.replays.stop()
     finished = await svc.stop(svc.config.server.shutdown_grace_s)
     if svc.placement is not None:  # ship what each tenant has, then release it
         await svc.placement.stop()
@@ -251,9 +267,8 @@ async def _start(svc: Services) -> None:
     svc.log.write({"event": "ready", "warm_up_ms": elapsed, "tenants": len(tenants)})
     if svc.placement is None:  # a claimed tenant's queue is formed once it is open
         await _recover(svc)
-    elif svc.spool is not None:  # exchanges answered while a claim ran, before a stop
-        for tenant in svc.spool.tenants():
-            svc.spawn(replay_spool(svc.turns, tenant))
+    elif svc.replays is not None:  # exchanges answered while a claim ran, before a stop
+        svc.replays.nudge()
 
 
 async def _check_upstreams(svc: Services) -> None:

@@ -299,6 +299,12 @@ class ClusterConfig(ConfigModel):
     waits for this node to hold its tenant before answering 503 ``memory_moving`` with
     ``Retry-After``: another node keeps a tenant it serves until it has been idle for
     its ``idle_release_s``, so the wait had no end while that node was in use."""
+    spool_retry_min_s: float = Field(1.0, gt=0, le=3600)
+    """How long after a failed replay of a tenant's spooled exchanges (its claim failed or
+    waited past ``claim_wait_s``) the node tries again by itself; each further failure
+    doubles the wait, up to :attr:`spool_retry_max_s` (:mod:`~proxy.cluster.replays`)."""
+    spool_retry_max_s: float = Field(60.0, gt=0, le=3600)
+    """The longest wait between two retries of a tenant's spooled exchanges."""
     leases: Annotated[str, AfterValidator(_replica_root)] | None = None
     """Where the leases are: a ``file://`` folder every node mounts (compare-and-swap by
     exclusive create); default: :attr:`replica` when that is a ``file://`` root."""
@@ -307,6 +313,11 @@ class ClusterConfig(ConfigModel):
     def _timings(self) -> ClusterConfig:
         if self.lease_renew_s * 2 > self.lease_ttl_s:
             raise ValueError("lease_renew_s must be at most half of lease_ttl_s")
+        if self.spool_retry_min_s > self.spool_retry_max_s:
+            raise ValueError(
+                f"spool_retry_min_s ({self.spool_retry_min_s:g}) must be at most "
+                f"spool_retry_max_s ({self.spool_retry_max_s:g})"
+            )
         if not self.lease_root.startswith("file://"):
             raise ValueError(
                 "leases need a file:// folder every node mounts: set cluster.leases"

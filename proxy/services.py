@@ -16,6 +16,7 @@ from policies import PolicyEngine, PolicyStore
 
 from .chat.turn import TurnServices
 from .cluster.placement import Placement
+from .cluster.replays import SpoolReplays
 from .cluster.replication import Litestream
 from .cluster.spool import Spool
 from .config import Config
@@ -56,6 +57,8 @@ class Services:
     spool: Spool | None = None
     """In a cluster, exchanges waiting for their tenant's claim, on disk
     (:mod:`proxy.cluster.spool`)."""
+    replays: SpoolReplays | None = None
+    """In a cluster, the node's own retries of its spool (:mod:`proxy.cluster.replays`)."""
     litestream: Litestream | None = None
     """In a cluster, the Litestream daemon this node runs (None with an external one)."""
     state: str = "starting"
@@ -69,8 +72,10 @@ class Services:
     def turns(self) -> TurnServices:
         """What each chat turn's memory uses (:mod:`.chat.turn`): failures, decisions,
         lookups and appends counted in this app's metrics, events in its log, and in a
-        cluster the node's placement and spool (read on first use: after wiring)."""
+        cluster the node's placement, spool and its retries (read on first use: after
+        wiring)."""
         metrics = self.metrics
+        replays = self.replays
         return TurnServices(
             tenants=self.tenants,
             engine=self.engine,
@@ -88,6 +93,7 @@ class Services:
             ingested=metrics.ingested.inc,
             placement=self.placement,
             spool=self.spool,
+            spool_waits=replays.nudge if replays is not None else lambda: None,
         )
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> None:

@@ -197,6 +197,14 @@ async def test_cluster_config_is_checked(upstream: FakeUpstream, tmp_path: Path)
     config["cluster"]["leases"] = (tmp_path / "leases").as_uri()
     path.write_text(yaml.safe_dump(config))
     assert load_config(path).cluster is not None
+    config["cluster"].update(spool_retry_min_s=90, spool_retry_max_s=60)
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"spool_retry_min_s \(90\) must be at most spool_re"):
+        load_config(path)
+    config["cluster"].update(spool_retry_min_s=0)
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"cluster\.spool_retry_min_s"):
+        load_config(path)
 
 
 @pytest.mark.timeout(120)
@@ -346,3 +354,108 @@ async def test_two_nodes_given_one_name_never_write_a_tenant_together(
     (given,) = await _places(first)
     assert (given["state"], given["epoch"]) == ("released", 1)
     assert await _remembers(second)
+
+
+def _retrying(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` whose stores give up on a claim after 0.3 s and whose spool is retried
+    every 0.05 s at first, 0.2 s at most."""
+    config["cluster"].update(claim_wait_s=0.3, spool_retry_min_s=0.05, spool_retry_max_s=0.2)
+    return config
+
+
+async def _spooled_while_another_node_holds(
+    upstream: FakeUpstream, make_proxy: MakeProxy, replica: Path
+) -> tuple[Proxy, Leases, Any]:
+    """A node whose one exchange was spooled during a claim that failed: another node
+    (a ghost) holds the tenant for 600 s; the store waited ``claim_wait_s`` and gave up."""
+    leases = Leases(lease_store(replica.as_uri()))
+    ghost = leases.acquire("default", "ghost", 600, time.time())
+    assert ghost is not None
+    proxy = await make_proxy(_retrying(_node(upstream, replica, "a")), name="a")
+    answer, _ = await _chat(proxy, FACT, "c1")
+    assert answer == f"echo: {FACT}"
+    await proxy.settle()
+    (failed,) = [r for r in proxy.log_records() if r.get("event") == "ingest_failed"]
+    assert "taking over the memory" in failed["error"]  # memory_moving, after 0.3 s
+    assert len(list((proxy.data_dir / "spool" / "default").glob("*.json"))) == 1
+    return proxy, leases, ghost
+
+
+def _retries(proxy: Proxy) -> list[dict[str, Any]]:
+    return [r for r in proxy.log_records() if r.get("event") == "spool_retry"]
+
+
+@pytest.mark.timeout(60)
+async def test_an_exchange_whose_claim_failed_is_stored_with_no_further_request(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """The store of an exchange answered during a claim gave up (the holder kept the
+    tenant past ``claim_wait_s``): the entry stayed in the spool until the tenant's next
+    request or the node's next start, although its answer had gone out whole. The node
+    now retries it by itself, with a backoff, and stores it once the holder lets go."""
+    replica = tmp_path / "replica"
+    proxy, leases, ghost = await _spooled_while_another_node_holds(upstream, make_proxy, replica)
+
+    async def retried_twice() -> bool:
+        return len(_retries(proxy)) >= 2
+
+    await _until(retried_twice, 10)
+    first = _retries(proxy)[0]
+    assert (first["tenant"], first["pending"]) == ("default", 1)
+    assert 0 < first["retry_in_s"] <= 0.2
+    assert leases.release(ghost)
+    folder = proxy.data_dir / "spool" / "default"
+
+    async def emptied() -> bool:
+        return not list(folder.glob("*.json"))
+
+    await _until(emptied, 10)  # no request for the tenant meanwhile
+    (replayed,) = [r for r in proxy.log_records() if r.get("event") == "spool_replayed"]
+    assert replayed["ingested"] == 2
+    metrics = proxy.services.metrics.render()
+    assert b'areamem_spool_replay_attempts_total{node="a",outcome="failed"}' in metrics
+    assert b'areamem_spool_replay_attempts_total{node="a",outcome="stored"} 1.0' in metrics
+    assert b'areamem_spooled_exchanges{node="a"} 0.0' in metrics
+    replays = proxy.services.replays
+    assert replays is not None
+    await _until(lambda: _done(replays.running), 5)  # nothing left: it ends by itself
+    await _until(lambda: _remembers(proxy), 30)  # formed in the background
+
+
+async def _done(running: bool) -> bool:
+    return not running
+
+
+@pytest.mark.timeout(90)
+async def test_a_node_stopped_while_retrying_its_spool_leaves_it_for_its_next_start(
+    upstream: FakeUpstream, make_proxy: MakeProxy, tmp_path: Path
+) -> None:
+    """Stopping a node whose spool is being retried ends the retries at once (no task
+    left behind, nothing replayed twice); the entry stays on disk and the next start
+    stores it."""
+    replica = tmp_path / "replica"
+    proxy, leases, ghost = await _spooled_while_another_node_holds(upstream, make_proxy, replica)
+
+    async def retried() -> bool:
+        return bool(_retries(proxy))
+
+    await _until(retried, 10)
+    replays = proxy.services.replays
+    assert replays is not None and replays.running
+    await proxy.server.close()
+    assert not replays.running
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "spool-replays"]
+    (entry,) = (proxy.data_dir / "spool" / "default").glob("*.json")
+    assert FACT in entry.read_text()
+
+    assert leases.release(ghost)
+    again = await make_proxy(_retrying(_node(upstream, replica, "a")), name="a")
+
+    async def stored() -> bool:
+        return not entry.exists()
+
+    await _until(stored, 20)
+    await again.settle()
+    replayed = [r for r in again.log_records() if r.get("event") == "spool_replayed"]
+    assert [r["ingested"] for r in replayed] == [2]
+    assert await _remembers(again)

@@ -69,6 +69,7 @@ def test_a_new_spool_sees_what_a_dead_process_left_and_deletes_half_writes(
 @pytest.mark.parametrize(
     "content",
     [
+        b"",
         b"not json",
         b"\xff\xfe",
         b"[]",
@@ -232,3 +233,119 @@ def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
     (line,) = done.stderr.splitlines()
     assert line.startswith("areamem: configuration error: ") and "server.data_dir" in line
     assert str(data / taken) in line
+
+
+def _flip(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with one word of its first message changed: still JSON, still an entry."""
+    changed = json.loads(json.dumps(body))
+    changed["messages"][0]["message"]["content"] = "Ana garde des guêpes à Évora 🐝"
+    return changed
+
+
+@pytest.mark.parametrize("where", ["content", "conversation"])
+def test_an_entry_changed_on_disk_after_its_rename_is_set_aside_not_replayed(
+    tmp_path: Path, where: str
+) -> None:
+    """A file bit-flipped or torn on disk after its rename (a bad disk, an operator's
+    partial copy) that still parsed as an entry was replayed with the wrong content: each
+    entry now carries the sha256 of its content, and one that does not match is set
+    aside and reported, as any unreadable file."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    spool.put_back(entry)
+    body = json.loads(entry.path.read_text())
+    assert body["format"] == 2 and len(body["sha256"]) == 64
+    changed = _flip(body) if where == "content" else {**body, "conversation": "d"}
+    entry.path.write_text(json.dumps(changed, ensure_ascii=False))
+    assert Spool(tmp_path / "spool", events.append).pending("t") == []
+    moved = tmp_path / "spool" / ".unreadable" / "t" / entry.path.name
+    assert moved.exists() and not entry.path.exists()
+    (event,) = events
+    assert event["event"] == "spool_unreadable" and "checksum" in event["error"]
+
+
+def test_an_entry_of_the_previous_format_without_a_checksum_still_replays(
+    tmp_path: Path,
+) -> None:
+    """Entries written before the checksum (format 1) are read as before: a node
+    upgraded with exchanges in its spool stores them."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("ana-1", "conv", MESSAGES)
+    body = json.loads(entry.path.read_text())
+    old = {k: v for k, v in body.items() if k != "sha256"} | {"format": 1}
+    entry.path.write_text(json.dumps(old, ensure_ascii=False))
+    (again,) = Spool(tmp_path / "spool", events.append).pending("ana-1")
+    assert (again.tenant, again.conversation, again.messages) == ("ana-1", "conv", MESSAGES)
+    assert events == []
+
+
+def test_an_entry_that_cannot_be_removed_is_reported_and_waits_for_a_later_replay(
+    tmp_path: Path,
+) -> None:
+    """The removal after the append failed (the spool folder gone read-only; here a
+    folder in the file's place, as root may unlink anything): ``remove`` raised, out of
+    the chat's store or the replay, and the entry stayed taken for good, replayed by no
+    one until the next start. It is reported, given back
+    (a later replay only repeats a no-op append) and removed once it can be."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    entry.path.unlink()
+    entry.path.mkdir()
+    spool.remove(entry)
+    assert spool.waiting("t") and len(spool) == 1
+    (event,) = events
+    assert event["event"] == "spool_remove_failed" and event["tenant"] == "t"
+    assert event["file"] == str(entry.path) and event["error"]
+    entry.path.rmdir()
+    spool.remove(entry)
+    assert not spool.waiting("t") and len(spool) == 0
+
+
+_HUGE_FILE_CHILD = """
+import os, resource, sys
+from pathlib import Path
+from proxy.cluster.spool import Spool
+folder = Path(sys.argv[1])
+(folder / "t").mkdir(parents=True)
+with open(folder / "t" / "00000000000000000001-huge.json", "wb") as f:
+    f.truncate(2 * 1024**3)  # sparse: 2 GiB that take no disk
+resource.setrlimit(resource.RLIMIT_AS, (1024**3, 1024**3))
+events = []
+spool = Spool(folder, events.append)
+print("pending:", spool.pending("t"), [e["event"] for e in events], events[0]["error"])
+"""
+
+
+def test_a_spool_file_larger_than_any_entry_is_set_aside_unread(tmp_path: Path) -> None:
+    """A huge file in the spool (an operator's wrong copy) was read whole before it was
+    parsed: under a memory limit ``MemoryError`` escaped the replay, the file left in
+    place to end every later one. A file larger than an entry may be is set aside without
+    being read, and an entry that large is refused when it is written (it then waits
+    for its claim in memory, as when the disk is full)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HUGE_FILE_CHILD, str(tmp_path / "spool")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pending: [] ['spool_unreadable']" in done.stdout
+    assert "larger than an entry may be" in done.stdout
+    assert (tmp_path / "spool" / ".unreadable" / "t" / "00000000000000000001-huge.json").exists()
+    spool = Spool(tmp_path / "small", lambda event: None, max_entry_bytes=1024)
+    with pytest.raises(SpoolError, match="larger than an entry may be"):
+        spool.put("t", None, (LogMessage({"role": "user", "content": "x" * 2000}, 1.7e9),))
+    assert spool.tenants() == [] and not list((tmp_path / "small").glob("**/*.json"))
+
+
+def test_a_checked_entry_whose_format_reads_1_is_not_read_unchecked(tmp_path: Path) -> None:
+    """A format 2 file whose ``format`` changed to 1 (with its content) was read as a
+    file of before the checksum, unchecked, and replayed wrong: a file of format 1 never
+    carried a checksum, so one that does is no entry."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES)
+    spool.put_back(entry)
+    body = _flip(json.loads(entry.path.read_text())) | {"format": 1}
+    entry.path.write_text(json.dumps(body, ensure_ascii=False))
+    assert Spool(tmp_path / "spool", events.append).pending("t") == []
+    (event,) = events
+    assert event["event"] == "spool_unreadable" and "checksum" in event["error"]

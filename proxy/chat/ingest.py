@@ -5,13 +5,15 @@ On a single node the append is the durable step. On a cluster node that does not
 the tenant yet, the append waits for the claim (seconds), so the exchange is first
 written to the node's spool (:mod:`proxy.cluster.spool`) and removed from it once appended; entries
 left by a node that died or stopped meanwhile are replayed when it starts again, and
-entries left by a failed claim are replayed after the tenant's next successful append.
+entries left by a failed claim are retried by the node itself, with a backoff
+(:mod:`proxy.cluster.replays`), or replayed after the tenant's next successful append,
+whichever comes first.
 
 An exchange whose answer has an id a later request may name (the Responses API's
 ``previous_response_id``) links that id with the turns, in the append's transaction
-(:meth:`TenantMemory.append`). A spooled entry keeps the turns only: replayed after a
-restart, its response id is not linked (the turn that names it becomes a conversation of
-its own, as before links existed).
+(:meth:`TenantMemory.append`). A spooled entry keeps the turns only: replayed (by the
+retries, or after a restart), its response id is not linked (the turn that names it
+becomes a conversation of its own, as before links existed).
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ async def store(
         appended = await _append(svc, tenant, conversation, history, response_id)
     except BaseException:
         if entry is not None and spool is not None:
-            spool.put_back(entry)  # replayed later: at the next start or success
+            spool.put_back(entry)  # replayed later: retried, or at the next success
+            svc.spool_waits()
         raise
     if spool is not None:
         if entry is not None:
@@ -96,7 +99,8 @@ def resolve(durable: asyncio.Future[None]) -> None:
 
 async def replay_spool(svc: TurnServices, tenant: str) -> int:
     """Append the tenant's spooled exchanges no other task is handling, oldest first;
-    stops at the first failure (the rest stay spooled). Returns the rows added."""
+    stops at the first failure (the rest stay spooled, and the node's retries are told).
+    Returns the rows added."""
     spool = svc.spool
     if spool is None:
         return 0
@@ -119,6 +123,8 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
         await asyncio.to_thread(spool.remove, entry)
         added += rows
         svc.log({"event": "spool_replayed", "tenant": tenant, "ingested": rows})
+    if spool.waiting(tenant):  # a failure, or an entry that could not be removed
+        svc.spool_waits()
     return added
 
 

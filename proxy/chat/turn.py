@@ -95,7 +95,9 @@ class TurnServices:
     counts appended rows; ``log`` writes an event line; ``spawn`` keeps background work
     referenced until it ends and ``watch_formation`` reports a scheduled formation pass.
     ``source`` labels the log rows (``proxy``, ``litellm``). ``placement`` and ``spool``
-    are a cluster node's (see :mod:`.ingest`).
+    are a cluster node's (see :mod:`.ingest`); ``spool_waits`` is told when a spooled
+    entry is given back to wait for a later replay (the node's retries,
+    :mod:`proxy.cluster.replays`).
     """
 
     tenants: Tenants
@@ -112,6 +114,7 @@ class TurnServices:
     ingested: Callable[[int], None] = _ignore
     placement: Placement | None = None
     spool: Spool | None = None
+    spool_waits: Callable[[], None] = _ignore
 
 
 @dataclass

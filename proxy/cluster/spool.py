@@ -16,14 +16,33 @@ hold conversation text). Invariants:
 * replaying an entry twice stores nothing twice: the log's hash chain keeps each turn
   once, so a kill between the append and the removal only repeats a no-op;
 * an entry is handled by one task at a time (:meth:`Spool.take` marks it taken until
-  :meth:`Spool.remove` or :meth:`Spool.put_back`);
+  :meth:`Spool.remove` or :meth:`Spool.put_back`); one that cannot be deleted after its
+  append (a read-only folder) is reported and given back, never left taken;
+* an entry given back waits on disk for the first of: the node's own retries
+  (:mod:`.replays`, which need no traffic), the tenant's next append, the node's next
+  start;
+* no file is larger than the spool's ``max_entry_bytes``: a larger entry is refused when
+  written (it waits for its claim in memory, as when the disk is full), and a larger file
+  is set aside unread;
+* a file carries the sha256 of its content (:func:`_checksum`: the tenant, the
+  conversation and the messages, as canonical JSON); one whose content no longer matches
+  (a disk that flipped a bit, an operator's partial copy that still parses) is no entry;
 * a file that cannot be read as an entry is moved to ``spool/.unreadable/<tenant>/`` and
-  reported,
-  never replayed and never silently dropped.
+  reported, never replayed and never silently dropped.
+
+Format 1 (before the checksum) is still read, without one: those files were written by
+the previous version, before its upgrade, and are replayed at the first start after it,
+checked as they always were (every field's type); a file of format 1 that carries a
+checksum is a format 2 file changed on disk, and no entry. That is as safe as it was, no
+less: a format 1 file corrupted into another valid entry would be replayed wrong, as
+before the upgrade. It opens no new way in: the checksum guards against accidents, not
+people, since whoever can write the spool folder can as easily write a format 2 file
+with a matching sum.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -39,14 +58,20 @@ from ..config import TENANT_NAME
 from ..errors import ProxyError
 from .durable import TEMP_PREFIX, replace_file
 
-__all__ = ["Spool", "SpoolEntry", "SpoolError"]
+__all__ = ["MAX_ENTRY_BYTES", "Spool", "SpoolEntry", "SpoolError"]
+
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+"""The largest entry written or read by default (the app allows more when
+``server.max_body_bytes`` does): a larger file was read whole before it was parsed."""
 
 _UNREADABLE = ".unreadable"  # a name no tenant can have
 _UNREADABLE_ERRORS = (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError)
 """What reading a file that is no entry raises: JSON nested past the parser's depth
 (``RecursionError``) and a time of hundreds of digits (``OverflowError``) included, which
 escaped the replay and left the file to end every later one."""
-_FORMAT = 1
+_FORMAT = 2
+_FORMATS = (1, 2)
+"""What is read: 1, before the checksum (see the module docstring), and 2."""
 
 
 class SpoolError(ProxyError):
@@ -69,9 +94,16 @@ class Spool:
     touch the disk (call them off the event loop); the rest answer from the in-memory
     record of the entries on disk and of those a task is handling."""
 
-    def __init__(self, folder: Path, events: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        events: Callable[[dict[str, Any]], None],
+        *,
+        max_entry_bytes: int = MAX_ENTRY_BYTES,
+    ) -> None:
         self.folder = folder
         self._events = events
+        self._max_bytes = max_entry_bytes
         self._taken: set[Path] = set()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for temp in folder.glob(f"*/{TEMP_PREFIX}*"):
@@ -91,8 +123,7 @@ class Spool:
         """Write an entry durably and mark it taken by the caller."""
         if not TENANT_NAME.fullmatch(tenant):
             raise SpoolError(f"not a tenant name: {tenant!r}")
-        body = {
-            "format": _FORMAT,
+        content = {
             "tenant": tenant,
             "conversation": conversation,
             "messages": [_entry_message(m) for m in messages],
@@ -100,7 +131,10 @@ class Spool:
         folder = self.folder / tenant
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
         try:
+            body = {"format": _FORMAT, **content, "sha256": _checksum(content)}
             data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            if len(data) > self._max_bytes:
+                raise ValueError(f"{len(data)} bytes, larger than an entry may be")
             folder.mkdir(mode=0o700, exist_ok=True)
             replace_file(folder / name, data, 0o600)
         except (OSError, TypeError, ValueError) as exc:
@@ -113,6 +147,10 @@ class Spool:
     def waiting(self, tenant: str) -> bool:
         """Whether ``tenant`` has entries on disk that no task has taken."""
         return any(p.parent.name == tenant and p not in self._taken for p in self._on_disk)
+
+    def count(self, tenant: str) -> int:
+        """The tenant's entries on disk (taken or not)."""
+        return sum(p.parent.name == tenant for p in self._on_disk)
 
     def tenants(self) -> list[str]:
         """Tenants with entries on disk."""
@@ -127,7 +165,7 @@ class Spool:
                 continue
             self._on_disk.add(path)  # a file copied in from another node's spool counts too
             try:
-                found.append(_read(path, tenant))
+                found.append(_read(path, tenant, self._max_bytes))
             except _UNREADABLE_ERRORS as exc:
                 self._set_aside(path, tenant, exc)
         return found
@@ -145,8 +183,15 @@ class Spool:
 
     def remove(self, entry: SpoolEntry) -> None:
         """The tenant's log has ``entry``: delete it (a lost deletion only repeats a
-        no-op replay)."""
-        entry.path.unlink(missing_ok=True)
+        no-op replay). One that cannot be deleted (the folder gone read-only) is reported
+        and given back, so that a later replay deletes it; it never raises."""
+        try:
+            entry.path.unlink(missing_ok=True)
+        except OSError as exc:
+            self._taken.discard(entry.path)
+            self._events({"event": "spool_remove_failed", "tenant": entry.tenant,
+                          "file": str(entry.path), "error": str(exc)})  # fmt: skip
+            return
         self._taken.discard(entry.path)
         self._on_disk.discard(entry.path)
 
@@ -183,10 +228,13 @@ def _entry_message(message: LogMessage) -> dict[str, Any]:
     return entry
 
 
-def _read(path: Path, tenant: str) -> SpoolEntry:
+def _read(path: Path, tenant: str, max_bytes: int) -> SpoolEntry:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{size} bytes, larger than an entry may be ({max_bytes})")
     data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        raise ValueError("not a spool entry of format 1")
+    if not isinstance(data, dict) or data.get("format") not in _FORMATS:
+        raise ValueError("not a spool entry of format 1 or 2")
     if data["tenant"] != tenant:
         raise ValueError(f"entry of tenant {data['tenant']!r} in {tenant!r}'s folder")
     conversation = data["conversation"]
@@ -207,4 +255,16 @@ def _read(path: Path, tenant: str) -> SpoolEntry:
         messages.append(LogMessage(message, float(ts), ext_id, tuple(sources)))
     if not messages:
         raise ValueError("an entry without messages")
+    if data["format"] != 1 or "sha256" in data:  # format 1 never carried one
+        content = {k: data[k] for k in ("tenant", "conversation", "messages")}
+        if data["format"] == 1 or data.get("sha256") != _checksum(content):
+            raise ValueError("checksum mismatch: the file changed after it was written")
     return SpoolEntry(path, tenant, conversation, tuple(messages))
+
+
+def _checksum(content: dict[str, Any]) -> str:
+    """The sha256 of an entry's content as canonical JSON (keys sorted, no spaces): the
+    same for the content written and for the content read back, whatever the file's
+    layout (JSON reads back every string and number it wrote as it was)."""
+    canonical = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

@@ -110,6 +110,13 @@ class Metrics:
             ["node"],
             registry=r,
         )
+        self.spool_replay_attempts = Counter(
+            "areamem_spool_replay_attempts",
+            "In a cluster: retries of a tenant's spooled exchanges by the node itself "
+            "(proxy.cluster.replays), by outcome: stored (none left waiting) or failed",
+            ["node", "outcome"],
+            registry=r,
+        )
         self.tenant_claims = Counter(
             "areamem_tenant_claims",
             "In a cluster: tenants this node took over, by how their database was put in "
