@@ -349,3 +349,25 @@ def test_a_checked_entry_whose_format_reads_1_is_not_read_unchecked(tmp_path: Pa
     assert Spool(tmp_path / "spool", events.append).pending("t") == []
     (event,) = events
     assert event["event"] == "spool_unreadable" and "checksum" in event["error"]
+
+
+def test_an_answers_response_id_is_spooled_with_its_turns_and_checked(tmp_path: Path) -> None:
+    """A Responses answer spooled during a claim lost its id: replayed, its turns were
+    stored but a later request naming the id started a conversation of its own. The id
+    is now kept with the turns, covered by the checksum, and typed."""
+    spool, events = _spool(tmp_path)
+    entry = spool.put("t", "c", MESSAGES, "resp_abc")
+    spool.put_back(entry)
+    (again,) = Spool(tmp_path / "spool", events.append).pending("t")
+    assert (again.messages, again.response_id) == (MESSAGES, "resp_abc")
+    plain = spool.put("u", "c", MESSAGES)
+    assert "response_id" not in json.loads(plain.path.read_text()) and plain.response_id is None
+    body = json.loads(entry.path.read_text())
+    for forged in ("resp_other", 12):
+        entry.path.write_text(json.dumps({**body, "response_id": forged}, ensure_ascii=False))
+        assert Spool(tmp_path / "spool", events.append).pending("t") == []
+        moved = tmp_path / "spool" / ".unreadable" / "t" / entry.path.name
+        assert moved.exists()
+        moved.rename(entry.path)
+    reasons = [e["error"] for e in events if e["event"] == "spool_unreadable"]
+    assert len(reasons) == 2 and "checksum" in reasons[0] and "response_id" in reasons[1]

@@ -11,9 +11,8 @@ whichever comes first.
 
 An exchange whose answer has an id a later request may name (the Responses API's
 ``previous_response_id``) links that id with the turns, in the append's transaction
-(:meth:`TenantMemory.append`). A spooled entry keeps the turns only: replayed (by the
-retries, or after a restart), its response id is not linked (the turn that names it
-becomes a conversation of its own, as before links existed).
+(:meth:`TenantMemory.append`); a spooled entry keeps the id with its turns, so a replay
+(by the retries, or after a restart) links it as the append would have.
 """
 
 from __future__ import annotations
@@ -70,7 +69,9 @@ async def store(
     entry: SpoolEntry | None = None
     if placement is not None and spool is not None and not placement.ready(tenant):
         try:
-            entry = await asyncio.to_thread(spool.put, tenant, conversation, history)
+            entry = await asyncio.to_thread(
+                spool.put, tenant, conversation, history, response_id
+            )
         except SpoolError as exc:  # the exchange still waits for the claim, in memory
             svc.log({"event": "spool_failed", "tenant": tenant, "error": str(exc)})
         else:
@@ -109,7 +110,9 @@ async def replay_spool(svc: TurnServices, tenant: str) -> int:
         if not spool.take(entry):
             continue
         try:
-            rows = await _append(svc, tenant, entry.conversation, entry.messages)
+            rows = await _append(
+                svc, tenant, entry.conversation, entry.messages, entry.response_id
+            )
         except InvalidInputError as exc:  # refused now, refused at every replay
             spool.set_aside(entry, str(exc))
             continue

@@ -25,7 +25,8 @@ hold conversation text). Invariants:
   written (it waits for its claim in memory, as when the disk is full), and a larger file
   is set aside unread;
 * a file carries the sha256 of its content (:func:`_checksum`: the tenant, the
-  conversation and the messages, as canonical JSON); one whose content no longer matches
+  conversation, the messages and, when the answer has one a later Responses request
+  may continue, its ``response_id``, as canonical JSON); one whose content no longer matches
   (a disk that flipped a bit, an operator's partial copy that still parses) is no entry;
 * a file that cannot be read as an entry is moved to ``spool/.unreadable/<tenant>/`` and
   reported, never replayed and never silently dropped.
@@ -87,6 +88,8 @@ class SpoolEntry:
     tenant: str
     conversation: str | None
     messages: tuple[LogMessage, ...]
+    response_id: str | None = None
+    """The answer's id a later Responses request may continue (linked when appended)."""
 
 
 class Spool:
@@ -118,16 +121,22 @@ class Spool:
         return len(self._on_disk)
 
     def put(
-        self, tenant: str, conversation: str | None, messages: Sequence[LogMessage]
+        self,
+        tenant: str,
+        conversation: str | None,
+        messages: Sequence[LogMessage],
+        response_id: str | None = None,
     ) -> SpoolEntry:
         """Write an entry durably and mark it taken by the caller."""
         if not TENANT_NAME.fullmatch(tenant):
             raise SpoolError(f"not a tenant name: {tenant!r}")
-        content = {
+        content: dict[str, Any] = {
             "tenant": tenant,
             "conversation": conversation,
             "messages": [_entry_message(m) for m in messages],
         }
+        if response_id is not None:  # only then: the sum of an entry without one is as before
+            content["response_id"] = response_id
         folder = self.folder / tenant
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
         try:
@@ -255,11 +264,17 @@ def _read(path: Path, tenant: str, max_bytes: int) -> SpoolEntry:
         messages.append(LogMessage(message, float(ts), ext_id, tuple(sources)))
     if not messages:
         raise ValueError("an entry without messages")
+    response_id = data.get("response_id")
+    if response_id is not None and not isinstance(response_id, str):
+        raise TypeError("response_id must be a string or absent")
     if data["format"] != 1 or "sha256" in data:  # format 1 never carried one
-        content = {k: data[k] for k in ("tenant", "conversation", "messages")}
+        content = {k: data[k] for k in ("tenant", "conversation", "messages", "response_id")
+                   if k in data}
         if data["format"] == 1 or data.get("sha256") != _checksum(content):
             raise ValueError("checksum mismatch: the file changed after it was written")
-    return SpoolEntry(path, tenant, conversation, tuple(messages))
+    elif response_id is not None:
+        raise ValueError("a format 1 entry with a response_id (format 1 never had one)")
+    return SpoolEntry(path, tenant, conversation, tuple(messages), response_id)
 
 
 def _checksum(content: dict[str, Any]) -> str:
