@@ -129,6 +129,29 @@ def test_a_rollback_is_undone_by_rolling_back_to_the_snapshot_before_it(
     assert store.form_all() == 0  # and not formed twice
 
 
+def test_a_message_formed_between_a_rollback_and_its_undo_is_held_not_lost(
+    store: MemoryStore,
+) -> None:
+    """The rollback frees the removed fragment's id; the message said next is formed under
+    it, so the undo changes that row from one message's fragment to the other's (an
+    update, not a delete and an insert): the new message must be held and the restored
+    one neither held nor formed twice."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom."], start=10)
+    store.dream()
+    restored = store.rollback(s1)
+    say(store, "c3", ["I bought a red bike."], start=30)
+    undone = store.rollback(restored.undo)
+    assert (undone.newly_held, undone.formed_again) == (1, 1)
+    assert [r.text for r in store.held_rows()] == ["I bought a red bike."]
+    store.dream()
+    texts = [t for (t,) in store._reader.execute("SELECT text FROM fragments ORDER BY id")]
+    assert texts == ["I live in Paris.", "I adopted a cat named Tom.", "I bought a red bike."]
+    assert search(store, "red bike") == ["I bought a red bike."]
+    assert store.stats().held == 0
+
+
 def test_cycles_and_rollbacks_are_told_with_counts_and_a_rollback_is_one_entry(
     tmp_path: Path, backends: Backends
 ) -> None:

@@ -162,13 +162,25 @@ def apply(conn: Connection, changeset: bytes) -> Applied:
 
 
 def _note_fragment(applied: Applied, change: Change) -> None:
-    """A fragment row's id, and its log row when the change inserts or deletes it (the
-    log id is the second column; an update never changes it)."""
+    """A fragment row's id, and the log rows whose fragment the change removes or adds
+    (the log id is the second column). Formation never changes a fragment's log id, but a
+    fragment id freed by a rollback is given to the next message formed, so a changeset
+    that crosses both holds one row going from one message to another: an update that
+    removes the first message's fragment and adds the second's."""
     applied.fragments.add(int(str(change.key)))
-    if change.op == "delete" and change.old is not None:
-        applied.logs_removed.add(int(str(change.old[1])))
-    elif change.op == "insert" and change.new is not None:
-        applied.logs_added.add(int(str(change.new[1])))
+    old = _log_id(change.old) if change.op != "insert" else None
+    new = _log_id(change.new) if change.op != "delete" else None
+    if old is not None and old != new:
+        applied.logs_removed.add(old)
+    if new is not None and new != old:
+        applied.logs_added.add(new)
+
+
+def _log_id(row: tuple[object, ...] | None) -> int | None:
+    """A fragment row's log id, None when the change does not hold it (an update that
+    leaves it as it is)."""
+    value = None if row is None else row[1]
+    return value if isinstance(value, int) else None
 
 
 def _describe(reason: int, change: apsw.TableChange) -> str:
