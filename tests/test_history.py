@@ -206,6 +206,31 @@ def test_unknown_snapshots_and_a_tampered_store_change_nothing(store: MemoryStor
     assert store.stats().held == 0
 
 
+@pytest.mark.parametrize(
+    "wanted",
+    [2**63, 2**70, -(2**70), 10**308, 1e308, 1.0, True, "1", None],
+    ids=["2**63", "2**70", "-2**70", "10**308", "1e308", "1.0", "True", "'1'", "None"],
+)
+def test_an_id_that_is_no_snapshot_id_is_an_unknown_snapshot(
+    store: MemoryStore, tmp_path: Path, wanted: Any
+) -> None:
+    """Past 64 bits SQLite cannot bind it (an ``OverflowError``); a float, a bool or a
+    string it would compare as the integer 1 and roll back to snapshot 1."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom."], start=10)
+    store.dream()
+    before, head = rows(store), store.history_state().head
+    assert store.snapshot(wanted) is None
+    with pytest.raises(SnapshotNotFoundError):
+        store.rollback(wanted)
+    with pytest.raises(SnapshotNotFoundError):
+        store.diff(s1, wanted)
+    with pytest.raises(SnapshotNotFoundError):
+        store.materialize(wanted, tmp_path / "copy.db")
+    assert rows(store) == before and store.history_state().head == head
+
+
 def test_the_diff_lists_entities_relations_contexts_with_sources(store: MemoryStore) -> None:
     say(store, "c1", ["I live in Paris."])
     s1 = store.dream().snapshot

@@ -102,6 +102,9 @@ def _snapshot(row: Sequence[Any]) -> SnapshotRow:
     )
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def head(conn: Connection) -> int | None:
     """The newest snapshot's id (None before the first)."""
     row = conn.execute("SELECT max(id) FROM snapshots").fetchone()
@@ -109,7 +112,10 @@ def head(conn: Connection) -> int | None:
 
 
 def snapshot(conn: Connection, snapshot_id: int) -> SnapshotRow | None:
-    """One snapshot, or None."""
+    """One snapshot, or None (for anything that is no 64-bit integer too: SQLite cannot
+    bind an int past 64 bits, and would find snapshot 1 for ``1.0``, ``True`` or ``"1"``)."""
+    if type(snapshot_id) is not int or not _INT64_MIN <= snapshot_id <= _INT64_MAX:
+        return None
     with reading("cannot read snapshots"):
         row = conn.execute(
             f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE id = ?", (snapshot_id,)
