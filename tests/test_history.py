@@ -252,6 +252,30 @@ def test_the_diff_lists_entities_relations_contexts_with_sources(store: MemorySt
         store.diff(s1, 42)
 
 
+def test_a_diff_across_an_id_a_rollback_freed_lists_a_removal_and_an_addition(
+    store: MemoryStore,
+) -> None:
+    """After a rollback the next rows formed take the ids it freed: between a snapshot
+    of the rows removed and one of the rows formed, one id holds two unrelated rows, which
+    the changeset holds as an update. The diff must not list them as one entity renamed
+    (Tom "changed" into Zed) or one relation whose predicate and object changed."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom. Tom likes Oslo."], start=10)
+    s2 = store.dream().snapshot
+    store.rollback(s1)
+    say(store, "c3", ["I met Zed in Cairo. Zed likes Lima."], start=30)
+    s3 = store.checkpoint(force=True)
+    assert s3 is not None
+    for first, second, gone, new in ((s3, s2, "Zed", "Tom"), (s2, s3, "Tom", "Zed")):
+        found = store.diff(first, second)
+        assert new in {r.label for r in found.entities.added}
+        assert gone in {r.label for r in found.entities.removed}
+        assert f"{new} likes" in " ".join(r.label for r in found.relations.added)
+        for section in (found.entities, found.relations, found.contexts):
+            assert [r.label for r in section.changed if "created_at" in r.values] == []
+
+
 def test_a_copy_as_of_a_snapshot_leaves_the_store_alone(
     store: MemoryStore, tmp_path: Path, backends: Backends
 ) -> None:

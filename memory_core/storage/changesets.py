@@ -34,6 +34,7 @@ __all__ = [
     "changes",
     "columns",
     "combine",
+    "current",
     "invert",
     "tally",
 ]
@@ -130,6 +131,15 @@ def columns(conn: Connection, table: str) -> list[str]:
         return [str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")]
     except apsw.Error as exc:
         raise StorageError(f"cannot read the columns of {table}: {exc}") from exc
+
+
+def current(conn: Connection, table: str, key: object) -> tuple[object, ...] | None:
+    """Row ``key`` of the tracked ``table`` (one keyed by ``id``) as memory holds it now."""
+    try:
+        found = conn.execute(f"SELECT * FROM {table} WHERE id = ?", (key,)).fetchone()
+    except apsw.Error as exc:
+        raise StorageError(f"cannot read row {key} of {table}: {exc}") from exc
+    return None if found is None else tuple(found)
 
 
 def apply(conn: Connection, changeset: bytes) -> Applied:
