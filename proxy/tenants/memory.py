@@ -463,6 +463,13 @@ class TenantMemory:
         if self._as_of is not None:
             self._as_of.close()
 
+    def _ids_reassigned(self) -> None:
+        """Memory was rolled back or replaced: the fragment ids a forget waiting for its
+        confirm listed may now name other messages (a rollback frees the ids of what it
+        removes, and the next messages formed take them), so no such forget is kept; a
+        confirm then forgets nothing and asks for a new listing."""
+        self._held_forgets.clear()
+
     async def recent_receipts(self, limit: int) -> list[ReceiptRow]:
         """The newest ``limit`` receipts (on the writer thread: after every receipt
         already submitted)."""
@@ -545,16 +552,19 @@ class TenantMemory:
 
     async def rollback(self, snapshot: int, *, reform: bool) -> tuple[Restored, int]:
         """Restore memory to ``snapshot`` (see :meth:`MemoryStore.rollback`); with
-        ``reform`` the held rows are queued and formed at once. Returns what the rollback
-        did and the rows formed."""
+        ``reform`` the held rows are queued and formed at once; a forget waiting for its
+        confirm is dropped (:meth:`_ids_reassigned`). Returns what the rollback did and
+        the rows formed."""
         loop = asyncio.get_running_loop()
         self.dreaming = True
+        self._ids_reassigned()
         try:
             restored = await loop.run_in_executor(
                 self._former, lambda: self.store.rollback(snapshot)
             )
         finally:
             self.dreaming = False
+            self._ids_reassigned()  # and those listed from the state before, meanwhile
         if not reform:
             return restored, 0
         await loop.run_in_executor(self._former, self.store.release_held)
@@ -581,6 +591,7 @@ class TenantMemory:
             manifest, self._off = await loop.run_in_executor(self._former, load)
         finally:
             self.dreaming = False
+        self._ids_reassigned()
         self._forgets_changed()
         return manifest
 
@@ -620,6 +631,7 @@ class TenantMemory:
         if off is None:
             return False
         self._off = off
+        self._ids_reassigned()  # a cycle elsewhere is not told apart from a rollback
         self._forgets_changed()
         return True
 
