@@ -18,7 +18,7 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from memory_core import (
     STRATEGIES,
     AppendResult,
     Diff,
+    DreamBusyError,
     DreamReport,
     ForgetRow,
     Forgotten,
@@ -153,7 +154,8 @@ class TenantMemory:
         self.store = store
         self._as_of = as_of
         self.dreaming = False
-        """A consolidation cycle or a rollback runs for this tenant (started here)."""
+        """A consolidation cycle, a rollback or an import runs for this tenant (started
+        here; one at a time: :meth:`_one_at_a_time`)."""
         self.exporting = False
         """An export of this tenant is being written or sent (one at a time: each is a
         copy of the memory on disk until it is sent)."""
@@ -463,6 +465,25 @@ class TenantMemory:
         if self._as_of is not None:
             self._as_of.close()
 
+    @contextlib.contextmanager
+    def _one_at_a_time(self, what: str) -> Iterator[None]:
+        """Mark a cycle, a rollback or an import running (:attr:`dreaming`) for the block;
+        raises :class:`DreamBusyError` at once when one already runs here. The tenant's
+        lock (:func:`memory_core.MemoryStore.rollback`) refuses one run by another process,
+        but one asked here would wait for the formation thread behind the first (as long
+        as a cycle's model takes), then run: a rollback would undo the cycle it waited for,
+        and the first to end would mark the tenant idle while the second ran."""
+        if self.dreaming:
+            raise DreamBusyError(
+                f"cannot start {what}: a consolidation cycle, a rollback or an import is"
+                f" already running for {self.name}"
+            )
+        self.dreaming = True
+        try:
+            yield
+        finally:
+            self.dreaming = False
+
     def _ids_reassigned(self) -> None:
         """Memory was rolled back or replaced: the fragment ids a forget waiting for its
         confirm listed may now name other messages (a rollback frees the ids of what it
@@ -524,14 +545,11 @@ class TenantMemory:
         a rollback already runs for the tenant (here or in another process)."""
         loop = asyncio.get_running_loop()
         form = None if self._remote is None else self._remote_form(loop)
-        self.dreaming = True
-        try:
+        with self._one_at_a_time("a consolidation cycle"):
             return await loop.run_in_executor(
                 self._former,
                 lambda: self.store.dream(trigger=trigger, form=form, on_step=on_step),
             )
-        finally:
-            self.dreaming = False
 
     def _remote_form(self, loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
         """Formation by the worker process, waited for from the formation thread; a failed
@@ -556,15 +574,14 @@ class TenantMemory:
         confirm is dropped (:meth:`_ids_reassigned`). Returns what the rollback did and
         the rows formed."""
         loop = asyncio.get_running_loop()
-        self.dreaming = True
-        self._ids_reassigned()
-        try:
-            restored = await loop.run_in_executor(
-                self._former, lambda: self.store.rollback(snapshot)
-            )
-        finally:
-            self.dreaming = False
-            self._ids_reassigned()  # and those listed from the state before, meanwhile
+        with self._one_at_a_time(f"a rollback to snapshot {snapshot}"):
+            self._ids_reassigned()
+            try:
+                restored = await loop.run_in_executor(
+                    self._former, lambda: self.store.rollback(snapshot)
+                )
+            finally:
+                self._ids_reassigned()  # and those listed from the state before, meanwhile
         if not reform:
             return restored, 0
         await loop.run_in_executor(self._former, self.store.release_held)
@@ -586,11 +603,8 @@ class TenantMemory:
             return manifest, self.store.memory_off()
 
         loop = asyncio.get_running_loop()
-        self.dreaming = True
-        try:
+        with self._one_at_a_time("an import"):
             manifest, self._off = await loop.run_in_executor(self._former, load)
-        finally:
-            self.dreaming = False
         self._ids_reassigned()
         self._forgets_changed()
         return manifest
