@@ -231,6 +231,17 @@ def test_an_id_that_is_no_snapshot_id_is_an_unknown_snapshot(
     assert rows(store) == before and store.history_state().head == head
 
 
+def test_a_listing_bound_past_64_bits_lists_as_far_as_there_are_snapshots(
+    store: MemoryStore,
+) -> None:
+    say(store, "c1", ["I live in Paris."])
+    ids = [store.dream().snapshot, store.dream().snapshot]
+    newest_first = ids[::-1]
+    assert [s.id for s in store.snapshots(before=2**70)] == newest_first
+    assert [s.id for s in store.snapshots(limit=2**70)] == newest_first
+    assert store.snapshots(before=-(2**70)) == []
+
+
 def test_the_diff_lists_entities_relations_contexts_with_sources(store: MemoryStore) -> None:
     say(store, "c1", ["I live in Paris."])
     s1 = store.dream().snapshot

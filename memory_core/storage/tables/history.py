@@ -124,7 +124,10 @@ def snapshot(conn: Connection, snapshot_id: int) -> SnapshotRow | None:
 
 
 def snapshots(conn: Connection, *, limit: int, before: int | None = None) -> list[SnapshotRow]:
-    """The newest ``limit`` snapshots (older than ``before`` when given), newest first."""
+    """The newest ``limit`` snapshots (older than ``before`` when given), newest first;
+    bounds past 64 bits (which SQLite cannot bind) read as the farthest it can."""
+    before = None if before is None else max(_INT64_MIN, min(before, _INT64_MAX))
+    limit = min(limit, _INT64_MAX)
     bound = " WHERE id < ?" if before is not None else ""
     args: tuple[int, ...] = (before, limit) if before is not None else (limit,)
     with reading("cannot read snapshots"):
