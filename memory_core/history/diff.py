@@ -38,10 +38,11 @@ _IDENTITY = {
     "contexts": "created_at",
     "fragments": "created_at",
     "mentions": "fragment_id",
-    "aliases": "alias",
+    "aliases": "normalized",
 }
 """The column that tells two rows under one id apart: never changed by an update of a row
-(a mention never moves to another fragment; a merge moves aliases, never renames one)."""
+(a mention never moves to another fragment; a merge moves an alias to the survivor, or
+writes the merged one's spelling of it, never another normalised name)."""
 _Kind = Literal["added", "removed", "changed"]
 _SOURCES = 5
 _TEXT = 200
