@@ -420,5 +420,41 @@ async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
     assert report["failures"] and report["totals"].get("merge_entities") is None
 
 
+async def test_a_rollback_or_a_cycle_asked_while_a_cycle_runs_here_is_refused(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """In one process the second request found the formation thread busy with the first
+    and waited behind it (as long as the cycle's model took), then ran: a rollback asked
+    during a cycle undid the cycle it waited for. Refused at once instead, as when another
+    process runs the cycle, and nothing changed."""
+    upstream.keep_alive = False  # litellm's synchronous client keeps no socket beyond
+    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 4}}
+    config = proxy_config(
+        upstream.url,
+        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
+        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
+        dream=dream,
+    )
+    proxy = await make_proxy(config)
+    async with aiohttp.ClientSession() as http:
+        admin = Admin(http, proxy)
+        await admin.call("POST", "/memory/ingest", json=FIRST)
+        first = await admin.call("POST", "/memory/dream")
+        await admin.call("POST", "/memory/ingest", json=LATER)
+        upstream.requests.clear()
+        cycle = asyncio.ensure_future(admin.call("POST", "/memory/dream"))
+        await _until(lambda: _judging(upstream), "the cycle asking its model", 30)
+        began = asyncio.get_running_loop().time()
+        rollback = {"snapshot": first["snapshot"]}
+        for path, body in (("/memory/rollback", rollback), ("/memory/dream", None)):
+            busy = await admin.call("POST", path, json=body, status=409)
+            assert busy["error"]["code"] == "memory_busy"
+        assert asyncio.get_running_loop().time() - began < 2  # not after the cycle's model
+        assert not cycle.done()
+        report = await cycle
+        listed = await admin.call("GET", "/memory/snapshots")
+    assert [s["id"] for s in listed["snapshots"]] == [report["snapshot"], first["snapshot"]]
+
+
 async def _judging(upstream: FakeUpstream) -> bool:
     return any(r.body.get("model") == "hang" for r in upstream.requests)

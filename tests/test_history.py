@@ -129,6 +129,29 @@ def test_a_rollback_is_undone_by_rolling_back_to_the_snapshot_before_it(
     assert store.form_all() == 0  # and not formed twice
 
 
+def test_a_message_formed_between_a_rollback_and_its_undo_is_held_not_lost(
+    store: MemoryStore,
+) -> None:
+    """The rollback frees the removed fragment's id; the message said next is formed under
+    it, so the undo changes that row from one message's fragment to the other's (an
+    update, not a delete and an insert): the new message must be held and the restored
+    one neither held nor formed twice."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom."], start=10)
+    store.dream()
+    restored = store.rollback(s1)
+    say(store, "c3", ["I bought a red bike."], start=30)
+    undone = store.rollback(restored.undo)
+    assert (undone.newly_held, undone.formed_again) == (1, 1)
+    assert [r.text for r in store.held_rows()] == ["I bought a red bike."]
+    store.dream()
+    texts = [t for (t,) in store._reader.execute("SELECT text FROM fragments ORDER BY id")]
+    assert texts == ["I live in Paris.", "I adopted a cat named Tom.", "I bought a red bike."]
+    assert search(store, "red bike") == ["I bought a red bike."]
+    assert store.stats().held == 0
+
+
 def test_cycles_and_rollbacks_are_told_with_counts_and_a_rollback_is_one_entry(
     tmp_path: Path, backends: Backends
 ) -> None:
@@ -183,6 +206,42 @@ def test_unknown_snapshots_and_a_tampered_store_change_nothing(store: MemoryStor
     assert store.stats().held == 0
 
 
+@pytest.mark.parametrize(
+    "wanted",
+    [2**63, 2**70, -(2**70), 10**308, 1e308, 1.0, True, "1", None],
+    ids=["2**63", "2**70", "-2**70", "10**308", "1e308", "1.0", "True", "'1'", "None"],
+)
+def test_an_id_that_is_no_snapshot_id_is_an_unknown_snapshot(
+    store: MemoryStore, tmp_path: Path, wanted: Any
+) -> None:
+    """Past 64 bits SQLite cannot bind it (an ``OverflowError``); a float, a bool or a
+    string it would compare as the integer 1 and roll back to snapshot 1."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom."], start=10)
+    store.dream()
+    before, head = rows(store), store.history_state().head
+    assert store.snapshot(wanted) is None
+    with pytest.raises(SnapshotNotFoundError):
+        store.rollback(wanted)
+    with pytest.raises(SnapshotNotFoundError):
+        store.diff(s1, wanted)
+    with pytest.raises(SnapshotNotFoundError):
+        store.materialize(wanted, tmp_path / "copy.db")
+    assert rows(store) == before and store.history_state().head == head
+
+
+def test_a_listing_bound_past_64_bits_lists_as_far_as_there_are_snapshots(
+    store: MemoryStore,
+) -> None:
+    say(store, "c1", ["I live in Paris."])
+    ids = [store.dream().snapshot, store.dream().snapshot]
+    newest_first = ids[::-1]
+    assert [s.id for s in store.snapshots(before=2**70)] == newest_first
+    assert [s.id for s in store.snapshots(limit=2**70)] == newest_first
+    assert store.snapshots(before=-(2**70)) == []
+
+
 def test_the_diff_lists_entities_relations_contexts_with_sources(store: MemoryStore) -> None:
     say(store, "c1", ["I live in Paris."])
     s1 = store.dream().snapshot
@@ -202,6 +261,30 @@ def test_the_diff_lists_entities_relations_contexts_with_sources(store: MemorySt
     assert backward.relations.totals["removed"] == forward.relations.totals["added"]
     with pytest.raises(SnapshotNotFoundError):
         store.diff(s1, 42)
+
+
+def test_a_diff_across_an_id_a_rollback_freed_lists_a_removal_and_an_addition(
+    store: MemoryStore,
+) -> None:
+    """After a rollback the next rows formed take the ids it freed: between a snapshot
+    of the rows removed and one of the rows formed, one id holds two unrelated rows, which
+    the changeset holds as an update. The diff must not list them as one entity renamed
+    (Tom "changed" into Zed) or one relation whose predicate and object changed."""
+    say(store, "c1", ["I live in Paris."])
+    s1 = store.dream().snapshot
+    say(store, "c2", ["I adopted a cat named Tom. Tom likes Oslo."], start=10)
+    s2 = store.dream().snapshot
+    store.rollback(s1)
+    say(store, "c3", ["I met Zed in Cairo. Zed likes Lima."], start=30)
+    s3 = store.checkpoint(force=True)
+    assert s3 is not None
+    for first, second, gone, new in ((s3, s2, "Zed", "Tom"), (s2, s3, "Tom", "Zed")):
+        found = store.diff(first, second)
+        assert new in {r.label for r in found.entities.added}
+        assert gone in {r.label for r in found.entities.removed}
+        assert f"{new} likes" in " ".join(r.label for r in found.relations.added)
+        for section in (found.entities, found.relations, found.contexts):
+            assert [r.label for r in section.changed if "created_at" in r.values] == []
 
 
 def test_a_copy_as_of_a_snapshot_leaves_the_store_alone(

@@ -209,6 +209,35 @@ async def _confirmed(proxy: Proxy, command: str) -> str:
     return await say(proxy, "chat", history)
 
 
+async def test_a_forget_listed_before_a_rollback_confirms_nothing_after_it(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The listing names fragment ids; the rollback removes those fragments and frees
+    their ids, and the next message formed takes them. A confirm must not forget that
+    message, which the user was never shown."""
+    proxy = await remembering(make_proxy, upstream)
+    here = {"X-Conversation-Id": "forgetting"}
+    cat, bike = (
+        {"conversation_id": f"week-{n}",
+         "messages": [{"role": "user", "content": text, "timestamp": f"2024-03-0{n}T10:00:00"}]}
+        for n, text in ((2, "I adopted a cat named Tom."), (3, "I bought a red bike."))
+    )  # fmt: skip
+    async with aiohttp.ClientSession() as http:
+        first = await _json(http, "POST", f"{proxy.url}/memory/dream")
+        await _json(http, "POST", f"{proxy.url}/memory/ingest", json=cat)
+        listing = await say(proxy, "chat", [user("/memory forget cat Tom")], headers=here)
+        tom = _fragment_id(listing, "I adopted a cat named Tom.")
+        await _json(http, "POST", f"{proxy.url}/memory/rollback",
+                    json={"snapshot": first["snapshot"]})  # fmt: skip
+        await _json(http, "POST", f"{proxy.url}/memory/ingest", json=bike)
+        hits = await search(proxy, "red bike")
+        assert [h["fragment_id"] for h in hits if "red bike" in h["text"]] == [tom]
+        answer = await say(proxy, "chat", [user("/memory forget confirm")], headers=here)
+        assert "Forgot" not in answer and "No forget waits" in answer
+        assert "I bought a red bike." in str(await search(proxy, "red bike"))
+        assert (await _json(http, "GET", f"{proxy.url}/memory/forgets"))["forgets"] == []
+
+
 async def _lisbon_hits(proxy: Proxy) -> list[dict[str, Any]]:
     return [h for h in await search(proxy, "Lisbon sister") if "I live in Lisbon" in h["text"]]
 

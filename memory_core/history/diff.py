@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from ..storage import Connection
-from ..storage.changesets import UNCHANGED, Change, changes, columns
+from ..storage.changesets import UNCHANGED, Change, changes, columns, current
 from ..storage.tables import contexts as context_rows
 from ..storage.tables import entities as entity_rows
 from ..storage.tables import fragments as fragment_rows
@@ -32,6 +32,17 @@ _TABLES = (
     "fragment_contexts",
     "fragments",
 )
+_IDENTITY = {
+    "entities": "created_at",
+    "relations": "created_at",
+    "contexts": "created_at",
+    "fragments": "created_at",
+    "mentions": "fragment_id",
+    "aliases": "normalized",
+}
+"""The column that tells two rows under one id apart: never changed by an update of a row
+(a mention never moves to another fragment; a merge moves an alias to the survivor, or
+writes the merged one's spelling of it, never another normalised name)."""
 _Kind = Literal["added", "removed", "changed"]
 _SOURCES = 5
 _TEXT = 200
@@ -47,12 +58,40 @@ class _Changes:
             if change.table in self.rows:
                 self.rows[change.table].append(change)
         self.columns = {t: columns(conn, t) for t in _TABLES if self.rows[t]}
+        for table, found in self.rows.items():
+            if found:
+                self.rows[table] = [c for f in found for c in self._replaced(f)]
         self._names = {
-            int(str(c.key)): str(_row(c)[1]) for c in self.rows["entities"] if c.op != "update"
+            op: {
+                int(str(c.key)): str(_row(c)[1])
+                for c in self.rows["entities"]
+                if c.op == op and _row(c)[1] is not UNCHANGED
+            }
+            for op in ("delete", "insert")
         }
         self._fragments = {
-            int(str(c.key)): _row(c) for c in self.rows["fragments"] if c.op != "update"
+            op: {int(str(c.key)): _row(c) for c in self.rows["fragments"] if c.op == op}
+            for op in ("delete", "insert")
         }
+        self._stored: dict[int, str] = {}
+
+    def _replaced(self, change: Change) -> list[Change]:
+        """``change``, or the removal and the addition it stands for when it is an update
+        of a row's identity (:data:`_IDENTITY`): a rollback freed the id, the next row
+        formed took it, and the changeset between the two holds them as one row. Columns
+        both rows share are read from memory when it holds one of the two."""
+        names = self.columns[change.table]
+        at = names.index(_IDENTITY[change.table]) if change.table in _IDENTITY else None
+        if change.op != "update" or at is None or change.old is None or change.new is None:
+            return [change]
+        before, after = change.old[at], change.new[at]
+        if after is UNCHANGED or before == after:
+            return [change]
+        now = _current(self.conn, change.table, change.old[0], at, (before, after))
+        old = tuple(n if o is UNCHANGED else o for o, n in zip(change.old, now, strict=True))
+        new = tuple(n if v is UNCHANGED else v for v, n in zip(change.new, now, strict=True))
+        table = change.table
+        return [Change(table, "delete", old, None), Change(table, "insert", None, new)]
 
     def values(self, change: Change) -> dict[str, Any]:
         names = self.columns[change.table]
@@ -65,19 +104,25 @@ class _Changes:
             if v is not UNCHANGED
         }
 
-    def name(self, entity_id: object) -> str:
-        if entity_id is None:
+    def name(self, entity_id: object, op: str = "insert") -> str:
+        """An entity's name on the side of the diff a row of operation ``op`` is on (a
+        removed row names entities as the first snapshot held them), else as memory
+        holds it now."""
+        if entity_id is None or entity_id is UNCHANGED:
             return ""
         key = int(str(entity_id))
-        if key not in self._names:
-            self._names[key] = entity_rows.name_of(self.conn, key) or f"#{key}"
-        return self._names[key]
+        named = self._names["delete" if op == "delete" else "insert"].get(key)
+        if named is not None:
+            return named
+        if key not in self._stored:
+            self._stored[key] = entity_rows.name_of(self.conn, key) or f"#{key}"
+        return self._stored[key]
 
-    def source(self, fragment_id: object) -> DiffSource | None:
+    def source(self, fragment_id: object, op: str = "insert") -> DiffSource | None:
         if fragment_id is None or fragment_id is UNCHANGED:
             return None
         fid = int(str(fragment_id))
-        row = self._fragments.get(fid)
+        row = self._fragments["delete" if op == "delete" else "insert"].get(fid)
         if row is not None:
             return DiffSource(
                 fragment_id=fid,
@@ -95,8 +140,8 @@ class _Changes:
             text=str(label.text)[:_TEXT],
         )
 
-    def sources(self, fragment_ids: Iterable[object]) -> list[DiffSource]:
-        found = (self.source(f) for f in dict.fromkeys(fragment_ids))
+    def sources(self, fragment_ids: Iterable[object], op: str = "insert") -> list[DiffSource]:
+        found = (self.source(f, op) for f in dict.fromkeys(fragment_ids))
         return [s for s in found if s is not None][:_SOURCES]
 
 
@@ -138,13 +183,13 @@ def _entity_row(found: _Changes, change: Change) -> DiffRow:
         _row(c)[1 if t == "mentions" else 6]
         for t in ("mentions", "aliases")
         for c in found.rows[t]
-        if c.op != "update" and _row(c)[2 if t == "mentions" else 1] == entity
+        if _same_side(c, change) and _row(c)[2 if t == "mentions" else 1] == entity
     ]
     return DiffRow(
         id=entity,
-        label=found.name(entity),
+        label=found.name(entity, change.op),
         values=found.values(change),
-        sources=found.sources(supporting),
+        sources=found.sources(supporting, change.op),
     )
 
 
@@ -156,29 +201,52 @@ def _relation_row(found: _Changes, change: Change) -> DiffRow:
     else:
         stored = relation_rows.label_row(found.conn, relation)
         subject, predicate, obj, value, fragment = stored or (None, "?", None, None, None)
-    target = found.name(obj) if obj is not None else str(value)
+    target = found.name(obj, change.op) if obj is not None else _text(value)
+    predicate = _text(predicate)
     return DiffRow(
         id=relation,
-        label=f"{found.name(subject) or '?'} {predicate} {target}",
+        label=f"{found.name(subject, change.op) or '?'} {predicate} {target}",
         values=found.values(change),
-        sources=found.sources([fragment]),
+        sources=found.sources([fragment], change.op),
     )
 
 
 def _context_row(found: _Changes, change: Change) -> DiffRow:
     context = int(str(change.key))
-    label = str(_row(change)[1]) if change.op != "update" else None
+    label = _text(_row(change)[1]) if change.op != "update" else None
     members = [
         _row(c)[0]
         for c in found.rows["fragment_contexts"]
-        if c.op != "update" and _row(c)[1] == context
+        if _same_side(c, change) and _row(c)[1] == context
     ]
     return DiffRow(
         id=context,
         label=label or context_rows.label_of(found.conn, context) or f"#{context}",
         values=found.values(change),
-        sources=found.sources(members),
+        sources=found.sources(members, change.op),
     )
+
+
+def _current(
+    conn: Connection, table: str, key: object, at: int, identities: tuple[object, object]
+) -> tuple[object, ...]:
+    """Row ``key`` of ``table`` as memory holds it now when it is one of the two rows
+    ``identities`` names (its columns equal to both then fill what an update leaves out);
+    else a row of :data:`UNCHANGED`."""
+    found = current(conn, table, key)
+    if found is None or found[at] not in identities:
+        return tuple(UNCHANGED for _ in columns(conn, table))
+    return found
+
+
+def _same_side(supporting: Change, change: Change) -> bool:
+    """Whether a row added or removed supports ``change``'s side of the diff (a removed
+    row is supported by what was removed with it; a changed one by either)."""
+    return supporting.op != "update" and change.op in ("update", supporting.op)
+
+
+def _text(value: object) -> str:
+    return "?" if value is UNCHANGED else str(value)
 
 
 def _row(change: Change) -> tuple[object, ...]:

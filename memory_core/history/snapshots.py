@@ -146,7 +146,7 @@ def rollback(
         formed_again = len(applied.logs_added)
         rows.unhold(conn, applied.logs_added)
         newly_held = rows.hold_queued(conn, now, target)
-        newly_held += rows.hold(conn, applied.logs_removed, now, target)
+        newly_held += rows.hold(conn, applied.logs_removed - applied.logs_added, now, target)
         held = rows.held_count(conn)
         body = {
             **(report or {}),

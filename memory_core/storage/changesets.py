@@ -34,6 +34,7 @@ __all__ = [
     "changes",
     "columns",
     "combine",
+    "current",
     "invert",
     "tally",
 ]
@@ -132,6 +133,15 @@ def columns(conn: Connection, table: str) -> list[str]:
         raise StorageError(f"cannot read the columns of {table}: {exc}") from exc
 
 
+def current(conn: Connection, table: str, key: object) -> tuple[object, ...] | None:
+    """Row ``key`` of the tracked ``table`` (one keyed by ``id``) as memory holds it now."""
+    try:
+        found = conn.execute(f"SELECT * FROM {table} WHERE id = ?", (key,)).fetchone()
+    except apsw.Error as exc:
+        raise StorageError(f"cannot read row {key} of {table}: {exc}") from exc
+    return None if found is None else tuple(found)
+
+
 def apply(conn: Connection, changeset: bytes) -> Applied:
     """Apply ``changeset`` inside the caller's transaction; raises :class:`StorageError`
     (nothing applied) when a row is not as it expects."""
@@ -162,13 +172,25 @@ def apply(conn: Connection, changeset: bytes) -> Applied:
 
 
 def _note_fragment(applied: Applied, change: Change) -> None:
-    """A fragment row's id, and its log row when the change inserts or deletes it (the
-    log id is the second column; an update never changes it)."""
+    """A fragment row's id, and the log rows whose fragment the change removes or adds
+    (the log id is the second column). Formation never changes a fragment's log id, but a
+    fragment id freed by a rollback is given to the next message formed, so a changeset
+    that crosses both holds one row going from one message to another: an update that
+    removes the first message's fragment and adds the second's."""
     applied.fragments.add(int(str(change.key)))
-    if change.op == "delete" and change.old is not None:
-        applied.logs_removed.add(int(str(change.old[1])))
-    elif change.op == "insert" and change.new is not None:
-        applied.logs_added.add(int(str(change.new[1])))
+    old = _log_id(change.old) if change.op != "insert" else None
+    new = _log_id(change.new) if change.op != "delete" else None
+    if old is not None and old != new:
+        applied.logs_removed.add(old)
+    if new is not None and new != old:
+        applied.logs_added.add(new)
+
+
+def _log_id(row: tuple[object, ...] | None) -> int | None:
+    """A fragment row's log id, None when the change does not hold it (an update that
+    leaves it as it is)."""
+    value = None if row is None else row[1]
+    return value if isinstance(value, int) else None
 
 
 def _describe(reason: int, change: apsw.TableChange) -> str:

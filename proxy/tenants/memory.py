@@ -18,7 +18,7 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from memory_core import (
     AppendResult,
     Continuation,
     Diff,
+    DreamBusyError,
     DreamReport,
     ForgetRow,
     Forgotten,
@@ -154,7 +155,8 @@ class TenantMemory:
         self.store = store
         self._as_of = as_of
         self.dreaming = False
-        """A consolidation cycle or a rollback runs for this tenant (started here)."""
+        """A consolidation cycle, a rollback or an import runs for this tenant (started
+        here; one at a time: :meth:`_one_at_a_time`)."""
         self.exporting = False
         """An export of this tenant is being written or sent (one at a time: each is a
         copy of the memory on disk until it is sent)."""
@@ -479,6 +481,32 @@ class TenantMemory:
         if self._as_of is not None:
             self._as_of.close()
 
+    @contextlib.contextmanager
+    def _one_at_a_time(self, what: str) -> Iterator[None]:
+        """Mark a cycle, a rollback or an import running (:attr:`dreaming`) for the block;
+        raises :class:`DreamBusyError` at once when one already runs here. The tenant's
+        lock (:func:`memory_core.MemoryStore.rollback`) refuses one run by another process,
+        but one asked here would wait for the formation thread behind the first (as long
+        as a cycle's model takes), then run: a rollback would undo the cycle it waited for,
+        and the first to end would mark the tenant idle while the second ran."""
+        if self.dreaming:
+            raise DreamBusyError(
+                f"cannot start {what}: a consolidation cycle, a rollback or an import is"
+                f" already running for {self.name}"
+            )
+        self.dreaming = True
+        try:
+            yield
+        finally:
+            self.dreaming = False
+
+    def _ids_reassigned(self) -> None:
+        """Memory was rolled back or replaced: the fragment ids a forget waiting for its
+        confirm listed may now name other messages (a rollback frees the ids of what it
+        removes, and the next messages formed take them), so no such forget is kept; a
+        confirm then forgets nothing and asks for a new listing."""
+        self._held_forgets.clear()
+
     async def recent_receipts(self, limit: int) -> list[ReceiptRow]:
         """The newest ``limit`` receipts (on the writer thread: after every receipt
         already submitted)."""
@@ -533,14 +561,11 @@ class TenantMemory:
         a rollback already runs for the tenant (here or in another process)."""
         loop = asyncio.get_running_loop()
         form = None if self._remote is None else self._remote_form(loop)
-        self.dreaming = True
-        try:
+        with self._one_at_a_time("a consolidation cycle"):
             return await loop.run_in_executor(
                 self._former,
                 lambda: self.store.dream(trigger=trigger, form=form, on_step=on_step),
             )
-        finally:
-            self.dreaming = False
 
     def _remote_form(self, loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
         """Formation by the worker process, waited for from the formation thread; a failed
@@ -561,16 +586,18 @@ class TenantMemory:
 
     async def rollback(self, snapshot: int, *, reform: bool) -> tuple[Restored, int]:
         """Restore memory to ``snapshot`` (see :meth:`MemoryStore.rollback`); with
-        ``reform`` the held rows are queued and formed at once. Returns what the rollback
-        did and the rows formed."""
+        ``reform`` the held rows are queued and formed at once; a forget waiting for its
+        confirm is dropped (:meth:`_ids_reassigned`). Returns what the rollback did and
+        the rows formed."""
         loop = asyncio.get_running_loop()
-        self.dreaming = True
-        try:
-            restored = await loop.run_in_executor(
-                self._former, lambda: self.store.rollback(snapshot)
-            )
-        finally:
-            self.dreaming = False
+        with self._one_at_a_time(f"a rollback to snapshot {snapshot}"):
+            self._ids_reassigned()
+            try:
+                restored = await loop.run_in_executor(
+                    self._former, lambda: self.store.rollback(snapshot)
+                )
+            finally:
+                self._ids_reassigned()  # and those listed from the state before, meanwhile
         if not reform:
             return restored, 0
         await loop.run_in_executor(self._former, self.store.release_held)
@@ -592,11 +619,9 @@ class TenantMemory:
             return manifest, self.store.memory_off()
 
         loop = asyncio.get_running_loop()
-        self.dreaming = True
-        try:
+        with self._one_at_a_time("an import"):
             manifest, self._off = await loop.run_in_executor(self._former, load)
-        finally:
-            self.dreaming = False
+        self._ids_reassigned()
         self._forgets_changed()
         return manifest
 
@@ -636,6 +661,7 @@ class TenantMemory:
         if off is None:
             return False
         self._off = off
+        self._ids_reassigned()  # a cycle elsewhere is not told apart from a rollback
         self._forgets_changed()
         return True
 

@@ -102,6 +102,9 @@ def _snapshot(row: Sequence[Any]) -> SnapshotRow:
     )
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def head(conn: Connection) -> int | None:
     """The newest snapshot's id (None before the first)."""
     row = conn.execute("SELECT max(id) FROM snapshots").fetchone()
@@ -109,7 +112,10 @@ def head(conn: Connection) -> int | None:
 
 
 def snapshot(conn: Connection, snapshot_id: int) -> SnapshotRow | None:
-    """One snapshot, or None."""
+    """One snapshot, or None (for anything that is no 64-bit integer too: SQLite cannot
+    bind an int past 64 bits, and would find snapshot 1 for ``1.0``, ``True`` or ``"1"``)."""
+    if type(snapshot_id) is not int or not _INT64_MIN <= snapshot_id <= _INT64_MAX:
+        return None
     with reading("cannot read snapshots"):
         row = conn.execute(
             f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE id = ?", (snapshot_id,)
@@ -118,7 +124,10 @@ def snapshot(conn: Connection, snapshot_id: int) -> SnapshotRow | None:
 
 
 def snapshots(conn: Connection, *, limit: int, before: int | None = None) -> list[SnapshotRow]:
-    """The newest ``limit`` snapshots (older than ``before`` when given), newest first."""
+    """The newest ``limit`` snapshots (older than ``before`` when given), newest first;
+    bounds past 64 bits (which SQLite cannot bind) read as the farthest it can."""
+    before = None if before is None else max(_INT64_MIN, min(before, _INT64_MAX))
+    limit = min(limit, _INT64_MAX)
     bound = " WHERE id < ?" if before is not None else ""
     args: tuple[int, ...] = (before, limit) if before is not None else (limit,)
     with reading("cannot read snapshots"):
