@@ -19,6 +19,7 @@ import aiohttp
 import apsw
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
@@ -31,7 +32,7 @@ from .conftest import MakeProxy, Proxy, proxy_config
 
 pytestmark = pytest.mark.e2e
 
-USER = [{"role": "user", "content": "hello there"}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello there"}]
 
 
 async def _post(
