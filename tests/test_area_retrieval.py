@@ -249,7 +249,8 @@ def test_fragments_newer_than_the_graph_are_still_found(tmp_path: Path, backends
     version = store.warm_graph().version
     store.append(_messages(["Zanzibar trip booked for May."], time.time()), conversation="c3")
     store._form_pass()  # formed, but not yet appended to the graph
-    assert store._graph.current().version == version  # type: ignore[union-attr]
+    graph = store._graph.current()
+    assert graph is not None and graph.version == version
     recall = store.recall_area("Zanzibar trip", limit=3, budget_tokens=500)
     assert "Zanzibar trip booked for May." in [h.text for h in recall.hits]
 

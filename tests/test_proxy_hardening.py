@@ -264,7 +264,8 @@ async def test_concurrent_streams_are_all_stored_exactly_once(proxy: Proxy) -> N
             )
             if i % 2:
                 return f"c{i}"
-            async for _ in stream:  # type: ignore[union-attr]
+            assert isinstance(stream, openai.AsyncStream)
+            async for _ in stream:
                 pass
             return f"c{i}"
 
