@@ -54,7 +54,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from _common import format_ms, percentile, render_table
 from _synthetic import (
@@ -83,10 +83,22 @@ PEOPLE_PER_MESSAGE, PLACES_PER_MESSAGE = 4, 2
 CYCLE_CONVERSATIONS = 4
 SNAPSHOT_SLACK = 8
 MANIFEST, STORE_FILE = "bench_dreamer.json", "store.db"
-QUICK = {"relations": 1000, "cycles": "2,3", "small_relations": 300, "small_cycles": 2,
-         "messages_per_cycle": 6}
-DEFAULTS = {"relations": 100_000, "cycles": "10,100,1000", "small_relations": 2000,
-            "small_cycles": 20, "messages_per_cycle": 20}
+
+
+class Sizes(TypedDict):
+    """The sizes a run takes when its option is not given."""
+
+    relations: int
+    cycles: str
+    small_relations: int
+    small_cycles: int
+    messages_per_cycle: int
+
+
+QUICK: Sizes = {"relations": 1000, "cycles": "2,3", "small_relations": 300, "small_cycles": 2,
+                "messages_per_cycle": 6}
+DEFAULTS: Sizes = {"relations": 100_000, "cycles": "10,100,1000", "small_relations": 2000,
+                   "small_cycles": 20, "messages_per_cycle": 20}
 
 
 class BenchError(Exception):
@@ -438,19 +450,23 @@ def parse_settings(argv: Sequence[str] | None) -> Settings:
     parser.add_argument("--json", help="write every per-cycle figure to this JSON file")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     args = parser.parse_args(argv)
-    chosen = {k: (v if v is not None else (QUICK if args.quick else DEFAULTS)[k])
-              for k, v in vars(args).items() if k in DEFAULTS}
+    defaults = QUICK if args.quick else DEFAULTS
+    relations: int = defaults["relations"] if args.relations is None else args.relations
+    cycles_text: str = defaults["cycles"] if args.cycles is None else args.cycles
+    per_cycle: int = (defaults["messages_per_cycle"] if args.messages_per_cycle is None
+                      else args.messages_per_cycle)
+    small_relations: int = (defaults["small_relations"] if args.small_relations is None
+                            else args.small_relations)
+    small_cycles: int = (defaults["small_cycles"] if args.small_cycles is None
+                         else args.small_cycles)
     try:
-        cycles = tuple(int(n) for n in str(chosen["cycles"]).split(","))
+        cycles = tuple(int(n) for n in cycles_text.split(","))
     except ValueError:
-        parser.error(f"--cycles {chosen['cycles']!r}: expected numbers separated by commas")
-    sizes = [chosen["relations"], chosen["small_relations"], chosen["small_cycles"],
-             chosen["messages_per_cycle"], *cycles]
-    if min(sizes) < 1:
+        parser.error(f"--cycles {cycles_text!r}: expected numbers separated by commas")
+    if min(relations, small_relations, small_cycles, per_cycle, *cycles) < 1:
         parser.error("sizes and cycle counts must be at least 1")
-    return Settings(chosen["relations"], cycles, chosen["messages_per_cycle"],
-                    chosen["small_relations"], chosen["small_cycles"], args.seed, args.store,
-                    args.json)
+    return Settings(relations, cycles, per_cycle, small_relations, small_cycles, args.seed,
+                    args.store, args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -723,11 +723,12 @@ def response_text(response: object) -> str:
     """The output text of a complete Responses object."""
     if not isinstance(response, dict) or response.get("status") != "completed":
         raise BenchError(f"not a completed response: {str(response)[:300]}")
-    texts = [part.get("text") for item in response.get("output") or []
+    found = [part.get("text") for item in response.get("output") or []
              if isinstance(item, dict) and item.get("type") == "message"
              for part in item.get("content") or []
              if isinstance(part, dict) and part.get("type") == "output_text"]
-    if not texts or not all(isinstance(t, str) for t in texts):
+    texts = [t for t in found if isinstance(t, str)]
+    if not texts or len(texts) != len(found):
         raise BenchError(f"a response without output text: {str(response)[:300]}")
     return "".join(texts)
 
@@ -751,9 +752,10 @@ def message_text(message: Mapping[str, Any]) -> str:
     """The text of a complete Messages answer."""
     if message.get("type") != "message" or not message.get("stop_reason"):
         raise BenchError(f"not a complete message: {str(message)[:300]}")
-    texts = [block.get("text") for block in message.get("content") or []
+    found = [block.get("text") for block in message.get("content") or []
              if isinstance(block, dict) and block.get("type") == "text"]
-    if not texts or not all(isinstance(t, str) for t in texts):
+    texts = [t for t in found if isinstance(t, str)]
+    if not texts or len(texts) != len(found):
         raise BenchError(f"a message without text: {str(message)[:300]}")
     return "".join(texts)
 

@@ -353,7 +353,10 @@ async def one_round(stack: PacedStack, options: Options, ledger: Ledger, number:
     check = check_store(stack.data_dir, ledger)
     chats = [c for c in traffic.chats if c.answered]
     ingests = [c for c in traffic.ingests if c.answered]
-    unanswered = [*[c for c in traffic.chats if not c.answered], *traffic.ingests]
+    unanswered: list[Exchange | Ingest] = [
+        *[c for c in traffic.chats if not c.answered],
+        *[c for c in traffic.ingests if not c.answered],
+    ]
     return Round(
         round=number,
         mode=traffic.mode,

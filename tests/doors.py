@@ -11,7 +11,7 @@ from proxy.fake_upstream import FakeUpstream
 
 from .conftest import MakeProxy, Proxy, proxy_config
 
-FACT = {
+FACT: dict[str, Any] = {
     "conversation_id": "week-1",
     "messages": [
         {"role": "user", "name": "Rui", "content": "I live in Lisbon with my sister Ana.",

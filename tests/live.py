@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
+from openai.types.chat import ChatCompletionMessageParam
 
 from proxy.fake_upstream import FakeUpstream
 
@@ -61,7 +62,12 @@ class Live:
         named by ``X-Conversation-Id`` (``conversation``, else a new ``chat-<n>``); else
         the proxy derives its id from its first messages, as for most clients."""
         conversation = conversation or f"chat-{next(_COUNTER)}"
-        messages = [*(history or []), {"role": "user", "content": text}]
+        # The history's turns are chat messages as the tests write them (plain dicts);
+        # the SDK's message TypedDicts describe exactly such dicts.
+        messages = cast(
+            "list[ChatCompletionMessageParam]",
+            [*(history or []), {"role": "user", "content": text}],
+        )
         headers = {"X-Conversation-Id": conversation} if named else {}
         async with self.proxy.client() as client:
             if stream:

@@ -18,7 +18,7 @@ from memory_core.graph import (
     NodeKind,
     pulse,
 )
-from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex
+from memory_core.index.memory_graph import MemoryGraph, MemoryGraphIndex, NodeKey
 from memory_core.index.nearest import codes
 from memory_core.retrieval.area import retrieve_area
 from memory_core.text.question import Question
@@ -221,11 +221,11 @@ def test_a_graph_kept_current_pass_by_pass_equals_one_read_at_the_end(
     assert all(np.allclose(a[k], b[k]) for k in a)
 
 
-def _nodes(memory: MemoryGraph) -> dict[object, int]:
+def _nodes(memory: MemoryGraph) -> dict[NodeKey, int]:
     return {key: int(kind) for key, kind in zip(memory.node_keys, memory.graph.kinds, strict=True)}
 
 
-def _activation(memory: MemoryGraph, seeds: list[object]) -> dict[object, np.ndarray]:
+def _activation(memory: MemoryGraph, seeds: list[NodeKey]) -> dict[NodeKey, np.ndarray]:
     index = {key: n for n, key in enumerate(memory.node_keys)}
     result = pulse(memory.graph, [{index[k]: 1.0} for k in seeds], DEFAULT_TRAVERSAL)
     return {
@@ -249,7 +249,8 @@ def test_fragments_newer_than_the_graph_are_still_found(tmp_path: Path, backends
     version = store.warm_graph().version
     store.append(_messages(["Zanzibar trip booked for May."], time.time()), conversation="c3")
     store._form_pass()  # formed, but not yet appended to the graph
-    assert store._graph.current().version == version  # type: ignore[union-attr]
+    graph = store._graph.current()
+    assert graph is not None and graph.version == version
     recall = store.recall_area("Zanzibar trip", limit=3, budget_tokens=500)
     assert "Zanzibar trip booked for May." in [h.text for h in recall.hits]
 
@@ -267,9 +268,9 @@ def test_a_query_pinned_to_an_old_version_ignores_what_was_added_since(
     assert result.graph_version == old.version
     assert result.activation is not None
     assert int(result.activation.nodes.max()) < old.graph.n_nodes
-    later_ids = {
-        f for f, n in store._graph.current().fragment_nodes.items() if n >= old.graph.n_nodes
-    }  # type: ignore[union-attr]
+    current = store._graph.current()
+    assert current is not None
+    later_ids = {f for f, n in current.fragment_nodes.items() if n >= old.graph.n_nodes}
     assert later_ids  # ranked by BM25 only: the old version has no nodes for them
     assert all(s.imputed for s in result.scores if s.fragment_id in later_ids)
 

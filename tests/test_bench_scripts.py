@@ -267,7 +267,7 @@ async def test_each_proxy_is_timed_against_direct_requests_of_its_own_blocks(
     calls: list[tuple[str, bytes]] = []
     latency = {"direct": 1.0, "proxy": 3.0, "litellm": 20.0}
 
-    async def timed_post(session: str, body: bytes, headers: dict, stream: bool) -> Any:
+    async def timed_post(session: str, body: bytes, headers: dict[str, str], stream: bool) -> Any:
         in_litellm_block = len(calls) % 12 >= 6  # 3 rounds x 2 requests x 2 proxies
         calls.append((session, body))
         slowed = 3.0 if session == "direct" and in_litellm_block else 0.0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from memory_core import LogMessage, MemoryStore, StorageError
 from memory_core.formation import Backends
@@ -125,7 +126,9 @@ def test_closed_store_fails_with_storage_error(tmp_path: Path) -> None:
 
 
 async def test_proxy_detects_a_regenerated_turn(proxy: Proxy, upstream: FakeUpstream) -> None:
-    history = [{"role": "user", "content": "Name my sourdough starter."}]
+    history: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Name my sourdough starter."}
+    ]
     headers = {"X-Memory": "auto"}
     async with proxy.client() as client:
         await client.chat.completions.create(model="echo", messages=history, extra_headers=headers)
@@ -160,7 +163,7 @@ def test_relations_of_an_abandoned_branch_are_superseded_and_restored(
     )
     store.form_all()
 
-    def lives() -> list[tuple[str, str]]:
+    def lives() -> list[tuple[str | None, str]]:
         return [
             (r.object, r.status)
             for r in store.relations(entity="user")

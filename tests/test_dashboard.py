@@ -92,6 +92,7 @@ def _declared() -> dict[str, tuple[str, set[str]]]:
     families: dict[str, tuple[str, set[str]]] = {}
     for metric in vars(Metrics()).values():
         if isinstance(metric, MetricWrapperBase):
+            assert metric._type is not None  # set by each metric class (Counter, Gauge, ...)
             exposed = metric._name + ("_total" if metric._type == "counter" else "")
             families[exposed] = (metric._type, set(metric._labelnames))
     return families

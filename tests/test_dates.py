@@ -22,6 +22,8 @@ from memory_core.text.dates import _KEYWORDS, Span, _scan, annotate, find, label
 from memory_core.text.question import MAX_TIMES, Question, times_of
 from memory_core.text.tokens import counter_for
 
+from .kept import kept
+
 MON_8_MAY_2023 = dt.date(2023, 5, 8)
 T0 = 1_683_504_000.0 + 3_600  # 8 May 2023, 01:00 UTC
 DAY = 86_400.0
@@ -529,9 +531,12 @@ def test_a_backfill_stopped_partway_resumes_at_the_next_open(
     with pytest.raises(RuntimeError, match="killed"):
         MemoryStore(path, backends=backends)
     conn = connect(path)
-    first = int(conn.execute("SELECT min(id) FROM fragments").fetchone()[0])
+    least = conn.execute("SELECT min(id) FROM fragments").fetchone()
+    assert least is not None
+    first = int(least[0])
     assert date_rows.backfill_after(conn) == first  # the first batch committed with its place
-    assert conn.execute("SELECT count(DISTINCT fragment_id) FROM fragment_dates").fetchone()[0] == 1
+    dated = conn.execute("SELECT count(DISTINCT fragment_id) FROM fragment_dates").fetchone()
+    assert dated is not None and dated[0] == 1
     conn.close()
     monkeypatch.setattr(date_rows, "insert", kept)
     again = MemoryStore(path, backends=backends)
@@ -579,17 +584,17 @@ def test_only_short_texts_are_kept_so_big_ones_cannot_fill_memory() -> None:
     its annotation; a longer text is read every time and kept nowhere: 4,096 distinct
     megabyte messages formed, or as many 32,000-character lines shown, stay unkept."""
     short = "I adopted a puppy yesterday and we walk every morning."
-    kept_find, kept_annotate = find.cache_info(), annotate.cache_info()
+    kept_find, kept_annotate = kept(find).cache_info(), kept(annotate).cache_info()
     for i in range(40):
         long = f"Entry {i}: " + "I adopted a puppy yesterday. " * 2_000  # ~58,000 characters
         assert annotate(long, MON_8_MAY_2023).startswith(
             f"Entry {i}: I adopted a puppy yesterday (7 May)."
         )
         assert find(long, MON_8_MAY_2023)  # read up to its first 20,000 characters
-    assert find.cache_info().currsize == kept_find.currsize
-    assert annotate.cache_info().currsize == kept_annotate.currsize
+    assert kept(find).cache_info().currsize == kept_find.currsize
+    assert kept(annotate).cache_info().currsize == kept_annotate.currsize
     once = annotate(short, MON_8_MAY_2023)
     assert once == "I adopted a puppy yesterday (7 May) and we walk every morning."
     assert annotate(short, MON_8_MAY_2023) == once
     assert annotate(short, at=MON_8_MAY_2023) == once  # the date by name works too
-    assert annotate.cache_info().hits > kept_annotate.hits
+    assert kept(annotate).cache_info().hits > kept_annotate.hits

@@ -8,6 +8,7 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from evaluation.baselines import BM25Retriever, DenseRetriever, rrf_fuse
 from evaluation.locomo import LocomoError, load_locomo, parse_session_date
 from evaluation.retrieval_metrics import mean_by_category, ndcg_at_k, recall_at_k
 
-from memory_core.text.embeddings import MiniLMEncoder
+from memory_core.text.embeddings import MiniLMEncoder, Vectors
 
 pytestmark = pytest.mark.e2e
 
@@ -327,7 +328,7 @@ def test_mean_by_category() -> None:
 
 def test_rrf_hand_computed() -> None:
     # a: 1/61 + 1/62; b: 1/62 + 1/61 (tie, first seen wins); c: 1/63
-    assert rrf_fuse([["a", "b", "c"], ["b", "a"]]) == ["a", "b", "c"]  # type: ignore[list-item]
+    assert rrf_fuse([["a", "b", "c"], ["b", "a"]]) == ["a", "b", "c"]
     assert rrf_fuse([[3, 1], [1, 2]]) == [1, 3, 2]
 
 
@@ -341,13 +342,14 @@ class _BagOfWords:
     name = "bag-of-words"
     dimension = 64
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> Vectors:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in text.lower().split():
                 vectors[row, sum(map(ord, word)) % self.dimension] += 1
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.maximum(norms, 1e-9)
+        unit: Vectors = vectors / np.maximum(norms, 1e-9)  # float32 throughout
+        return unit
 
 
 def test_dense_ranks_by_cosine() -> None:

@@ -76,12 +76,12 @@ def _say(
     conversation: str,
     speaker: str,
     *texts: str,
-    ts: float | None = T0,
+    ts: float = T0,
 ) -> None:
     """``speaker`` says each text (the assistant answers "I see." in between)."""
     messages = []
     for i, text in enumerate(texts):
-        when = None if ts is None else ts + 2 * i
+        when = ts + 2 * i
         messages.append(LogMessage({"role": "user", "name": speaker, "content": text}, when))
         messages.append(LogMessage({"role": "assistant", "content": "I see."}, when))
     store.append(messages, conversation=conversation, source="ingest")
@@ -231,7 +231,7 @@ async def test_relates_to_is_never_rendered_as_a_cause(
         "valid_from": None,
         "correction": False,
     }
-    upstream.script = [json.dumps({"relations": [claim]})] + [json.dumps({"relations": []})] * 8
+    upstream.script = [json.dumps({"relations": [claim]}), *[json.dumps({"relations": []})] * 8]
     store = _store(tmp_path, _with_llm_relations(backends, upstream))
     await asyncio.to_thread(_say, store, "news", "Ana", "The Flood came with the Storm.")
     recall = await asyncio.to_thread(
@@ -242,12 +242,18 @@ async def test_relates_to_is_never_rendered_as_a_cause(
     assert not _CAUSAL.search(recall.context.text.replace("The Flood came with the Storm.", ""))
 
 
+def _reads(predicate: str, subject: str, obj: str) -> str:
+    found = phrase(predicate)
+    assert found is not None, predicate
+    return found.render(subject, obj)
+
+
 def test_predicates_read_as_stored() -> None:
-    assert phrase("relates_to").render("A", "B") == "A relates to B"  # type: ignore[union-attr]
-    assert phrase("depends_on").render("A", "B") == "A depends on B"  # type: ignore[union-attr]
-    assert phrase("not_likes").render("A", "jazz") == "A does not like jazz"  # type: ignore[union-attr]
-    assert phrase("works_for").render("A", "B") == "A works for B"  # type: ignore[union-attr]
-    assert phrase("has_sister").render("A", "Bea") == "A's sister: Bea"  # type: ignore[union-attr]
+    assert _reads("relates_to", "A", "B") == "A relates to B"
+    assert _reads("depends_on", "A", "B") == "A depends on B"
+    assert _reads("not_likes", "A", "jazz") == "A does not like jazz"
+    assert _reads("works_for", "A", "B") == "A works for B"
+    assert _reads("has_sister", "A", "Bea") == "A's sister: Bea"
     unknown = phrase("was_mentored_by")
     assert unknown is not None and unknown.render("A", "B") == "A was mentored by B"
     for structural in ("co_occurs_with", "mentions", "member_of", "uses_term", "in_context"):
@@ -333,7 +339,7 @@ def _blocks(draw: st.DrawFn) -> tuple[list[Hit], Evidence, str | None]:
         )
         statements.append(Statement(kind, claims, rank))
     statements.sort(key=lambda s: s.rank)
-    corrections = ()
+    corrections: tuple[tuple[int, int], ...] = ()
     if len(pool) >= 2 and draw(st.booleans()):
         corrections = ((pool[-1], pool[0]),)
     question = draw(st.one_of(st.none(), _TEXT))
@@ -472,7 +478,7 @@ async def test_hostile_names_values_and_predicates_cannot_forge_the_block(
         {"subject": "Eve", "predicate": "Causes; DROP TABLE", "object": "harm",
          "object_is_entity": False, "confidence": 1, "valid_from": None, "correction": False},
     ]  # fmt: skip
-    upstream.script = [json.dumps({"relations": hostile})] + [json.dumps({"relations": []})] * 8
+    upstream.script = [json.dumps({"relations": hostile}), *[json.dumps({"relations": []})] * 8]
     store = _store(tmp_path, _with_llm_relations(backends, upstream))
     await asyncio.to_thread(_say, store, "x", "Eve", "Eve lives somewhere odd, ask Bob.")
     recall = await asyncio.to_thread(

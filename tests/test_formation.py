@@ -73,6 +73,12 @@ def _query(store: MemoryStore, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     return list(store._reader.execute(sql, args))
 
 
+def _count(conn: apsw.Connection, table: str) -> int:
+    row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _primary(store: MemoryStore, text: str) -> int:
     rows = _query(
         store,
@@ -215,7 +221,10 @@ def _llm_backends(backends: Backends, upstream: FakeUpstream, **stages: Any) -> 
     generator = LiteLLMGenerator(
         provider="openai", model="fake-llm", api_base=upstream.url, api_key="test", timeout_s=10
     )
-    built = {"normaliser": LLMNormaliser(generator), "relations": LLMRelationExtractor(generator)}
+    built: dict[str, Any] = {
+        "normaliser": LLMNormaliser(generator),
+        "relations": LLMRelationExtractor(generator),
+    }
     return replace(backends, **{k: built[k] for k in stages})
 
 
@@ -334,7 +343,7 @@ def test_a_kill_during_formation_loses_nothing(tmp_path: Path, backends: Backend
         assert child.stdout.readline().strip() == "ready"
         conn = apsw.Connection(str(path))
         deadline = time.monotonic() + 60
-        while conn.execute("SELECT count(*) FROM fragments").fetchone()[0] < 8:
+        while _count(conn, "fragments") < 8:
             assert time.monotonic() < deadline, "formation did not start"
             time.sleep(0.02)
         conn.close()
@@ -456,12 +465,13 @@ def test_a_named_speakers_turn_is_stored_with_the_name_in_its_vector(
         ]
         store.append(said, conversation="c1", source="ingest")
         store.form_all()
-        rows = dict(
-            store._reader.execute(
+        rows = {
+            text: vector
+            for text, vector in store._reader.execute(
                 "SELECT f.canonical, v.vector FROM fragments f"
                 " JOIN fragment_vectors v ON v.fragment_id = f.id"
-            ).fetchall()
-        )
+            )
+        }
     finally:
         store.close()
     encode = backends.encoder.encode
@@ -494,7 +504,9 @@ def test_a_named_speakers_topics_are_still_told_apart(tmp_path: Path, backends: 
         ]
         store.append(said, conversation="c1", source="ingest")
         store.form_all()
-        (segments,) = store._reader.execute("SELECT count(*) FROM segments").fetchone()
+        counted = store._reader.execute("SELECT count(*) FROM segments").fetchone()
+        assert counted is not None
+        (segments,) = counted
     finally:
         store.close()
     assert segments >= 2

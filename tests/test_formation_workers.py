@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 
 from proxy.fake_upstream import FakeUpstream
 
@@ -101,7 +102,9 @@ async def test_a_fact_told_is_recalled_by_the_next_chat_within_seconds(
             assert time.monotonic() - told < 30, "not retrievable 30 s after the answer"
             await asyncio.sleep(0.05)
         await proxy.settle()  # the graph has read the new rows too
-        question = {"role": "user", "content": "Do you remember what my sister keeps?"}
+        question: ChatCompletionMessageParam = {
+            "role": "user", "content": "Do you remember what my sister keeps?"
+        }
         await client.chat.completions.create(model="echo", messages=[question])
     memory = upstream.requests[-1].body["messages"][-2]
     assert "<retrieved_memory>" in memory["content"]

@@ -404,10 +404,10 @@ class Fuzz:
         sent = dict(headers or {})
         if key is not None:
             sent.setdefault("Authorization", f"Bearer {key}")
-        skip = ()
+        skip: tuple[str, ...] = ()
         if body is not None and content_type is None:
             skip = ("Content-Type",)
-        elif body is not None:
+        elif body is not None and content_type is not None:
             sent["Content-Type"] = content_type
         target = url if isinstance(url, URL) else URL(self.proxy.url + url)
         if method == "POST" and target.path in ("/v1/chat/completions", "/chat/completions"):
@@ -447,7 +447,8 @@ class Fuzz:
 
 @pytest.fixture
 async def fuzz(make_proxy: MakeProxy) -> AsyncIterator[Fuzz]:
-    upstream = await CountingUpstream().start()
+    upstream = CountingUpstream()
+    await upstream.start()
     keys = {f"sk-fuzz-{i}": f"t{i}" for i in range(KEYS)}
     config = proxy_config(
         upstream.url,

@@ -74,7 +74,9 @@ def answers(*replies: bytes, keep_open: bool = True) -> Callable[[Scripted], Scr
     """A script answering each request of a connection with the next reply."""
 
     def make(server: Scripted) -> Script:
-        async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int
+        ) -> None:
             for reply in replies:
                 await server.read_request(reader)
                 writer.write(reply)
@@ -115,7 +117,7 @@ async def connected(
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}'
 
 
-async def test_length_framed_answers_reuse_one_connection_and_send_the_request_as_given():
+async def test_length_framed_answers_reuse_one_connection_and_send_the_request_as_given() -> None:
     async with connected(answers(OK, OK)) as (server, http):
         for _ in range(2):
             response = await http.post(
@@ -137,9 +139,13 @@ CHUNKED = (
 
 
 @pytest.mark.parametrize("split", range(1, len(CHUNKED), 7))
-async def test_a_chunked_answer_split_anywhere_reads_whole_and_keeps_the_connection(split: int):
+async def test_a_chunked_answer_split_anywhere_reads_whole_and_keeps_the_connection(
+    split: int,
+) -> None:
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, _):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int
+        ) -> None:
             for _ in range(2):
                 await server.read_request(reader)
                 writer.write(CHUNKED[:split])
@@ -158,11 +164,13 @@ async def test_a_chunked_answer_split_anywhere_reads_whole_and_keeps_the_connect
         assert http.connections_made == 1
 
 
-async def test_chunks_arrive_as_sent_before_the_answer_ends():
+async def test_chunks_arrive_as_sent_before_the_answer_ends() -> None:
     release = asyncio.Event()
 
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, _):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int
+        ) -> None:
             await server.read_request(reader)
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n")
             await writer.drain()
@@ -181,7 +189,7 @@ async def test_chunks_arrive_as_sent_before_the_answer_ends():
         assert [p async for p in parts] == [b"ok"]
 
 
-async def test_a_close_delimited_answer_ends_at_the_close_and_is_not_reused():
+async def test_a_close_delimited_answer_ends_at_the_close_and_is_not_reused() -> None:
     async with connected(answers(b"HTTP/1.1 200 OK\r\n\r\nall of it", keep_open=False)) as (
         _server,
         http,
@@ -193,7 +201,7 @@ async def test_a_close_delimited_answer_ends_at_the_close_and_is_not_reused():
         assert http.connections_made == 2
 
 
-async def test_interim_answers_are_skipped_and_no_body_statuses_keep_the_connection():
+async def test_interim_answers_are_skipped_and_no_body_statuses_keep_the_connection() -> None:
     continue_then_ok = (
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n" + OK
     )
@@ -208,7 +216,7 @@ async def test_interim_answers_are_skipped_and_no_body_statuses_keep_the_connect
         assert http.connections_made == 1
 
 
-async def test_connection_close_in_the_answer_is_honoured():
+async def test_connection_close_in_the_answer_is_honoured() -> None:
     close = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi"
     async with connected(answers(close, keep_open=False)) as (_server, http):
         for _ in range(2):
@@ -217,9 +225,11 @@ async def test_connection_close_in_the_answer_is_honoured():
         assert http.connections_made == 2
 
 
-async def test_a_pooled_connection_the_upstream_closed_while_idle_is_not_reused():
+async def test_a_pooled_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, n):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+        ) -> None:
             await server.read_request(reader)
             writer.write(OK)
             await writer.drain()
@@ -235,9 +245,11 @@ async def test_a_pooled_connection_the_upstream_closed_while_idle_is_not_reused(
         assert server.accepted == 3 and len(server.requests) == 3  # each request sent once
 
 
-async def test_a_request_the_upstream_dropped_on_a_reused_connection_is_sent_again_once():
+async def test_a_request_the_upstream_dropped_on_a_reused_connection_is_sent_again_once() -> None:
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, n):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+        ) -> None:
             await server.read_request(reader)
             writer.write(OK)
             await writer.drain()
@@ -255,7 +267,7 @@ async def test_a_request_the_upstream_dropped_on_a_reused_connection_is_sent_aga
         assert http.connections_made == 2 and len(server.requests) == 3
 
 
-async def test_a_close_in_the_middle_of_the_body_fails_and_is_not_retried():
+async def test_a_close_in_the_middle_of_the_body_fails_and_is_not_retried() -> None:
     cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"
     async with connected(answers(cut, keep_open=False)) as (server, http):
         response = await http.post("/x", [], b"{}")
@@ -265,9 +277,11 @@ async def test_a_close_in_the_middle_of_the_body_fails_and_is_not_retried():
         assert len(server.requests) == 1
 
 
-async def test_a_close_before_any_answer_on_a_new_connection_is_an_error_not_a_retry():
+async def test_a_close_before_any_answer_on_a_new_connection_is_an_error_not_a_retry() -> None:
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, n):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+        ) -> None:
             await server.read_request(reader)  # and close without a word
 
         return script
@@ -279,9 +293,11 @@ async def test_a_close_before_any_answer_on_a_new_connection_is_an_error_not_a_r
         assert len(server.requests) == 1
 
 
-async def test_a_silent_upstream_times_out_between_bytes_not_in_total():
+async def test_a_silent_upstream_times_out_between_bytes_not_in_total() -> None:
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, _):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int
+        ) -> None:
             await server.read_request(reader)
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
             for _ in range(4):  # 0.4 s in all, each gap under the 0.25 s timeout
@@ -314,7 +330,7 @@ async def test_a_silent_upstream_times_out_between_bytes_not_in_total():
         (b"HTTP/1.1 101 Switching\r\n\r\n", "switched protocols"),
     ],
 )
-async def test_a_malformed_head_is_a_protocol_error(reply: bytes, what: str):
+async def test_a_malformed_head_is_a_protocol_error(reply: bytes, what: str) -> None:
     async with connected(answers(reply)) as (_server, http):
         with pytest.raises(Http1ProtocolError, match=what):
             await http.post("/x", [], b"{}")
@@ -324,7 +340,7 @@ async def test_a_malformed_head_is_a_protocol_error(reply: bytes, what: str):
     "body",
     [b"zz\r\nab\r\n0\r\n\r\n", b"2\r\nabXX0\r\n\r\n", b"1" * 5000],
 )
-async def test_a_malformed_chunked_body_is_a_protocol_error(body: bytes):
+async def test_a_malformed_chunked_body_is_a_protocol_error(body: bytes) -> None:
     reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
     async with connected(answers(reply)) as (_server, http):
         response = await http.post("/x", [], b"{}")
@@ -332,7 +348,7 @@ async def test_a_malformed_chunked_body_is_a_protocol_error(body: bytes):
             await response.read()
 
 
-async def test_a_body_past_the_read_limit_is_refused():
+async def test_a_body_past_the_read_limit_is_refused() -> None:
     async with connected(answers(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")) as (
         _server,
         http,
@@ -342,7 +358,7 @@ async def test_a_body_past_the_read_limit_is_refused():
             await response.read(limit=4)
 
 
-async def test_control_characters_in_a_header_are_refused_before_anything_is_sent():
+async def test_control_characters_in_a_header_are_refused_before_anything_is_sent() -> None:
     async with connected(answers(OK)) as (server, http):
         for name, value in (("X-A", "1\r\nX-Injected: 1"), ("X-B\n", "1"), ("X-C", "a\0b")):
             with pytest.raises(Http1Error, match="cannot be sent"):
@@ -350,7 +366,7 @@ async def test_control_characters_in_a_header_are_refused_before_anything_is_sen
         assert server.requests == [] and http.connections_made == 0
 
 
-async def test_an_unreachable_origin_is_a_connect_error():
+async def test_an_unreachable_origin_is_a_connect_error() -> None:
     probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = probe.sockets[0].getsockname()[1]
     probe.close()
@@ -361,11 +377,13 @@ async def test_an_unreachable_origin_is_a_connect_error():
     await http.close()
 
 
-async def test_a_cancelled_caller_leaves_no_connection_to_reuse():
+async def test_a_cancelled_caller_leaves_no_connection_to_reuse() -> None:
     gate = asyncio.Event()
 
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, n):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+        ) -> None:
             await server.read_request(reader)
             if n == 1:
                 await gate.wait()  # never answers the first connection's request
@@ -393,23 +411,26 @@ async def test_a_cancelled_caller_leaves_no_connection_to_reuse():
     assert http.connections_made == 2
 
 
-async def test_the_connection_limit_queues_callers_instead_of_opening_more():
+async def test_the_connection_limit_queues_callers_instead_of_opening_more() -> None:
     async with connected(answers(OK, OK, OK), limit=1) as (_server, http):
 
         async def one() -> bytes:
             response = await http.post("/x", [], b"{}")
             return await response.read()
 
-        assert await asyncio.gather(one(), one(), one()) == [b'{"a":1}'] * 3
+        # gather answers a list (typeshed says a tuple)
+        assert list(await asyncio.gather(one(), one(), one())) == [b'{"a":1}'] * 3
         assert http.connections_made == 1
 
 
-async def test_a_large_answer_read_slowly_arrives_whole():
+async def test_a_large_answer_read_slowly_arrives_whole() -> None:
     size = 6 * 1024 * 1024
     payload = bytes(range(256)) * (size // 256)
 
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, _):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int
+        ) -> None:
             await server.read_request(reader)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + payload)
             await writer.drain()
@@ -426,7 +447,7 @@ async def test_a_large_answer_read_slowly_arrives_whole():
         assert bytes(got) == payload
 
 
-async def test_headers_travel_as_utf8_bytes_both_ways():
+async def test_headers_travel_as_utf8_bytes_both_ways() -> None:
     reply = "HTTP/1.1 200 OK\r\nX-Detail: é 日本\r\nContent-Length: 2\r\n\r\nok".encode()
     async with connected(answers(reply)) as (server, http):
         response = await http.post("/x", [("X-Name", "日本"), ("X-Raw", "a\udce9b")], b"{}")
@@ -450,7 +471,7 @@ async def test_headers_travel_as_utf8_bytes_both_ways():
 )
 async def test_the_fast_path_names_a_broken_answer(
     reply: bytes, message: str, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """A cut body, a malformed head, and (the limit made 8 bytes) an answer too large."""
     monkeypatch.setattr(upstream, "MAX_REPLY_BYTES", 8)
     async with connected(answers(reply, keep_open=False)) as (server, _http):
@@ -464,11 +485,13 @@ async def test_the_fast_path_names_a_broken_answer(
             await fast.close()
 
 
-async def test_a_large_request_reaches_a_slow_reader_whole_and_a_stalled_one_times_out():
+async def test_a_large_request_reaches_a_slow_reader_whole_and_a_stalled_one_times_out() -> None:
     body = bytes(range(256)) * (5 * 1024 * 1024 // 256)  # 20 send slices
 
     def make(server: Scripted) -> Script:
-        async def script(reader, writer, n):
+        async def script(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
+        ) -> None:
             head = await reader.readuntil(b"\r\n\r\n")
             if n == 2:
                 await asyncio.sleep(5)  # takes nothing of the body

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from memory_core.index import nearest as nearest_module
 from memory_core.retrieval import area as area_retrieval
 from memory_core.retrieval.kernels import compile_kernels
 
-_KERNELS = [
+# numba dispatchers (``signatures`` lists what each compiled), typed as the functions
+_KERNELS: list[Any] = [
     push.push_rounds,
     growth.grow_all,
     region_terms.candidate_terms,

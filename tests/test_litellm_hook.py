@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +33,7 @@ from typing import Any
 import openai
 import pytest
 import yaml
+from openai.types.chat import ChatCompletionMessageParam
 
 from memory_core import MemoryStore, StoreStats
 from proxy.fake_upstream import FakeUpstream, Recorded
@@ -91,7 +92,7 @@ class ThreadedUpstream:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.server = self._run(FakeUpstream().start())
+        self.server: FakeUpstream = self._run(FakeUpstream().start())
 
     def _run(self, work: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout=30)
@@ -270,7 +271,10 @@ def litellm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLM]:
 
 
 def _chat(proxy: LiteLLM, key: str, text: str, **extra: Any) -> str:
-    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": text}]
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": text},
+    ]
     reply = proxy.client(key).chat.completions.create(model="echo", messages=messages, **extra)
     return reply.choices[0].message.content or ""
 
@@ -301,7 +305,7 @@ def _formed(proxy: LiteLLM, tenant: str, messages: int) -> StoreStats:
     return seen[-1]
 
 
-def _injected(recorded: Recorded, sent: list[dict[str, Any]]) -> str:
+def _injected(recorded: Recorded, sent: Sequence[Mapping[str, object]]) -> str:
     """The memory block the upstream received: one system message just before the last
     user message, every message the client sent unchanged around it."""
     messages = recorded.body["messages"]
@@ -339,14 +343,16 @@ def test_a_fact_said_through_litellm_is_recalled_before_the_last_user_message(
 def test_b_a_streamed_exchange_is_stored_and_recalled(litellm: LiteLLM) -> None:
     client = litellm.client("sk-boat")  # the key's alias names the tenant
     told = "Remember this: the boat is called Gaivota and is moored in Aveiro."
-    messages = [{"role": "user", "content": told}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": told}]
     stream = client.chat.completions.create(model="echo", messages=messages, stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == "echo: " + told
     stats = _formed(litellm, "boat-key", messages=2)
     assert stats.log_messages == 2  # the user turn and the streamed answer
 
-    question = [{"role": "user", "content": "What is the boat called, and where is it moored?"}]
+    question: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "What is the boat called, and where is it moored?"}
+    ]
     stream = client.chat.completions.create(model="echo", messages=question, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     block = _injected(litellm.upstream.requests[-1], question)
@@ -364,7 +370,8 @@ def test_b2_an_answer_that_restates_memory_is_stored_as_a_restatement(
     told = "My cousin Beatriz lives in Coimbra and sells books."
     client.chat.completions.create(model="echo", messages=[{"role": "user", "content": told}])
     _formed(litellm, "cousin", messages=2)
-    question = [{"role": "user", "content": "Where does my cousin Beatriz live?"}]
+    asked = "Where does my cousin Beatriz live?"
+    question: list[ChatCompletionMessageParam] = [{"role": "user", "content": asked}]
     reply = client.chat.completions.create(model="recall", messages=question)
     assert "Coimbra" in (reply.choices[0].message.content or "")
 
@@ -372,7 +379,7 @@ def test_b2_an_answer_that_restates_memory_is_stored_as_a_restatement(
         """The kinds and scores the area ranks for the question (a search shows a
         restatement's sources in its place, so the ranking is where it is seen)."""
         with _store(litellm, "cousin") as store:
-            area = store.explain_area(question[0]["content"], limit=20)
+            area = store.explain_area(asked, limit=20)
         return [(f.kind, f.score) for f in area.fragments]
 
     _wait(lambda: {"asked", "restated"} <= {kind for kind, _ in ranked()})
@@ -386,7 +393,9 @@ def test_b2_an_answer_that_restates_memory_is_stored_as_a_restatement(
 
 def test_c_an_upstream_error_is_not_stored(litellm: LiteLLM) -> None:
     client = litellm.client("sk-team")  # the key's team names the tenant
-    failing = [{"role": "user", "content": "Remember this: the failed call's secret is 4242."}]
+    failing: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Remember this: the failed call's secret is 4242."}
+    ]
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="fail-500", messages=failing)
     failed = litellm.record(lambda r: r["tenant"] == "team-x")
@@ -397,7 +406,7 @@ def test_c_an_upstream_error_is_not_stored(litellm: LiteLLM) -> None:
 
 
 def test_d_memory_failures_never_break_the_call(litellm: LiteLLM) -> None:
-    sent = [{"role": "user", "content": "Is anyone there?"}]
+    sent: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Is anyone there?"}]
     for key in ("sk-broken", "sk-bad"):
         answer = litellm.client(key).chat.completions.create(model="echo", messages=sent)
         assert answer.choices[0].message.content == "echo: Is anyone there?"
@@ -423,7 +432,9 @@ def test_e_a_key_without_tenant_metadata_alias_or_team_is_the_default_tenant(
 
 def test_f_headers_and_policy_edits_reach_the_hook(litellm: LiteLLM) -> None:
     client = litellm.client("sk-team")
-    sent = [{"role": "user", "content": "Not for memory, please."}]
+    sent: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Not for memory, please."}
+    ]
     headers = {"X-Memory": "off", "X-Conversation-Id": "thread-7"}
     client.chat.completions.create(model="echo", messages=sent, extra_headers=headers)
     assert litellm.upstream.requests[-1].body["messages"] == sent
@@ -452,14 +463,22 @@ def test_g_a_snapshot_header_is_read_by_the_hook_as_by_the_proxy(litellm: LiteLL
     inside LiteLLM the call goes on without memory and the log line says why."""
     client = litellm.client("sk-team")
     for value, conversation in (("abc", "thread-9"), ("7", "thread-10")):
-        sent = [{"role": "user", "content": "Do you remember my plans?"}]
+        sent: list[ChatCompletionMessageParam] = [
+            {"role": "user", "content": "Do you remember my plans?"}
+        ]
         headers = {"X-Memory-As-Of": value, "X-Conversation-Id": conversation, "X-Memory": "force"}
         answer = client.chat.completions.create(model="echo", messages=sent, extra_headers=headers)
         assert answer.choices[0].message.content == "echo: Do you remember my plans?"
         assert litellm.upstream.requests[-1].body["messages"] == sent  # nothing injected
-        record = litellm.record(lambda r, c=conversation: r["conversation"] == c)
+        record = litellm.record(_in_conversation(conversation))
         assert record["outcome"] == "ok" and record["memory_error"].startswith("as_of: header")
         assert record["ingested"] == 2  # still stored
+
+
+
+def _in_conversation(conversation: str) -> Callable[[dict[str, Any]], bool]:
+    """Matches the log lines of ``conversation``."""
+    return lambda r: bool(r["conversation"] == conversation)
 
 
 # -- the tenant of a key, without LiteLLM ----------------------------------------------
@@ -499,7 +518,9 @@ async def test_a_config_that_fails_leaves_every_call_as_it_was(tmp_path: Path) -
     other = {"model": "embed", "input": ["x"], "litellm_call_id": "e"}
     assert await hook.before_call(None, dict(other), "aembedding") == other
     for attempt in range(200):  # the first calls find the config still being read
-        data = {"model": "echo", "messages": messages, "litellm_call_id": f"c{attempt}"}
+        data: dict[str, Any] = {
+            "model": "echo", "messages": messages, "litellm_call_id": f"c{attempt}"
+        }
         data = await hook.before_call(None, data, "acompletion")
         assert data["messages"] is messages
         error = data["metadata"]["areamem"]["memory_error"]

@@ -11,12 +11,15 @@ unknown after it is switched on again.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import anthropic
 import apsw
 import pytest
+from anthropic.types import MessageParam
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import ResponseInputParam
 
 from proxy.fake_upstream import FakeUpstream
 
@@ -34,18 +37,20 @@ async def say(proxy: Proxy, door: str, history: list[Turn], *, stream: bool = Fa
     """The answer's text to ``history`` (chat messages: user and assistant text turns),
     sent through ``door`` with its SDK."""
     extra = headers or {}
+    # ``history`` holds plain user and assistant text turns, which each door's message
+    # TypedDicts describe as they are.
     if door == "chat":
         async with proxy.client() as client:
             if not stream:
                 done = await client.chat.completions.create(
                     model="echo",
-                    messages=history,  # type: ignore[arg-type]
+                    messages=cast("list[ChatCompletionMessageParam]", history),
                     extra_headers=extra,
                 )
                 return str(done.choices[0].message.content)
             chunks = await client.chat.completions.create(
                 model="echo",
-                messages=history,  # type: ignore[arg-type]
+                messages=cast("list[ChatCompletionMessageParam]", history),
                 stream=True,
                 extra_headers=extra,
             )
@@ -55,13 +60,13 @@ async def say(proxy: Proxy, door: str, history: list[Turn], *, stream: bool = Fa
             if not stream:
                 answer = await client.responses.create(
                     model="echo",
-                    input=history,  # type: ignore[arg-type]
+                    input=cast("ResponseInputParam", history),
                     extra_headers=extra,
                 )
                 return str(answer.output_text)
             events = await client.responses.create(
                 model="echo",
-                input=history,  # type: ignore[arg-type]
+                input=cast("ResponseInputParam", history),
                 stream=True,
                 extra_headers=extra,
             )
@@ -72,14 +77,14 @@ async def say(proxy: Proxy, door: str, history: list[Turn], *, stream: bool = Fa
             message = await sdk.messages.create(
                 model="echo",
                 max_tokens=64,
-                messages=history,  # type: ignore[arg-type]
+                messages=cast("list[MessageParam]", history),
                 extra_headers=extra,
             )
             return "".join(b.text for b in message.content if b.type == "text")
         found = await sdk.messages.create(
             model="echo",
             max_tokens=64,
-            messages=history,  # type: ignore[arg-type]
+            messages=cast("list[MessageParam]", history),
             stream=True,
             extra_headers=extra,
         )
@@ -135,7 +140,9 @@ async def test_every_command_through_every_door(
     assert "<retrieved_memory>" in why and "Lisbon" in why
 
     forgot = await ask(f"/memory forget #{lisbon}")
-    forget_id = int(re.search(r"/memory unforget (\d+)", forgot).group(1))  # type: ignore[union-attr]
+    offered = re.search(r"/memory unforget (\d+)", forgot)
+    assert offered is not None, forgot
+    forget_id = int(offered.group(1))
     assert "Forgot 1 fragment" in forgot
     assert "I live in Lisbon" not in await ask("/memory search Lisbon sister")
     undone = await ask(f"/memory unforget {forget_id}")

@@ -43,7 +43,8 @@ def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     conn = apsw.Connection(str(tmp_path / "m.db"))
     names = [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == [name for name, _ in MIGRATIONS]
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    mode = conn.execute("PRAGMA journal_mode").fetchone()
+    assert mode is not None and mode[0] == "wal"
     conn.close()
 
 

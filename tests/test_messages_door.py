@@ -11,11 +11,13 @@ stream back). Stream and not, tool use, errors, receipts, and the exchange store
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import aiohttp
 import anthropic
 import pytest
+from anthropic.types import Message, MessageParam, TextBlock, ToolParam
 
 from proxy.fake_upstream import FakeUpstream
 
@@ -24,7 +26,7 @@ from .doors import FORCE, QUESTION, receipt, remembering, search, stats
 
 pytestmark = pytest.mark.e2e
 
-TOOL = {
+TOOL: ToolParam = {
     "name": "get_weather",
     "description": "Weather in a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
@@ -41,7 +43,7 @@ async def test_native_memory_goes_in_the_last_user_turn_and_the_rest_arrives_unc
 ) -> None:
     proxy = await remembering(make_proxy, upstream, serves="messages")
     before = (await stats(proxy))["log_messages"]
-    sent = {
+    sent: dict[str, Any] = {
         "model": "echo",
         "max_tokens": 100,
         "system": [{"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral"}}],
@@ -114,6 +116,7 @@ async def test_bridged_to_chat_completions_with_memory_before_the_last_user_mess
     assert chat["messages"][2]["content"] == QUESTION
     assert (chat["max_tokens"], chat["stop"]) == (64, ["END"])
     if not stream:
+        assert isinstance(message, Message)
         assert (message.stop_reason, message.usage.output_tokens) == (
             "end_turn",
             len(answer.split()),
@@ -130,14 +133,16 @@ async def test_tool_use_and_tool_results(
     upstream: FakeUpstream, make_proxy: MakeProxy, native: bool, stream: bool
 ) -> None:
     proxy = await remembering(make_proxy, upstream, serves="messages" if native else None)
-    asked = [{"role": "user", "content": "What is the weather where Rui lives?"}]
+    asked: list[MessageParam] = [
+        {"role": "user", "content": "What is the weather where Rui lives?"}
+    ]
     async with _client(proxy) as client:
         first = await client.messages.create(
             model="call-tool", max_tokens=64, tools=[TOOL], messages=asked, stream=stream
         )
         call = await _tool_use(first, stream)
         assert (call["name"], call["input"]) == ("get_weather", {"city": "Lisbon"})
-        turns = [
+        turns: list[Mapping[str, Any]] = [
             *asked,
             {"role": "assistant", "content": [{"type": "tool_use", **call}]},
             {"role": "user", "content": [
@@ -146,9 +151,13 @@ async def test_tool_use_and_tool_results(
             ]},
         ]  # fmt: skip
         answer = await client.messages.create(
-            model="echo", max_tokens=64, tools=[TOOL], messages=turns, extra_headers=FORCE
+            model="echo", max_tokens=64, tools=[TOOL], extra_headers=FORCE,
+            # the tool_use block is the call as the answer gave it (id, name, input)
+            messages=cast("list[MessageParam]", turns),
         )
-    assert answer.content[0].text == "echo: And do you remember my sister?"
+    first_block = answer.content[0]
+    assert isinstance(first_block, TextBlock)
+    assert first_block.text == "echo: And do you remember my sister?"
     got = upstream.requests[-1].body
     if native:
         blocks = got["messages"][-1]["content"]
@@ -250,7 +259,7 @@ async def test_errors_are_anthropic_error_objects(
         {"model": "*", "provider": "openai", "api_base": upstream.url},
     ]  # fmt: skip
     proxy = await make_proxy(config)
-    hello = [{"role": "user", "content": "hi"}]
+    hello: list[MessageParam] = [{"role": "user", "content": "hi"}]
     async with _client(proxy, "sk-alice") as client:
         with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
             await client.messages.create(model="echo", max_tokens=0, messages=hello)

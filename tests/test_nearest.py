@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.index import nearest as nearest_module
-from memory_core.index.nearest import BITS, PREFIX_WORDS, WORDS, codes, nearest, prefixes
+from memory_core.index.nearest import (
+    BITS,
+    PREFIX_WORDS,
+    WORDS,
+    Codes,
+    Nearest,
+    Vectors,
+    codes,
+    nearest,
+    prefixes,
+)
 
 
-def _unit(rows: np.ndarray) -> np.ndarray:
+def _unit(rows: npt.NDArray[np.floating]) -> Vectors:
     return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), np.float32)
 
 
-def _clustered(n: int, dim: int = 48, seed: int = 0) -> np.ndarray:
+def _clustered(n: int, dim: int = 48, seed: int = 0) -> Vectors:
     """Unit vectors in a few tight clusters, as sentence embeddings are (a narrow cone)."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((8, dim)) + 3.0
     return _unit(centres[rng.integers(0, 8, n)] + 0.6 * rng.standard_normal((n, dim)))
 
 
-def _search(vectors: np.ndarray, stored: np.ndarray, query: np.ndarray, k: int) -> tuple:
+def _search(vectors: Vectors, stored: Codes, query: Vectors, k: int) -> Nearest:
     return nearest(vectors, stored, prefixes(stored), query, k)
 
 
@@ -180,7 +193,10 @@ def test_an_allowed_mask_that_is_no_flag_per_row_is_refused(
     vectors = _clustered(200, seed=3)
     query = _clustered(1, seed=4)[0]
     stored = codes(vectors)
-    for bad in (np.ones(199, bool), np.zeros(0, bool), np.ones(200, np.int64)):
+    bad_masks: tuple[npt.NDArray[Any], ...] = (
+        np.ones(199, bool), np.zeros(0, bool), np.ones(200, np.int64)
+    )
+    for bad in bad_masks:
         with pytest.raises(ValueError, match="allowed"):
             nearest(vectors, stored, prefixes(stored), query, 5, bad)
     longer = np.r_[np.arange(200) % 2 == 0, np.zeros(7, bool)]

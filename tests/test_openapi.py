@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # ships no hints
 from openapi_spec_validator import validate as validate_spec
 from pydantic import ValidationError
 
@@ -404,7 +404,7 @@ def test_views_refuse_drift() -> None:
         EntityView.model_validate({**entity, "surprise": 1})
     with pytest.raises(ValidationError):
         Receipt.model_validate({"id": "rcpt_x"})
-    explained = {
+    explained: dict[str, Any] = {
         "graph_version": 0,
         "graph": {"nodes": 0, "edges": 0, "delta_edges": 0, "fragments": 0},
         "foci": [],
@@ -471,6 +471,8 @@ async def test_a_receipt_stored_before_the_typed_contract_is_still_served(
     area = served["graph_area"]
     assert area.pop("fragments") == [] and area.pop("visited") is None
     assert area.pop("bridged") == {} and area.pop("named") == {}
-    added = {"statements": [], "citations": [], "coverage": None, "tokenizer": "", "as_of": None}
+    added: dict[str, Any] = {
+        "statements": [], "citations": [], "coverage": None, "tokenizer": "", "as_of": None
+    }
     assert {k: served.pop(k) for k in added} == added  # fields receipts gained since: empty
     assert served == old

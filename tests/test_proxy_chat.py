@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 from memory_core.errors import StorageError
 from memory_core.formation import Backends
@@ -51,7 +52,7 @@ async def test_stream_chunks_arrive_as_produced(proxy: Proxy, upstream: FakeUpst
 async def test_unchanged_fields_are_forwarded_untouched(
     proxy: Proxy, upstream: FakeUpstream
 ) -> None:
-    tools = [
+    tools: list[ChatCompletionToolUnionParam] = [
         {
             "type": "function",
             "function": {
@@ -60,7 +61,7 @@ async def test_unchanged_fields_are_forwarded_untouched(
             },
         }
     ]
-    messages = [
+    messages: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "weather?"},
         {
@@ -87,7 +88,7 @@ async def test_unchanged_fields_are_forwarded_untouched(
         await client.chat.completions.create(
             model="echo",
             messages=messages,
-            tools=tools,  # type: ignore[arg-type]
+            tools=tools,
             response_format={"type": "json_object"},
             temperature=0.2,
             extra_body={"custom_field": {"nested": [1, 2]}},
@@ -110,7 +111,7 @@ async def test_memory_from_one_conversation_reaches_another(
             messages=[{"role": "user", "content": "My sister Ana keeps bees in Porto."}],
         )
         await proxy.settle()
-        history = [
+        history: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "Quick question about hobbies."},
             {"role": "assistant", "content": "Sure."},

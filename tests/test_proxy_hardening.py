@@ -19,6 +19,7 @@ import aiohttp
 import apsw
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from proxy.config import load_config
 from proxy.errors import ConfigError, RetrievalSkipped
@@ -31,7 +32,7 @@ from .conftest import MakeProxy, Proxy, proxy_config
 
 pytestmark = pytest.mark.e2e
 
-USER = [{"role": "user", "content": "hello there"}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello there"}]
 
 
 async def _post(
@@ -263,7 +264,8 @@ async def test_concurrent_streams_are_all_stored_exactly_once(proxy: Proxy) -> N
             )
             if i % 2:
                 return f"c{i}"
-            async for _ in stream:  # type: ignore[union-attr]
+            assert isinstance(stream, openai.AsyncStream)
+            async for _ in stream:
                 pass
             return f"c{i}"
 

@@ -69,6 +69,7 @@ def test_a_question_is_encoded_once_and_its_turn_stores_the_same_vector(
         f" WHERE f.text = '{question}'",
     )
     monkeypatch.undo()
+    assert isinstance(blob, bytes)
     stored = np.frombuffer(blob, np.float32)
     assert np.array_equal(stored, backends.encoder.encode([question])[0])  # bit for bit
     assert _db(store, "SELECT COUNT(*) FROM question_vectors") == [(0,)]  # taken, dropped

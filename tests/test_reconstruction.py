@@ -405,6 +405,8 @@ def test_a_megabyte_fragment_is_read_only_as_far_as_the_budget_reaches() -> None
     counted: list[int] = []
 
     class Recording:
+        name = "recording"
+
         def count(self, text: str) -> int:
             counted.append(len(text))
             return COUNTER.count(text)

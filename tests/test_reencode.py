@@ -166,7 +166,9 @@ def test_which_encoders_made_the_vectors_is_read_from_an_index(
     try:
         own = backends.encoder.interpretation.label
         assert reformation.encoders(conn) == [own]
-        fid = conn.execute("SELECT min(fragment_id) FROM fragment_vectors").fetchone()[0]
+        least = conn.execute("SELECT min(fragment_id) FROM fragment_vectors").fetchone()
+        assert least is not None
+        fid = least[0]
         conn.execute(
             "UPDATE fragment_vectors SET model = 'aaa/other' WHERE fragment_id = ?", (fid,)
         )

@@ -23,7 +23,8 @@ def test_links_are_bounded_by_count_and_age(tmp_path: Path) -> None:
         for i in range(responses.KEEP + extra):
             responses.link(conn, f"resp_{i}", "c1", f"tip{i}", T0 + i)
     now = T0 + responses.KEEP + extra
-    assert conn.execute("SELECT count(*) FROM response_links").fetchone()[0] == responses.KEEP
+    counted = conn.execute("SELECT count(*) FROM response_links").fetchone()
+    assert counted is not None and counted[0] == responses.KEEP
     assert responses.linked(conn, f"resp_{extra - 1}", now) is None  # the oldest dropped
     kept = responses.linked(conn, f"resp_{extra}", now)
     assert kept == responses.ResponseLink("c1", f"tip{extra}")
@@ -32,7 +33,9 @@ def test_links_are_bounded_by_count_and_age(tmp_path: Path) -> None:
     assert responses.linked(conn, f"resp_{responses.KEEP + extra - 1}", later) is not None
     with transaction(conn):
         responses.link(conn, "resp_new", "c2", "tip", later)
-    rows = conn.execute("SELECT count(*) FROM response_links").fetchone()[0]
+    counted = conn.execute("SELECT count(*) FROM response_links").fetchone()
+    assert counted is not None
+    rows = counted[0]
     assert rows < responses.KEEP  # the expired ones went with the next link
     conn.close()
 

@@ -12,6 +12,7 @@ upstream's answer (whole or streamed; none from an answer without one).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import apsw
@@ -67,16 +68,20 @@ async def _turn(
 ) -> str:  # fmt: skip
     """One turn (``text`` only, with the instructions, continuing ``previous``); the
     answer's response id."""
-    extra = {"previous_response_id": previous} if previous is not None else {}
+    after = previous if previous is not None else openai.omit  # omitted: not sent at all
     async with proxy.client(key) as client:
-        answer = await client.responses.create(
-            model="echo", instructions=INSTRUCTIONS, input=text, stream=stream,
-            extra_headers=headers, **extra,  # type: ignore[arg-type]
-        )  # fmt: skip
         if not stream:
-            assert answer.output_text == f"echo: {text}"  # type: ignore[union-attr]
-            return str(answer.id)  # type: ignore[union-attr]
-        ids = {event.response.id async for event in answer  # type: ignore[union-attr]
+            answer = await client.responses.create(
+                model="echo", instructions=INSTRUCTIONS, input=text,
+                previous_response_id=after, extra_headers=headers,
+            )  # fmt: skip
+            assert answer.output_text == f"echo: {text}"
+            return str(answer.id)
+        events = await client.responses.create(
+            model="echo", instructions=INSTRUCTIONS, input=text, stream=True,
+            previous_response_id=after, extra_headers=headers,
+        )  # fmt: skip
+        ids = {event.response.id async for event in events
                if event.type in ("response.created", "response.completed")}  # fmt: skip
         assert len(ids) == 1
         return ids.pop()
@@ -194,7 +199,7 @@ async def test_garbage_previous_response_ids(upstream: FakeUpstream, make_proxy:
     assert [row[1] for row in rows] == [0, 1, 2] * 3
 
 
-def _events(*events: dict[str, object]) -> list[bytes]:
+def _events(*events: Mapping[str, object]) -> list[bytes]:
     return [sse.event(json.dumps(e).encode(), str(e["type"])) for e in events]
 
 

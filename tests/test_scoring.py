@@ -129,7 +129,7 @@ def test_ranking_takes_the_best_as_a_full_sort_would_with_many_ties(
     fragment_ids = list(range(1000, 1000 + len(rows)))
     ids.shuffle(fragment_ids)  # ties are broken by id, not by row
     columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
-    candidates = Candidates.of(fragment_ids, **columns, imputed=[False] * len(rows))  # type: ignore[arg-type]
+    candidates = Candidates.of(fragment_ids, **columns, imputed=[False] * len(rows))
     order, scores = rank(candidates, ScoringConfig(), limit)
     reference = sorted(
         (i for i in range(len(rows)) if scores[i] > 0), key=lambda i: (-scores[i], fragment_ids[i])
@@ -149,16 +149,16 @@ def test_computing_a_costly_term_only_where_it_can_matter_ranks_as_computing_it_
     limit: int,
 ) -> None:
     """Same top rows, same scores for them, and the term computed for fewer rows."""
-    config = ScoringConfig(**dict(zip(TERMS, weights, strict=True)))
+    config = ScoringConfig.model_validate(dict(zip(TERMS, weights, strict=True)))
     ids = list(range(100, 100 + len(rows)))
     columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
     imputed = [bool(r[len(TERMS)]) for r in rows]
-    full = Candidates.of(ids, **columns, imputed=imputed)  # type: ignore[arg-type]
+    full = Candidates.of(ids, **columns, imputed=imputed)
     truth = full.terms[:, TERMS.index("similarity")]
     blank = Candidates.of(
         ids,
         **{**columns, "similarity": [0.0] * len(rows)},
-        imputed=imputed,  # type: ignore[arg-type]
+        imputed=imputed,
     )
     asked: list[int] = []
 
@@ -206,14 +206,14 @@ def test_a_kind_factor_scales_the_score_and_computing_a_term_lazily_stays_exact(
     columns = {t: [r[j] for r in rows] for j, t in enumerate(TERMS)}
     n = len(TERMS)
     imputed, factor = [bool(r[n]) for r in rows], [r[n + 1] for r in rows]
-    full = Candidates.of(ids, **columns, imputed=imputed).factored(factor)  # type: ignore[arg-type]
+    full = Candidates.of(ids, **columns, imputed=imputed).factored(factor)
     raw = full.terms @ config.weights()
     np.testing.assert_allclose(score(full, config), raw * np.asarray(factor))
     truth = full.terms[:, TERMS.index("similarity")]
     blank = Candidates.of(
         ids,
         **{**columns, "similarity": [0.0] * len(rows)},
-        imputed=imputed,  # type: ignore[arg-type]
+        imputed=imputed,
     ).factored(factor)
     _, order, scores = rank_computing(blank, config, limit, "similarity", lambda w: truth[w])
     expected_order, expected_scores = rank(full, config, limit)

@@ -113,7 +113,12 @@ async def test_an_exchange_stored_after_a_pass_found_the_queue_empty_is_formed(
                 conversation="c2",
             )
             scheduled = threading.Event()
-            loop.call_soon_threadsafe(lambda: (memory.form_soon(0.0, 1.0), scheduled.set()))
+
+            def schedule() -> None:
+                memory.form_soon(0.0, 1.0)
+                scheduled.set()
+
+            loop.call_soon_threadsafe(schedule)
             assert scheduled.wait(5)
         calls.append(formed)
         return summary

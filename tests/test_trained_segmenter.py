@@ -316,7 +316,9 @@ def _dialogue(rng: np.random.Generator, dialogue: int) -> tuple[list[str], list[
 
 def _write_sample(folder: Path) -> None:
     rng = np.random.default_rng(7)
-    lines, dialseg, superseg = [], [], []
+    lines: list[tuple[str, list[str], list[int]]] = []  # (jsonl line, turns, segment lengths)
+    dialseg: list[tuple[str, list[str], list[int]]] = []
+    superseg: list[tuple[str, list[str], list[int]]] = []
     for d in range(40):
         turns, lengths = _dialogue(rng, d)
         parts, start = [], 0

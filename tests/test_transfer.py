@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ QUESTIONS = (
 
 
 @pytest.fixture
-def source(tmp_path: Path, backends: Backends) -> MemoryStore:
+def source(tmp_path: Path, backends: Backends) -> Iterator[MemoryStore]:
     """A memory with a cycle behind it (a snapshot) and formation since (the journal)."""
     store = MemoryStore(tmp_path / "source.db", backends=backends)
     say(store, "c1", ["I live in Paris and my sister Anna loves jazz.", "Anna plays the piano."])
@@ -289,7 +289,7 @@ def test_json_nested_too_deeply_is_refused(
     path = _export(source, tmp_path)
     manifest: Any = _manifest(path)
     manifest["parts"]["log"].update(sha256=hashlib.sha256(deep).hexdigest(), rows=1)
-    change = {"manifest.json": deep} if member == "manifest.json" else {
+    change: dict[str, bytes | None] = {"manifest.json": deep} if member == "manifest.json" else {
         "tables/log.jsonl": deep, "manifest.json": json.dumps(manifest).encode()
     }  # fmt: skip
     path = _rewritten(path, tmp_path / "deep.areamem", change)

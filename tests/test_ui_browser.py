@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+from playwright.async_api import ConsoleMessage, Page, ViewportSize, async_playwright, expect
 
 from memory_core.formation import Backends
 from proxy.fake_upstream import FakeUpstream
@@ -252,7 +252,7 @@ async def _history(page: Page, first: int, second: int) -> None:
 
 # --- at a glance: a big memory at 1280x800 -----------------------------------------------
 
-GLANCE = {"width": 1280, "height": 800}
+GLANCE: ViewportSize = {"width": 1280, "height": 800}
 BIG_QUESTION = "Where does Rui live?"
 OTHER_QUESTION = "Who works at Atelier Norte?"
 MIN_LABEL_PX = 11.0

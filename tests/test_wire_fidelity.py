@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessageParam
 
 from proxy.doors.chat_wire import inject, message_offset, parse_chat, splice_memory
 from proxy.fake_upstream import FakeUpstream
@@ -26,7 +27,7 @@ from .conftest import MakeProxy, Proxy, proxy_config
 
 pytestmark = pytest.mark.e2e
 
-USER = [{"role": "user", "content": "hello"}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
 OPENAI_HEADERS = ("x-request-id", "openai-processing-ms", "x-ratelimit-remaining-requests")
 
 
@@ -80,7 +81,7 @@ async def test_retry_after_on_429_reaches_the_sdk(
     proxy = await make_proxy(config)
     async with proxy.client() as client:
         with pytest.raises(openai.RateLimitError) as caught:
-            await client.chat.completions.create(model="fail-429", messages=USER)  # type: ignore[arg-type]
+            await client.chat.completions.create(model="fail-429", messages=USER)
     headers = caught.value.response.headers
     assert headers["retry-after"] == "1"
     assert headers["x-request-id"] == "req_fake_1"
@@ -106,7 +107,7 @@ async def test_client_headers_are_forwarded_and_its_credentials_are_not(
     async with client:
         await client.chat.completions.create(
             model="echo",
-            messages=USER,  # type: ignore[arg-type]
+            messages=USER,
             extra_headers={
                 "OpenAI-Beta": "assistants=v2",
                 "X-Memory": "off",
@@ -140,7 +141,7 @@ async def test_upstream_key_replaces_the_client_key(
     async with proxy.client("sk-client-secret") as client:
         await client.chat.completions.create(
             model="echo",
-            messages=USER,  # type: ignore[arg-type]
+            messages=USER,
             extra_headers={"authorization": "Bearer sk-client-secret"},  # lower case too
         )
     sent = upstream.requests[0].headers
@@ -155,8 +156,8 @@ async def test_query_parameters_reach_the_upstream(proxy: Proxy, upstream: FakeU
         default_query={"api-version": "2024-06-01", "tag": "a/b c"},
     )
     async with client:
-        await client.chat.completions.create(model="echo", messages=USER, stream=False)  # type: ignore[arg-type]
-        stream = await client.chat.completions.create(model="echo", messages=USER, stream=True)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="echo", messages=USER, stream=False)
+        stream = await client.chat.completions.create(model="echo", messages=USER, stream=True)
         assert [c async for c in stream]
     for recorded in upstream.requests:
         assert parse_qs(recorded.query) == {"api-version": ["2024-06-01"], "tag": ["a/b c"]}
@@ -180,7 +181,7 @@ async def test_api_version_reaches_litellm(
         base_url=proxy.base_url, api_key="x", max_retries=0, default_query={"api-version": "v9"}
     )
     async with client:
-        await client.chat.completions.create(model="echo", messages=USER)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="echo", messages=USER)
     assert seen[0]["api_version"] == "v9"
 
 
@@ -362,7 +363,7 @@ async def test_a_gzip_error_body_is_read(coded_upstream: str, make_proxy: MakePr
     proxy = await make_proxy(proxy_config(coded_upstream))
     async with proxy.client() as client:
         with pytest.raises(openai.APIStatusError) as caught:
-            await client.chat.completions.create(model="gzip-401", messages=USER)  # type: ignore[arg-type]
+            await client.chat.completions.create(model="gzip-401", messages=USER)
     assert caught.value.code == "upstream_auth_failed"
     assert "invalid_api_key" in caught.value.message  # the upstream's code, decoded
 
@@ -564,7 +565,7 @@ async def test_upstream_refusing_the_proxys_key_is_not_the_clients_fault(
     client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-client", max_retries=2)
     async with client:
         with pytest.raises(openai.APIStatusError) as caught:
-            await client.chat.completions.create(model=f"fail-{status}", messages=USER)  # type: ignore[arg-type]
+            await client.chat.completions.create(model=f"fail-{status}", messages=USER)
     error = caught.value
     assert error.status_code == 502 and error.code == code
     assert "the proxy's upstream credentials" in error.message

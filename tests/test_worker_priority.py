@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.worker import priority as worker_priority
 from memory_core.worker.priority import Priority
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +98,7 @@ def test_a_process_that_may_not_leave_idle_stays_at_nice(monkeypatch: pytest.Mon
         if policy != getattr(os, "SCHED_IDLE", -1):
             raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(worker_priority.os, "sched_setscheduler", refuse, raising=False)
+    monkeypatch.setattr(os, "sched_setscheduler", refuse, raising=False)  # priority's os
     priority = Priority()
     assert priority.start() == "nice"
     assert priority.mode == "nice" and priority._guard is None
