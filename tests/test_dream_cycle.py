@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import apsw
 import numpy as np
 import pytest
 
@@ -36,6 +37,13 @@ from proxy.fake_upstream import FakeUpstream
 from .test_history import T0, say
 
 pytestmark = pytest.mark.e2e
+
+
+def _scalar(conn: apsw.Connection, sql: str, *bindings: object) -> Any:
+    """The one value of a query that returns one row."""
+    row = conn.execute(sql, bindings).fetchone()
+    assert row is not None, sql
+    return row[0]
 
 
 def decisions(report: Any, kind: str) -> list[Any]:
@@ -187,9 +195,9 @@ def _relation_weights(store: MemoryStore, graph: Any) -> dict[tuple[str, str], f
     ):
         if etype != EdgeType.RELATION:
             continue
-        predicate = store._reader.execute(
-            "SELECT predicate FROM relations WHERE id = ?", (int(edge_id),)
-        ).fetchone()[0]
+        predicate = _scalar(
+            store._reader, "SELECT predicate FROM relations WHERE id = ?", int(edge_id)
+        )
         if predicate == "co_occurs_with":
             ends = (graph.node_keys[int(src)][1], graph.node_keys[int(dst)][1])
             found[(names[int(ends[0])], names[int(ends[1])])] = round(float(weight), 6)
@@ -208,14 +216,14 @@ def test_contexts_of_different_conversations_are_linked_or_merged(
         linked = linking.dream()
         [link] = decisions(linked, "link_contexts")
         assert len(link.ids) == 2 and link.sources
-        assert linking._reader.execute("SELECT count(*) FROM context_links").fetchone()[0] == 1
+        assert _scalar(linking._reader, "SELECT count(*) FROM context_links") == 1
         from memory_core.graph import EdgeType
 
         edges = linking.warm_graph().graph.edges()
         assert int(np.sum(edges.edge_type == EdgeType.RELATED_CONTEXT)) == 1
         merged = merging.dream()
         [merge] = decisions(merged, "merge_contexts")
-        count = merging._reader.execute("SELECT count(*) FROM contexts").fetchone()[0]
+        count = _scalar(merging._reader, "SELECT count(*) FROM contexts")
         assert count == 1
         rows = list(merging._reader.execute("SELECT kind, merged FROM merges"))
         assert rows == [("context", merge.ids[1])]

@@ -97,7 +97,8 @@ def _stable(area: Json) -> Json:
     """An area answer without what differs between two reads of one state (the graph's
     version number and the timings)."""
     kept = {k: v for k, v in area.items() if k not in ("graph_version", "timings_ms")}
-    return json.loads(json.dumps(kept, sort_keys=True))
+    plain: dict[str, Any] = json.loads(json.dumps(kept, sort_keys=True))
+    return plain
 
 
 async def _injected(proxy: Proxy, upstream: FakeUpstream, as_of: int | None = None) -> list[str]:

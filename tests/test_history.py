@@ -4,7 +4,7 @@ the real formation pipeline with the offline backends)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def search(store: MemoryStore, question: str) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path: Path, backends: Backends) -> MemoryStore:
+def store(tmp_path: Path, backends: Backends) -> Iterator[MemoryStore]:
     opened = MemoryStore(tmp_path / "t.db", backends=backends)
     yield opened
     opened.close()
@@ -142,6 +142,7 @@ def test_a_message_formed_between_a_rollback_and_its_undo_is_held_not_lost(
     store.dream()
     restored = store.rollback(s1)
     say(store, "c3", ["I bought a red bike."], start=30)
+    assert restored.undo is not None
     undone = store.rollback(restored.undo)
     assert (undone.newly_held, undone.formed_again) == (1, 1)
     assert [r.text for r in store.held_rows()] == ["I bought a red bike."]

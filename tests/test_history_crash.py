@@ -68,7 +68,8 @@ def _areas(path: Path, backends: Backends) -> list[Any]:
         ]
     finally:
         store.close()
-    return json.loads(json.dumps(found, sort_keys=True))
+    plain: list[Any] = json.loads(json.dumps(found, sort_keys=True))
+    return plain
 
 
 def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:

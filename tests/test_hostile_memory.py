@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -33,6 +34,13 @@ _TURNS = (
     ("We went hiking last week.", T0 + 5),
     ("No dates here.", T0 + 15),
 )
+
+
+def _scalar(conn: apsw.Connection, sql: str) -> Any:
+    """The one value of a query that returns one row."""
+    row = conn.execute(sql).fetchone()
+    assert row is not None, sql
+    return row[0]
 
 
 def _say(store: MemoryStore, *turns: tuple[str, float], conversation: str = "c1") -> None:
@@ -335,7 +343,7 @@ def test_an_import_of_a_store_whose_backfill_was_cut_short_dates_its_fragments(
     target.import_export(tmp_path / "export.zip")
     assert _dates_by_text(target) == expected and expected
     with target.lookup() as reader:
-        assert reader.execute("SELECT count(*) FROM date_backfill").fetchone()[0] == 0
+        assert _scalar(reader, "SELECT count(*) FROM date_backfill") == 0
     target.close()
 
 
@@ -387,7 +395,7 @@ def test_sigkill_in_the_middle_of_the_backfill_at_open_loses_and_repeats_nothing
     store = MemoryStore(path, backends=backends)
     _say(store, *_TURNS, ("We met the day before yesterday.", T0 + 20))
     expected = _dates_by_text(store)
-    first = int(store._reader.execute("SELECT min(id) FROM fragments").fetchone()[0])
+    first = int(_scalar(store._reader, "SELECT min(id) FROM fragments"))
     store.close()
     _as_before_migration_013(path)
     child = subprocess.run(
@@ -405,7 +413,7 @@ def test_sigkill_in_the_middle_of_the_backfill_at_open_loses_and_repeats_nothing
     again = MemoryStore(path, backends=backends)
     assert _dates_by_text(again) == expected and len(expected) == 3
     with again.lookup() as reader:
-        assert reader.execute("SELECT count(*) FROM date_backfill").fetchone()[0] == 0
+        assert _scalar(reader, "SELECT count(*) FROM date_backfill") == 0
     assert again.recall("puppy Biscuit", limit=1, budget_tokens=300).hits
     assert integrity_check(path) == "ok"
     again.close()
@@ -560,6 +568,6 @@ def test_sigkill_of_formation_inside_its_write_leaves_nothing_half_written(
     assert again.form_all() == len(KATE)  # each retried alone (it had an attempt behind it)
     assert (_dates_by_text(again), _answers(again)["entities"]) == expected
     with again.lookup() as conn:
-        assert conn.execute("SELECT count(*) FROM queue").fetchone()[0] == 0
+        assert _scalar(conn, "SELECT count(*) FROM queue") == 0
     assert integrity_check(path) == "ok"
     again.close()

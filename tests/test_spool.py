@@ -237,7 +237,7 @@ def test_a_data_folder_the_node_cannot_use_is_one_line_at_start(
 
 def _flip(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with one word of its first message changed: still JSON, still an entry."""
-    changed = json.loads(json.dumps(body))
+    changed: dict[str, Any] = json.loads(json.dumps(body))
     changed["messages"][0]["message"]["content"] = "Ana garde des guêpes à Évora 🐝"
     return changed
 
