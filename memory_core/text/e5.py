@@ -382,9 +382,10 @@ def open_session(model: Path, *, threads: int = 1) -> Any:
     started from it afterwards inherit it. Loaded on a CLI's or a server's main thread,
     every later float of the process lost its subnormals (``float("5e-324")`` read 0.0;
     Hypothesis refused to draw floats; ``tests/test_e5.py``). What it bought: ~0.1 ms of a
-    question's 7 ms, and only on the thread that opened the session or one started from
-    it (4 paired runs of 900 questions, +0.11 ms mean without); the proxy opens the session
-    on a warm-up thread and encodes questions on a thread started elsewhere."""
+    question's 7 ms, only on the thread that opened the session or one started from it (4
+    paired runs of 900 questions, +0.11 ms mean without); through the proxy nothing
+    measurable (``scripts/bench_overhead.py``, dev5, 8 paired rounds with it against
+    without: added p50 with memory on -0.03 ms non-streamed, -0.17 ms streamed)."""
     ort = _import_onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
