@@ -392,20 +392,29 @@ async def test_copies_as_of_snapshots_are_bounded_and_removed_at_shutdown(
     assert list(copies.glob("*")) == []
 
 
-async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
-    upstream: FakeUpstream, make_proxy: MakeProxy
-) -> None:
-    """The cycle's model never answers (until its timeout): meanwhile chat is answered
-    at once, with memory; the cycle then reports the failure and merges nothing."""
+async def _proxy_whose_cycle_model_hangs(
+    upstream: FakeUpstream, make_proxy: MakeProxy, *, timeout_s: float
+) -> Proxy:
+    """A proxy whose cycles ask a model that never answers (until ``timeout_s``); memory
+    always consulted, nothing ingested by chat, no cycle of its own accord."""
     upstream.keep_alive = False  # litellm's synchronous client keeps no socket beyond
-    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 2}}
+    llm = {"model": "hang", "api_base": upstream.url, "timeout_s": timeout_s}
+    dream = {"backend": "llm", "llm": llm}
     config = proxy_config(
         upstream.url,
         memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
         policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
         dream=dream,
     )
-    proxy = await make_proxy(config)
+    return await make_proxy(config)
+
+
+async def test_chat_goes_on_with_memory_while_a_cycle_waits_for_its_model(
+    upstream: FakeUpstream, make_proxy: MakeProxy
+) -> None:
+    """The cycle's model never answers (until its timeout): meanwhile chat is answered
+    at once, with memory; the cycle then reports the failure and merges nothing."""
+    proxy = await _proxy_whose_cycle_model_hangs(upstream, make_proxy, timeout_s=2)
     async with aiohttp.ClientSession() as http:
         admin = Admin(http, proxy)
         await admin.call("POST", "/memory/ingest", json=FIRST)
@@ -428,15 +437,7 @@ async def test_a_rollback_or_a_cycle_asked_while_a_cycle_runs_here_is_refused(
     and waited behind it (as long as the cycle's model took), then ran: a rollback asked
     during a cycle undid the cycle it waited for. Refused at once instead, as when another
     process runs the cycle, and nothing changed."""
-    upstream.keep_alive = False  # litellm's synchronous client keeps no socket beyond
-    dream = {"backend": "llm", "llm": {"model": "hang", "api_base": upstream.url, "timeout_s": 4}}
-    config = proxy_config(
-        upstream.url,
-        memory={"ingest": False, "retrieval_timeout_ms": 60_000, "formation_workers": 0},
-        policy={"rules": [{"type": "always"}], "dream": {"enabled": False}},
-        dream=dream,
-    )
-    proxy = await make_proxy(config)
+    proxy = await _proxy_whose_cycle_model_hangs(upstream, make_proxy, timeout_s=4)
     async with aiohttp.ClientSession() as http:
         admin = Admin(http, proxy)
         await admin.call("POST", "/memory/ingest", json=FIRST)
