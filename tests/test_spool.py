@@ -190,15 +190,21 @@ except SpoolError as exc:
 """
 
 
+def _run_child(script: str, spool: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` in a Python of its own (its resource limits stay there), given the
+    spool folder as its argument."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(spool)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+
+
 def test_an_entry_the_disk_cannot_hold_whole_is_refused_not_kept_cut(tmp_path: Path) -> None:
     """A file size limit (as a full disk) let the first write of the entry land short: the
     entry was renamed into place cut at 4,096 bytes and reported durable, so its answer
     went out, and its replay set it aside as unreadable (the exchange never stored)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK_CHILD, str(tmp_path / "spool")],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-    )  # fmt: skip
+    done = _run_child(_FULL_DISK_CHILD, tmp_path / "spool")
     assert done.returncode == 0, done.stderr
     assert "refused: could not spool an exchange of t" in done.stdout
     assert "File too large" in done.stdout
@@ -322,11 +328,7 @@ def test_a_spool_file_larger_than_any_entry_is_set_aside_unread(tmp_path: Path) 
     place to end every later one. A file larger than an entry may be is set aside without
     being read, and an entry that large is refused when it is written (it then waits
     for its claim in memory, as when the disk is full)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _HUGE_FILE_CHILD, str(tmp_path / "spool")],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-    )  # fmt: skip
+    done = _run_child(_HUGE_FILE_CHILD, tmp_path / "spool")
     assert done.returncode == 0, done.stderr
     assert "pending: [] ['spool_unreadable']" in done.stdout
     assert "larger than an entry may be" in done.stdout
